@@ -1,0 +1,781 @@
+// pichamber guest prelude: pi's ExtensionAPI (`pi`), ExtensionContext (`ctx`), the handler
+// chains with pi 0.73.1's semantics (core/extensions/runner.js), and the web-platform globals
+// extensions expect (timers, AbortController, process, console). Runs once per instance before
+// the extension's modules. Every effect goes through `__host(name, argsJson)`.
+
+const hostCall = (name, ...args) => JSON.parse(globalThis.__host(name, JSON.stringify(args)));
+const loadContext = JSON.parse(globalThis.__pichamber_load_context);
+delete globalThis.__pichamber_load_context;
+
+const errorText = (err) => (err instanceof Error ? err.message : String(err));
+const errorStack = (err) => (err instanceof Error && err.stack ? String(err.stack) : undefined);
+
+// ---------------------------------------------------------------------------------------------
+// Event loop: timers and host operations. The Rust side drains microtasks, then asks `state()`
+// and suspends in the host's `wait` until an operation completes or the next timer is due.
+
+const timers = new Map();
+let nextTimerId = 1;
+const pendingOps = new Map();
+
+const eventLoop = {
+  state() {
+    let next = -1;
+    const now = Date.now();
+    for (const t of timers.values()) {
+      const wait = Math.max(0, t.due - now);
+      if (next < 0 || wait < next) next = wait;
+    }
+    return [next, pendingOps.size];
+  },
+  fireTimers() {
+    const now = Date.now();
+    const due = [...timers.entries()].filter(([, t]) => t.due <= now).sort((a, b) => a[1].due - b[1].due || a[0] - b[0]);
+    for (const [id, t] of due) {
+      if (!timers.has(id)) continue;
+      if (t.interval !== undefined) t.due = now + t.interval;
+      else timers.delete(id);
+      try {
+        t.fn(...t.args);
+      } catch (err) {
+        hostCall("log", "error", `Uncaught error in timer: ${errorStack(err) ?? errorText(err)}`);
+      }
+    }
+  },
+  complete(id, outcomeJson) {
+    const op = pendingOps.get(id);
+    if (!op) return;
+    pendingOps.delete(id);
+    op.resolve(JSON.parse(outcomeJson));
+  },
+};
+globalThis.__pichamber_loop = eventLoop;
+
+function addTimer(fn, ms, args, repeat) {
+  if (typeof fn !== "function") throw new TypeError("The callback must be a function");
+  const delay = Math.max(0, Number(ms) || 0);
+  const id = nextTimerId++;
+  timers.set(id, { fn, args, due: Date.now() + delay, interval: repeat ? Math.max(1, delay) : undefined });
+  return id;
+}
+globalThis.setTimeout = (fn, ms, ...args) => addTimer(fn, ms, args, false);
+globalThis.setInterval = (fn, ms, ...args) => addTimer(fn, ms, args, true);
+globalThis.clearTimeout = (id) => void timers.delete(typeof id === "object" && id ? id.id : id);
+globalThis.clearInterval = globalThis.clearTimeout;
+globalThis.setImmediate = (fn, ...args) => addTimer(fn, 0, args, false);
+globalThis.clearImmediate = globalThis.clearTimeout;
+if (typeof globalThis.queueMicrotask !== "function") {
+  globalThis.queueMicrotask = (fn) => void Promise.resolve().then(fn);
+}
+
+/** Starts a host operation; resolves with its outcome. Cancelling resolves `{cancelled:true}`. */
+function startOperation(op, signal) {
+  if (signal?.aborted) return Promise.resolve({ cancelled: true });
+  const id = hostCall("start", op);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      if (!pendingOps.has(id)) return;
+      pendingOps.delete(id);
+      hostCall("cancel", id);
+      resolve({ cancelled: true, aborted: true });
+    };
+    pendingOps.set(id, {
+      resolve: (outcome) => {
+        signal?.removeEventListener?.("abort", onAbort);
+        resolve(outcome);
+      },
+    });
+    signal?.addEventListener?.("abort", onAbort, { once: true });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Web-platform globals QuickJS lacks.
+
+class EventTargetLite {
+  #listeners = new Map();
+  addEventListener(type, listener, options) {
+    if (!listener) return;
+    const list = this.#listeners.get(type) ?? [];
+    list.push({ listener, once: !!(options && options.once) });
+    this.#listeners.set(type, list);
+  }
+  removeEventListener(type, listener) {
+    const list = this.#listeners.get(type);
+    if (list) this.#listeners.set(type, list.filter((l) => l.listener !== listener));
+  }
+  dispatchEvent(event) {
+    const list = [...(this.#listeners.get(event.type) ?? [])];
+    for (const entry of list) {
+      if (entry.once) this.removeEventListener(event.type, entry.listener);
+      try {
+        if (typeof entry.listener === "function") entry.listener.call(this, event);
+        else entry.listener.handleEvent(event);
+      } catch (err) {
+        hostCall("log", "error", `Uncaught error in event listener: ${errorText(err)}`);
+      }
+    }
+    return true;
+  }
+}
+if (typeof globalThis.EventTarget !== "function") globalThis.EventTarget = EventTargetLite;
+if (typeof globalThis.Event !== "function") {
+  globalThis.Event = class Event {
+    constructor(type) {
+      this.type = type;
+    }
+  };
+}
+
+class AbortSignalLite extends EventTargetLite {
+  aborted = false;
+  reason = undefined;
+  onabort = null;
+  throwIfAborted() {
+    if (this.aborted) throw this.reason;
+  }
+  static abort(reason) {
+    const c = new AbortControllerLite();
+    c.abort(reason);
+    return c.signal;
+  }
+  static timeout(ms) {
+    const c = new AbortControllerLite();
+    setTimeout(() => c.abort(new DOMExceptionLite("The operation timed out.", "TimeoutError")), ms);
+    return c.signal;
+  }
+  static any(signals) {
+    const c = new AbortControllerLite();
+    for (const s of signals) {
+      if (s.aborted) {
+        c.abort(s.reason);
+        break;
+      }
+      s.addEventListener("abort", () => c.abort(s.reason), { once: true });
+    }
+    return c.signal;
+  }
+}
+class DOMExceptionLite extends Error {
+  constructor(message, name = "Error") {
+    super(message);
+    this.name = name;
+  }
+}
+class AbortControllerLite {
+  signal = new AbortSignalLite();
+  abort(reason) {
+    const s = this.signal;
+    if (s.aborted) return;
+    s.aborted = true;
+    s.reason = reason === undefined ? new DOMExceptionLite("This operation was aborted", "AbortError") : reason;
+    const event = new globalThis.Event("abort");
+    if (typeof s.onabort === "function") s.onabort(event);
+    s.dispatchEvent(event);
+  }
+}
+if (typeof globalThis.AbortController !== "function") {
+  globalThis.AbortController = AbortControllerLite;
+  globalThis.AbortSignal = AbortSignalLite;
+}
+if (typeof globalThis.DOMException !== "function") globalThis.DOMException = DOMExceptionLite;
+if (typeof globalThis.structuredClone !== "function") {
+  globalThis.structuredClone = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
+}
+
+// console.* goes to the host's log, never to the guest's stdout.
+const formatArg = (a) => {
+  if (typeof a === "string") return a;
+  if (a instanceof Error) return errorStack(a) ?? errorText(a);
+  try {
+    return JSON.stringify(a) ?? String(a);
+  } catch {
+    return String(a);
+  }
+};
+const logAt = (level) => (...args) => hostCall("log", level, args.map(formatArg).join(" "));
+globalThis.console = {
+  log: logAt("info"),
+  info: logAt("info"),
+  debug: logAt("debug"),
+  trace: logAt("debug"),
+  warn: logAt("warn"),
+  error: logAt("error"),
+  dir: logAt("info"),
+  table: logAt("info"),
+  assert: (cond, ...args) => {
+    if (!cond) logAt("error")("Assertion failed:", ...args);
+  },
+  time() {},
+  timeEnd() {},
+  group() {},
+  groupEnd() {},
+};
+
+// process: only granted environment variables, plus PiChamber's detection marker.
+const env = { ...loadContext.env, PICHAMBER: "1" };
+const startedAt = Date.now();
+globalThis.process = {
+  env,
+  argv: ["pichamber", loadContext.extensionName],
+  platform: "linux",
+  arch: "wasm32",
+  version: "v20.0.0",
+  versions: { node: "20.0.0", pichamber: "0.1.0" },
+  pid: 1,
+  cwd: () => loadContext.cwd,
+  chdir() {
+    throw new Error("process.chdir is not supported in pichamber");
+  },
+  exit(code) {
+    throw new Error(`process.exit(${code ?? ""}) is not allowed in a pichamber extension`);
+  },
+  nextTick: (fn, ...args) => queueMicrotask(() => fn(...args)),
+  hrtime: Object.assign(
+    (prev) => {
+      const ns = BigInt(Math.round((Date.now() - startedAt) * 1e6));
+      const t = [Number(ns / 1000000000n), Number(ns % 1000000000n)];
+      return prev ? [t[0] - prev[0], t[1] - prev[1]] : t;
+    },
+    { bigint: () => BigInt(Math.round((Date.now() - startedAt) * 1e6)) },
+  ),
+  uptime: () => (Date.now() - startedAt) / 1000,
+  memoryUsage: () => ({ rss: 0, heapTotal: 0, heapUsed: 0, external: 0 }),
+  on() {
+    return globalThis.process;
+  },
+  off() {
+    return globalThis.process;
+  },
+  once() {
+    return globalThis.process;
+  },
+  emitWarning: (w) => hostCall("log", "warn", String(w)),
+  stdout: { write: (s) => (hostCall("log", "info", String(s)), true), isTTY: false },
+  stderr: { write: (s) => (hostCall("log", "warn", String(s)), true), isTTY: false },
+};
+globalThis.__PICHAMBER__ = { version: 1 };
+
+/** pi.exec / node:child_process: host-mediated, subject to the run capability. */
+async function exec(command, args = [], options = {}) {
+  const outcome = await startOperation(
+    { op: "exec", command: String(command), args: (args ?? []).map(String), cwd: options.cwd, timeout: options.timeout },
+    options.signal,
+  );
+  if (outcome.cancelled) return { stdout: "", stderr: "", code: 1, killed: true };
+  if ("error" in outcome) throw new Error(outcome.error);
+  return outcome.ok;
+}
+globalThis.__pichamber_internal = { exec };
+
+// ---------------------------------------------------------------------------------------------
+// The extension's registrations.
+
+const extension = {
+  handlers: new Map(),
+  tools: new Map(),
+  commands: new Map(),
+  flags: new Map(),
+  shortcuts: new Map(),
+  renderers: new Map(),
+  busListeners: new Map(),
+};
+let loading = false;
+const notInitialized = () => {
+  if (loading) {
+    throw new Error("Extension runtime not initialized. Action methods cannot be called during extension loading.");
+  }
+};
+const action = (fn) => (...args) => {
+  notInitialized();
+  return fn(...args);
+};
+
+const eventBus = {
+  emit(channel, data) {
+    hostCall("emitBusEvent", String(channel), data === undefined ? null : data);
+    deliverToListeners(String(channel), data);
+  },
+  on(channel, handler) {
+    const key = String(channel);
+    const list = extension.busListeners.get(key) ?? [];
+    const entry = { handler };
+    list.push(entry);
+    extension.busListeners.set(key, list);
+    return () => {
+      const current = extension.busListeners.get(key) ?? [];
+      extension.busListeners.set(key, current.filter((e) => e !== entry));
+    };
+  },
+  clear() {
+    extension.busListeners.clear();
+  },
+};
+function deliverToListeners(channel, data) {
+  // pi wraps each listener: async, errors logged, never thrown into the emitter.
+  return Promise.all(
+    [...(extension.busListeners.get(channel) ?? [])].map(({ handler }) =>
+      (async () => handler(data))().catch((err) =>
+        hostCall("log", "error", `Event handler error (${channel}): ${errorStack(err) ?? errorText(err)}`),
+      ),
+    ),
+  );
+}
+
+const pi = {
+  on(event, handler) {
+    if (typeof handler !== "function") throw new TypeError(`pi.on("${event}"): handler must be a function`);
+    const list = extension.handlers.get(event) ?? [];
+    if (list.length === 0) hostCall("subscribe", String(event));
+    list.push(handler);
+    extension.handlers.set(event, list);
+  },
+  registerTool(tool) {
+    if (!tool || typeof tool.name !== "string") throw new TypeError("registerTool: tool.name must be a string");
+    if (typeof tool.execute !== "function") throw new TypeError(`registerTool(${tool.name}): execute must be a function`);
+    hostCall("registerTool", {
+      name: tool.name,
+      label: tool.label ?? tool.name,
+      description: tool.description ?? "",
+      parameters: tool.parameters ?? { type: "object", properties: {} },
+      promptSnippet: tool.promptSnippet,
+      promptGuidelines: tool.promptGuidelines ?? [],
+      hasPrepareArguments: typeof tool.prepareArguments === "function",
+      executionMode: tool.executionMode,
+      hasRenderCall: typeof tool.renderCall === "function",
+      hasRenderResult: typeof tool.renderResult === "function",
+    });
+    extension.tools.set(tool.name, tool);
+  },
+  registerCommand(name, options) {
+    if (typeof options?.handler !== "function") throw new TypeError(`registerCommand(${name}): handler must be a function`);
+    hostCall("registerCommand", {
+      name: String(name),
+      description: options.description,
+      hasArgumentCompletions: typeof options.getArgumentCompletions === "function",
+    });
+    extension.commands.set(String(name), { name: String(name), ...options });
+  },
+  registerShortcut(shortcut, options) {
+    hostCall("registerShortcut", { shortcut: String(shortcut), description: options?.description });
+    extension.shortcuts.set(String(shortcut), options);
+  },
+  registerFlag(name, options) {
+    hostCall("registerFlag", { name: String(name), description: options?.description, type: options?.type, default: options?.default });
+    extension.flags.set(String(name), options);
+  },
+  getFlag(name) {
+    if (!extension.flags.has(name)) return undefined;
+    return hostCall("getFlag", String(name)) ?? undefined;
+  },
+  registerMessageRenderer(customType, renderer) {
+    hostCall("registerMessageRenderer", String(customType));
+    extension.renderers.set(String(customType), renderer);
+  },
+  sendMessage: action((message, options) => void hostCall("sendMessage", message, options ?? {})),
+  sendUserMessage: action((content, options) => void hostCall("sendUserMessage", content, options ?? {})),
+  appendEntry: action((customType, data) => void hostCall("appendEntry", String(customType), data === undefined ? null : data)),
+  setSessionName: action((name) => void hostCall("setSessionName", String(name))),
+  getSessionName: action(() => hostCall("getSessionName") ?? undefined),
+  setLabel: action((entryId, label) => void hostCall("setLabel", String(entryId), label ?? null)),
+  exec: (command, args, options) => exec(command, args, options),
+  getActiveTools: action(() => hostCall("getActiveTools")),
+  getAllTools: action(() => hostCall("getAllTools")),
+  setActiveTools: action((names) => void hostCall("setActiveTools", names)),
+  getCommands: action(() => hostCall("getCommands")),
+  setModel: (model) => {
+    if (loading) return Promise.reject(new Error("Extension runtime not initialized"));
+    return Promise.resolve(hostCall("setModel", model));
+  },
+  getThinkingLevel: action(() => hostCall("getThinkingLevel")),
+  setThinkingLevel: action((level) => void hostCall("setThinkingLevel", String(level))),
+  registerProvider(name, config) {
+    const { streamSimple, oauth, ...data } = config ?? {};
+    hostCall("registerProvider", String(name), { ...data, hasStreamSimple: typeof streamSimple === "function", hasOAuth: !!oauth });
+  },
+  unregisterProvider: (name) => void hostCall("unregisterProvider", String(name)),
+  events: eventBus,
+};
+
+// ---------------------------------------------------------------------------------------------
+// ctx: rebuilt for every call from the host's snapshot (cwd, model, ...) plus live methods.
+
+const inertTheme = new Proxy(
+  {},
+  {
+    get(_target, prop) {
+      if (prop === "name") return "pichamber";
+      if (prop === Symbol.toPrimitive || prop === "then") return undefined;
+      return (...args) => (args.length > 1 ? String(args[args.length - 1]) : String(args[0] ?? ""));
+    },
+  },
+);
+
+function dialog(op, defaultValue, parse, opts) {
+  const { signal, timeout } = opts ?? {};
+  return startOperation({ ...op, timeout }, signal).then((outcome) => (outcome.cancelled ? defaultValue : parse(outcome)));
+}
+
+const ui = {
+  select: (title, options, opts) =>
+    dialog({ op: "select", title: String(title), options: (options ?? []).map(String) }, undefined, (r) => r.value, opts),
+  confirm: (title, message, opts) =>
+    dialog({ op: "confirm", title: String(title), message: String(message ?? "") }, false, (r) => r.confirmed === true, opts),
+  input: (title, placeholder, opts) =>
+    dialog({ op: "input", title: String(title), placeholder }, undefined, (r) => r.value, opts),
+  editor: (title, prefill, opts) =>
+    dialog({ op: "editor", title: String(title), prefill }, undefined, (r) => r.value, opts),
+  form: (title, fields, opts) =>
+    dialog({ op: "form", title: String(title), fields: fields ?? [] }, undefined, (r) => JSON.parse(r.value), opts),
+  notify: (message, type) => void hostCall("ui", { kind: "notify", message: String(message), type }),
+  onTerminalInput: () => () => {},
+  setStatus: (key, text) => void hostCall("ui", { kind: "status", key: String(key), text: text === undefined ? undefined : String(text) }),
+  setWorkingMessage() {},
+  setWorkingVisible() {},
+  setWorkingIndicator() {},
+  setHiddenThinkingLabel() {},
+  setWidget(key, content, options) {
+    // pi's RPC mode forwards string arrays and ignores component factories.
+    if (content === undefined || Array.isArray(content)) {
+      hostCall("ui", { kind: "widget", key: String(key), lines: content?.map(String), placement: options?.placement });
+    }
+  },
+  setFooter() {},
+  setHeader() {},
+  setTitle: (title) => void hostCall("ui", { kind: "title", title: String(title) }),
+  custom: async () => undefined,
+  pasteToEditor(text) {
+    this.setEditorText(text);
+  },
+  setEditorText: (text) => void hostCall("ui", { kind: "editorText", text: String(text) }),
+  getEditorText: () => hostCall("getEditorText"),
+  addAutocompleteProvider() {},
+  setEditorComponent() {},
+  getEditorComponent: () => undefined,
+  get theme() {
+    return inertTheme;
+  },
+  getAllThemes: () => [],
+  getTheme: () => undefined,
+  setTheme: () => ({ success: false, error: "Theme switching not supported in RPC mode" }),
+  getToolsExpanded: () => false,
+  setToolsExpanded() {},
+};
+
+const sessionRead = (method) => (...args) => hostCall("sessionRead", method, args);
+const sessionManager = {
+  getEntries: sessionRead("getEntries"),
+  getBranch: sessionRead("getBranch"),
+  getLeafId: () => sessionRead("getLeafId")() ?? null,
+  getLeafEntry: () => sessionRead("getLeafEntry")() ?? undefined,
+  getEntry: (id) => sessionRead("getEntry")(id) ?? undefined,
+  getLabel: (id) => sessionRead("getLabel")(id) ?? undefined,
+  getChildren: sessionRead("getChildren"),
+  getTree: sessionRead("getTree"),
+  getHeader: () => sessionRead("getHeader")() ?? null,
+  getSessionFile: () => sessionRead("getSessionFile")() ?? undefined,
+  getSessionId: sessionRead("getSessionId"),
+  getSessionDir: sessionRead("getSessionDir"),
+  getSessionName: () => sessionRead("getSessionName")() ?? undefined,
+  getCwd: () => loadContext.cwd,
+  buildContextEntries: sessionRead("buildContextEntries"),
+};
+
+const modelRegistry = {
+  getAll: () => [],
+  getAvailable: () => [],
+  find: () => undefined,
+};
+
+const neverAborted = () => new AbortController().signal;
+
+function makeContext(snapshot, extras = {}) {
+  const ctx = {
+    ui,
+    hasUI: snapshot.hasUI ?? loadContext.hasUI,
+    mode: loadContext.mode,
+    cwd: snapshot.cwd ?? loadContext.cwd,
+    sessionManager,
+    modelRegistry,
+    model: snapshot.model ?? undefined,
+    signal: extras.signal,
+    isIdle: () => hostCall("isIdle"),
+    abort: () => void hostCall("abort"),
+    hasPendingMessages: () => hostCall("hasPendingMessages"),
+    shutdown: () => void hostCall("shutdown"),
+    getContextUsage: () => hostCall("getContextUsage") ?? undefined,
+    compact(options) {
+      const { onComplete, onError, ...data } = options ?? {};
+      hostCall("compact", data);
+    },
+    getSystemPrompt: () => hostCall("getSystemPrompt"),
+  };
+  return ctx;
+}
+
+const unavailable = (what) => () =>
+  Promise.reject(new Error(`ctx.${what}() needs pichamber's session core, which this host does not provide yet`));
+
+function makeCommandContext(snapshot) {
+  return Object.assign(makeContext(snapshot), {
+    waitForIdle: async () => {},
+    newSession: unavailable("newSession"),
+    fork: unavailable("fork"),
+    navigateTree: unavailable("navigateTree"),
+    switchSession: unavailable("switchSession"),
+    reload: unavailable("reload"),
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handler chains: one extension's handlers for one event, with pi's per-event semantics. The
+// host runs the same fold across extensions in load order, feeding each the updated event.
+
+function reportHandlerError(event, err) {
+  hostCall("reportError", event, errorText(err), errorStack(err) ?? null);
+}
+
+const sessionBefore = new Set(["session_before_switch", "session_before_fork", "session_before_compact", "session_before_tree"]);
+
+async function runChain(name, event, ctx) {
+  const handlers = extension.handlers.get(name) ?? [];
+  let result;
+  switch (name) {
+    case "tool_call": {
+      // Errors propagate: a failing gate must not let the call through.
+      for (const h of handlers) {
+        const r = await h(event, ctx);
+        if (r) {
+          result = r;
+          if (r.block) break;
+        }
+      }
+      return { result, event };
+    }
+    case "tool_result": {
+      let modified = false;
+      for (const h of handlers) {
+        try {
+          const r = await h(event, ctx);
+          if (!r) continue;
+          for (const key of ["content", "details", "isError"]) {
+            if (r[key] !== undefined) {
+              event[key] = r[key];
+              modified = true;
+            }
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: modified ? { content: event.content, details: event.details, isError: event.isError } : undefined, event };
+    }
+    case "message_end": {
+      let modified = false;
+      for (const h of handlers) {
+        try {
+          const r = await h({ ...event }, ctx);
+          if (!r?.message) continue;
+          if (r.message.role !== event.message.role) {
+            reportHandlerError(name, new Error("message_end handlers must return a message with the same role"));
+            continue;
+          }
+          event.message = r.message;
+          modified = true;
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: modified ? { message: event.message } : undefined, event };
+    }
+    case "context": {
+      let modified = false;
+      for (const h of handlers) {
+        try {
+          const r = await h({ type: "context", messages: event.messages }, ctx);
+          if (r?.messages) {
+            event.messages = r.messages;
+            modified = true;
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: modified ? { messages: event.messages } : undefined, event };
+    }
+    case "before_provider_request": {
+      let modified = false;
+      for (const h of handlers) {
+        try {
+          const r = await h({ type: name, payload: event.payload }, ctx);
+          if (r !== undefined) {
+            event.payload = r;
+            modified = true;
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: modified ? { payload: event.payload } : undefined, event };
+    }
+    case "before_agent_start": {
+      const messages = [];
+      let systemPromptModified = false;
+      ctx.getSystemPrompt = () => event.systemPrompt;
+      for (const h of handlers) {
+        try {
+          const r = await h({ ...event }, ctx);
+          if (!r) continue;
+          if (r.message) messages.push(r.message);
+          if (r.systemPrompt !== undefined) {
+            event.systemPrompt = r.systemPrompt;
+            systemPromptModified = true;
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return {
+        result:
+          messages.length > 0 || systemPromptModified
+            ? { messages: messages.length ? messages : undefined, systemPrompt: systemPromptModified ? event.systemPrompt : undefined }
+            : undefined,
+        event,
+      };
+    }
+    case "input": {
+      const original = { text: event.text, images: event.images };
+      for (const h of handlers) {
+        try {
+          const r = await h({ type: "input", text: event.text, images: event.images, source: event.source }, ctx);
+          if (r?.action === "handled") return { result: r, event };
+          if (r?.action === "transform") {
+            event.text = r.text;
+            event.images = r.images ?? event.images;
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      const changed = event.text !== original.text || event.images !== original.images;
+      return { result: changed ? { action: "transform", text: event.text, images: event.images } : { action: "continue" }, event };
+    }
+    case "user_bash": {
+      for (const h of handlers) {
+        try {
+          const r = await h(event, ctx);
+          if (r) return { result: r, event };
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: undefined, event };
+    }
+    case "resources_discover": {
+      const paths = { skillPaths: [], promptPaths: [], themePaths: [] };
+      for (const h of handlers) {
+        try {
+          const r = await h({ type: name, cwd: event.cwd, reason: event.reason }, ctx);
+          for (const key of Object.keys(paths)) if (r?.[key]?.length) paths[key].push(...r[key]);
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: paths, event };
+    }
+    default: {
+      for (const h of handlers) {
+        try {
+          const r = await h(event, ctx);
+          if (sessionBefore.has(name) && r) {
+            result = r;
+            if (r.cancel) break;
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result, event };
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exports called by the Rust side. Each returns a promise of a JSON envelope.
+
+const envelope = (fn) => async (...args) => {
+  try {
+    const ok = await fn(...args);
+    return JSON.stringify({ ok: ok === undefined ? null : ok });
+  } catch (err) {
+    const stack = errorStack(err);
+    return JSON.stringify({ error: stack ? `${errorText(err)}\n${stack.trimEnd()}` : errorText(err) });
+  }
+};
+
+const toolResultFromError = (err) => ({ content: [{ type: "text", text: errorText(err) }], details: {}, isError: true });
+
+globalThis.__pichamber = {
+  load: envelope(async (entry) => {
+    const namespace = await import(entry);
+    const factory = namespace.default;
+    if (typeof factory !== "function") {
+      throw new Error("The extension has no default export function (export default function (pi) { ... })");
+    }
+    loading = true;
+    try {
+      await factory(pi);
+    } finally {
+      loading = false;
+    }
+    return null;
+  }),
+  dispatchEvent: envelope(async (name, eventJson, ctxJson) => {
+    const event = JSON.parse(eventJson);
+    const ctx = makeContext(JSON.parse(ctxJson));
+    return runChain(name, event, ctx);
+  }),
+  prepareArguments: envelope(async (toolName, argsJson) => {
+    const tool = extension.tools.get(toolName);
+    const args = JSON.parse(argsJson);
+    if (!tool?.prepareArguments) return args;
+    return tool.prepareArguments(args);
+  }),
+  executeTool: envelope(async (toolName, toolCallId, paramsJson, ctxJson) => {
+    const tool = extension.tools.get(toolName);
+    if (!tool) return toolResultFromError(new Error(`Tool "${toolName}" is not registered by this extension`));
+    const snapshot = JSON.parse(ctxJson);
+    const signal = neverAborted();
+    const ctx = makeContext(snapshot, { signal });
+    const onUpdate = (partial) => hostCall("toolUpdate", toolCallId, partial ?? null);
+    try {
+      const result = await tool.execute(toolCallId, JSON.parse(paramsJson), signal, onUpdate, ctx);
+      if (!result || typeof result !== "object") {
+        return toolResultFromError(new Error(`Tool "${toolName}" returned ${JSON.stringify(result)} instead of { content, details }`));
+      }
+      return {
+        content: Array.isArray(result.content) ? result.content : [],
+        details: result.details,
+        isError: result.isError === true,
+        terminate: result.terminate === true,
+      };
+    } catch (err) {
+      return toolResultFromError(err);
+    }
+  }),
+  runCommand: envelope(async (name, args, ctxJson) => {
+    const command = extension.commands.get(name);
+    if (!command) throw new Error(`Command "/${name}" is not registered by this extension`);
+    await command.handler(args, makeCommandContext(JSON.parse(ctxJson)));
+    return null;
+  }),
+  completeArguments: envelope(async (name, prefix) => {
+    const command = extension.commands.get(name);
+    if (!command?.getArgumentCompletions) return null;
+    return (await command.getArgumentCompletions(prefix)) ?? null;
+  }),
+  deliverBusEvent: envelope(async (channel, dataJson) => {
+    await deliverToListeners(channel, JSON.parse(dataJson));
+    return null;
+  }),
+};

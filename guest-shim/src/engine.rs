@@ -1,0 +1,264 @@
+//! The QuickJS runtime of this instance, its module loader, and the event loop that drives a
+//! JavaScript promise to completion through the host's `start` / `wait` imports.
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_void};
+
+use javy::quickjs::{Ctx, Function, Object, Value, function::Args, promise::PromiseState, qjs};
+use javy::{Config, Runtime};
+
+use crate::bindings::pichamber::extension::host;
+use crate::bindings::pichamber::extension::types::{DialogAnswer, LoadContext, ModuleSource, Outcome};
+use crate::{hostcall, modules};
+
+thread_local! {
+    static RUNTIME: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+}
+
+/// QuickJS's own heap limit; the host's StoreLimits bound the whole instance anyway, this makes
+/// running out a catchable JS error instead of a trap where possible.
+const JS_MEMORY_LIMIT: usize = 192 << 20;
+/// Collect garbage every few MiB of allocation: instances live as long as a session.
+const JS_GC_THRESHOLD: usize = 8 << 20;
+const JS_STACK_LIMIT: usize = 512 << 10;
+
+pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Result<(), String> {
+    if RUNTIME.with(|r| r.borrow().is_some()) {
+        return Err("load was called twice on one instance".into());
+    }
+    modules::set_extension_modules(sources);
+
+    let mut config = Config::default();
+    config
+        .text_encoding(true)
+        .gc_threshold(JS_GC_THRESHOLD)
+        .memory_limit(JS_MEMORY_LIMIT)
+        .max_stack_size(JS_STACK_LIMIT);
+    let runtime = Runtime::new(config).map_err(|e| format!("cannot start QuickJS: {e}"))?;
+    runtime.context().with(|ctx| -> Result<(), String> {
+        // Imports were rewritten to canonical ids at build time, so QuickJS's default name
+        // normalisation is right and only loading needs to be ours.
+        unsafe {
+            let rt = qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
+            qjs::JS_SetModuleLoaderFunc(rt, None, Some(load_module), std::ptr::null_mut());
+        }
+        hostcall::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        let context_json = serde_json::json!({
+            "extensionName": context.extension_name,
+            "cwd": context.cwd,
+            "mode": context.mode,
+            "hasUI": context.has_ui,
+            "env": context.env.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>(),
+        })
+        .to_string();
+        ctx.globals()
+            .set("__pichamber_load_context", context_json)
+            .map_err(|e| js_error_text(&ctx, e))?;
+        let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
+            .map_err(|e| js_error_text(&ctx, e))?;
+        settle_raw(&ctx, prelude.into_value())?;
+        Ok(())
+    })?;
+    RUNTIME.with(|r| *r.borrow_mut() = Some(runtime));
+    call_prelude("load", &[entry]).map(|_| ())
+}
+
+/// Calls `globalThis.__pichamber[name](...args)`, which returns a promise of a JSON envelope
+/// `{"ok": <json text>}` or `{"error": <message>}`, and runs the event loop until it settles.
+pub fn call_prelude(name: &str, args: &[&str]) -> Result<String, String> {
+    RUNTIME.with(|r| {
+        let guard = r.borrow();
+        let runtime = guard
+            .as_ref()
+            .ok_or_else(|| "the extension is not loaded".to_string())?;
+        runtime.context().with(|ctx| {
+            let api: Object = ctx
+                .globals()
+                .get("__pichamber")
+                .map_err(|e| js_error_text(&ctx, e))?;
+            let function: Function = api.get(name).map_err(|e| js_error_text(&ctx, e))?;
+            let mut call_args = Args::new(ctx.clone(), args.len());
+            for arg in args {
+                call_args
+                    .push_arg(*arg)
+                    .map_err(|e| js_error_text(&ctx, e))?;
+            }
+            let promise: Value = function
+                .call_arg(call_args)
+                .map_err(|e| js_error_text(&ctx, e))?;
+            let envelope = settle_raw(&ctx, promise)?;
+            let envelope: String = envelope
+                .as_string()
+                .and_then(|s| s.to_string().ok())
+                .ok_or_else(|| "internal: prelude returned no envelope".to_string())?;
+            let parsed: serde_json::Value =
+                serde_json::from_str(&envelope).map_err(|e| e.to_string())?;
+            match parsed {
+                serde_json::Value::Object(mut map) => {
+                    if let Some(error) = map.remove("error") {
+                        Err(error.as_str().map(str::to_owned).unwrap_or_else(|| error.to_string()))
+                    } else {
+                        Ok(map
+                            .remove("ok")
+                            .map(|v| v.to_string())
+                            .unwrap_or_else(|| "null".into()))
+                    }
+                }
+                other => Err(format!("internal: bad envelope {other}")),
+            }
+        })
+    })
+}
+
+/// Runs microtasks, timers and host operations until `value` (a promise or a plain value)
+/// settles, and returns what it resolved to.
+fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, String> {
+    let Some(promise) = value.as_promise().cloned() else {
+        return Ok(value);
+    };
+    let api = || -> Result<Object<'js>, String> {
+        ctx.globals()
+            .get("__pichamber_loop")
+            .map_err(|e| js_error_text(ctx, e))
+    };
+    loop {
+        while ctx.execute_pending_job() {}
+        match promise.state() {
+            PromiseState::Resolved => {
+                return promise
+                    .result::<Value>()
+                    .unwrap_or_else(|| Ok(Value::new_undefined(ctx.clone())))
+                    .map_err(|e| js_error_text(ctx, e));
+            }
+            PromiseState::Rejected => {
+                let reason = promise
+                    .result::<Value>()
+                    .map(|r| r.err())
+                    .unwrap_or_default()
+                    .map(|e| js_error_text(ctx, e))
+                    .unwrap_or_else(|| "promise rejected".into());
+                return Err(reason);
+            }
+            PromiseState::Pending => {}
+        }
+        // The prelude loop may not exist yet while the prelude itself loads.
+        let Ok(event_loop) = api() else {
+            return Err("a module awaited something during start-up that never settles".into());
+        };
+        let state: Vec<f64> = event_loop
+            .get::<_, Function>("state")
+            .and_then(|f| f.call(()))
+            .map_err(|e| js_error_text(ctx, e))?;
+        let (next_timer, pending_ops) = (state[0], state[1]);
+        if next_timer < 0.0 && pending_ops == 0.0 {
+            return Err(
+                "the extension awaits a promise that nothing will ever settle (no timer or \
+                 pending operation is left)"
+                    .into(),
+            );
+        }
+        let timeout = (next_timer >= 0.0).then(|| next_timer.ceil() as u64);
+        match host::wait(timeout) {
+            Some(done) => {
+                let outcome = outcome_json(done.outcome);
+                event_loop
+                    .get::<_, Function>("complete")
+                    .and_then(|f| f.call::<_, ()>((done.id, outcome)))
+                    .map_err(|e| js_error_text(ctx, e))?;
+            }
+            None => {
+                event_loop
+                    .get::<_, Function>("fireTimers")
+                    .and_then(|f| f.call::<_, ()>(()))
+                    .map_err(|e| js_error_text(ctx, e))?;
+            }
+        }
+    }
+}
+
+fn outcome_json(outcome: Outcome) -> String {
+    use serde_json::json;
+    match outcome {
+        Outcome::Dialog(DialogAnswer::Value(v)) => json!({ "value": v }),
+        Outcome::Dialog(DialogAnswer::Confirmed(c)) => json!({ "confirmed": c }),
+        Outcome::Dialog(DialogAnswer::Cancelled) => json!({ "cancelled": true }),
+        Outcome::Exec(Ok(r)) => json!({ "ok": {
+            "stdout": r.stdout, "stderr": r.stderr, "code": r.code, "killed": r.killed,
+        }}),
+        Outcome::Exec(Err(e)) => json!({ "error": e }),
+    }
+    .to_string()
+}
+
+/// The text of a JavaScript exception (message and stack) or an rquickjs error.
+pub fn js_error_text(ctx: &Ctx<'_>, error: javy::quickjs::Error) -> String {
+    if !error.is_exception() {
+        return error.to_string();
+    }
+    let caught = ctx.catch();
+    exception_text(&caught)
+}
+
+fn exception_text(value: &Value<'_>) -> String {
+    if let Some(object) = value.as_object() {
+        let message: Option<String> = object.get("message").ok();
+        let name: Option<String> = object.get("name").ok();
+        let stack: Option<String> = object.get("stack").ok();
+        if let Some(message) = message {
+            let head = match name {
+                Some(name) if !name.is_empty() && name != "Error" => format!("{name}: {message}"),
+                _ => message,
+            };
+            return match stack {
+                Some(stack) if !stack.trim().is_empty() => format!("{head}\n{}", stack.trim_end()),
+                _ => head,
+            };
+        }
+    }
+    if let Some(s) = value.as_string() {
+        return s.to_string().unwrap_or_default();
+    }
+    format!("{value:?}")
+}
+
+/// QuickJS module loader: serves the prelude, the virtual modules and the extension's own
+/// modules by canonical id; nothing is read from any filesystem.
+unsafe extern "C" fn load_module(
+    ctx: *mut qjs::JSContext,
+    name: *const c_char,
+    _opaque: *mut c_void,
+) -> *mut qjs::JSModuleDef {
+    let module_name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    let Some(source) = modules::take_source(&module_name) else {
+        unsafe {
+            qjs::JS_ThrowReferenceError(
+                ctx,
+                c"Cannot find module '%s' (it was not bundled into this extension)".as_ptr(),
+                name,
+            );
+        }
+        return std::ptr::null_mut();
+    };
+    let Ok(source) = CString::new(source) else {
+        unsafe {
+            qjs::JS_ThrowSyntaxError(ctx, c"module '%s' contains a NUL byte".as_ptr(), name);
+        }
+        return std::ptr::null_mut();
+    };
+    let flags = (qjs::JS_EVAL_TYPE_MODULE | qjs::JS_EVAL_FLAG_COMPILE_ONLY) as i32;
+    unsafe {
+        let value = qjs::JS_Eval(
+            ctx,
+            source.as_ptr(),
+            source.as_bytes().len() as _,
+            name,
+            flags,
+        );
+        if qjs::JS_VALUE_GET_TAG(value) == qjs::JS_TAG_EXCEPTION {
+            return std::ptr::null_mut();
+        }
+        let module = qjs::JS_VALUE_GET_PTR(value).cast::<qjs::JSModuleDef>();
+        qjs::JS_FreeValue(ctx, value);
+        module
+    }
+}

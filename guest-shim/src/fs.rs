@@ -1,0 +1,138 @@
+//! Filesystem primitives for `node:fs`, over WASI: only the trees the host preopened for this
+//! extension exist, so the capability model applies without any check here.
+//!
+//! Errors read like Node's (`ENOENT: no such file or directory, open '/x'`); the prelude turns
+//! the leading code into `err.code`.
+
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::time::UNIX_EPOCH;
+
+use serde_json::{Value, json};
+
+use crate::hostcall::Args;
+
+pub fn call(op: &str, a: &Args) -> Result<Value, String> {
+    let path = a.str(0);
+    let fail = |e: std::io::Error| node_error(&e, op, &path);
+    match op {
+        "readFile" => {
+            let bytes = fs::read(&path).map_err(fail)?;
+            Ok(if a.str(1) == "bytes" {
+                json!(bytes)
+            } else {
+                Value::String(String::from_utf8_lossy(&bytes).into_owned())
+            })
+        }
+        "writeFile" => {
+            let data: Vec<u8> = match a.value(1) {
+                Value::Array(items) => items.iter().map(|v| v.as_u64().unwrap_or(0) as u8).collect(),
+                Value::String(s) => s.clone().into_bytes(),
+                other => other.to_string().into_bytes(),
+            };
+            let append = a.bool(2);
+            let mut file = fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&path)
+                .map_err(fail)?;
+            file.write_all(&data).map_err(fail)?;
+            Ok(Value::Null)
+        }
+        "stat" => {
+            let meta = if a.bool(1) {
+                fs::metadata(&path)
+            } else {
+                fs::symlink_metadata(&path)
+            }
+            .map_err(fail)?;
+            let ms = |t: std::io::Result<std::time::SystemTime>| {
+                t.ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs_f64() * 1000.0)
+                    .unwrap_or(0.0)
+            };
+            Ok(json!({
+                "size": meta.len(),
+                "isFile": meta.is_file(),
+                "isDirectory": meta.is_dir(),
+                "isSymbolicLink": meta.file_type().is_symlink(),
+                "mtimeMs": ms(meta.modified()),
+                "atimeMs": ms(meta.accessed()),
+                "birthtimeMs": ms(meta.created()),
+                "mode": if meta.is_dir() { 0o40755 } else if meta.permissions().readonly() { 0o100444 } else { 0o100644 },
+            }))
+        }
+        "exists" => Ok(Value::Bool(fs::symlink_metadata(&path).is_ok())),
+        "readdir" => {
+            let mut entries = Vec::new();
+            for entry in fs::read_dir(&path).map_err(fail)? {
+                let entry = entry.map_err(fail)?;
+                let kind = entry.file_type().ok();
+                entries.push(json!({
+                    "name": entry.file_name().to_string_lossy(),
+                    "isFile": kind.is_some_and(|k| k.is_file()),
+                    "isDirectory": kind.is_some_and(|k| k.is_dir()),
+                    "isSymbolicLink": kind.is_some_and(|k| k.is_symlink()),
+                }));
+            }
+            entries.sort_by(|x, y| x["name"].as_str().cmp(&y["name"].as_str()));
+            Ok(Value::Array(entries))
+        }
+        "mkdir" => {
+            if a.bool(1) {
+                fs::create_dir_all(&path).map_err(fail)?;
+            } else {
+                fs::create_dir(&path).map_err(fail)?;
+            }
+            Ok(Value::Null)
+        }
+        "rm" => {
+            let (recursive, force) = (a.bool(1), a.bool(2));
+            let result = match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.is_dir() => {
+                    if recursive {
+                        fs::remove_dir_all(&path)
+                    } else {
+                        fs::remove_dir(&path)
+                    }
+                }
+                Ok(_) => fs::remove_file(&path),
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if force && e.kind() == ErrorKind::NotFound => Ok(Value::Null),
+                other => other.map(|()| Value::Null).map_err(fail),
+            }
+        }
+        "unlink" => fs::remove_file(&path).map(|()| Value::Null).map_err(fail),
+        "rmdir" => fs::remove_dir(&path).map(|()| Value::Null).map_err(fail),
+        "rename" => fs::rename(&path, a.str(1)).map(|()| Value::Null).map_err(fail),
+        "copyFile" => fs::copy(&path, a.str(1)).map(|_| Value::Null).map_err(fail),
+        "realpath" => fs::canonicalize(&path)
+            .map(|p| Value::String(p.to_string_lossy().into_owned()))
+            .map_err(fail),
+        other => Err(format!("ENOSYS: fs.{other} is not supported")),
+    }
+}
+
+fn node_error(error: &std::io::Error, op: &str, path: &str) -> String {
+    let (code, text) = match error.kind() {
+        ErrorKind::NotFound => ("ENOENT", "no such file or directory"),
+        ErrorKind::PermissionDenied => ("EACCES", "permission denied"),
+        ErrorKind::AlreadyExists => ("EEXIST", "file already exists"),
+        ErrorKind::NotADirectory => ("ENOTDIR", "not a directory"),
+        ErrorKind::IsADirectory => ("EISDIR", "illegal operation on a directory"),
+        ErrorKind::DirectoryNotEmpty => ("ENOTEMPTY", "directory not empty"),
+        ErrorKind::ReadOnlyFilesystem => ("EROFS", "read-only file system"),
+        _ => ("EIO", "i/o error"),
+    };
+    let syscall = match op {
+        "readFile" | "writeFile" => "open",
+        "readdir" => "scandir",
+        other => other,
+    };
+    format!("{code}: {text}, {syscall} '{path}' ({error})")
+}

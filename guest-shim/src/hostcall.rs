@@ -1,0 +1,293 @@
+//! `__host(name, argsJson)`: the one native function the prelude calls to reach the WIT
+//! imports. Arguments arrive as a JSON array; the answer is JSON text, or a thrown JS Error
+//! carrying the host's message (a denied capability reads as an ordinary error).
+
+use javy::quickjs::{Ctx, Exception, Function};
+use serde_json::{Value, json};
+
+use crate::bindings::pichamber::extension::host;
+use crate::bindings::pichamber::extension::types::{
+    CommandDefinition, ConfirmDialog, Dialog, EditorDialog, ExecRequest, FlagDefinition, FlagType,
+    FormDialog, InputDialog, LogLevel, Notification, NotifyKind, Operation, SelectDialog,
+    ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
+};
+use crate::fs;
+
+pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
+    let function = Function::new(
+        ctx.clone(),
+        |ctx: Ctx<'_>, name: String, args: String| -> javy::quickjs::Result<String> {
+            let args: Vec<Value> = match serde_json::from_str(&args) {
+                Ok(Value::Array(a)) => a,
+                Ok(other) => vec![other],
+                Err(e) => return Err(Exception::throw_type(&ctx, &format!("{name}: {e}"))),
+            };
+            match call(&name, Args(args)) {
+                Ok(value) => Ok(value.to_string()),
+                Err(message) => Err(Exception::throw_message(&ctx, &message)),
+            }
+        },
+    )?;
+    ctx.globals().set("__host", function)
+}
+
+/// Positional JSON arguments with forgiving accessors: a missing or mistyped argument reads as
+/// empty, and the host validates what it receives anyway.
+pub struct Args(Vec<Value>);
+
+impl Args {
+    pub fn value(&self, i: usize) -> &Value {
+        self.0.get(i).unwrap_or(&Value::Null)
+    }
+    pub fn str(&self, i: usize) -> String {
+        match self.value(i) {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        }
+    }
+    pub fn opt_str(&self, i: usize) -> Option<String> {
+        match self.value(i) {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    }
+    pub fn bool(&self, i: usize) -> bool {
+        self.value(i).as_bool().unwrap_or(false)
+    }
+    pub fn json(&self, i: usize) -> String {
+        self.value(i).to_string()
+    }
+    fn field(&self, key: &str) -> &Value {
+        self.value(0).get(key).unwrap_or(&Value::Null)
+    }
+    fn field_str(&self, key: &str) -> Option<String> {
+        self.field(key).as_str().map(str::to_owned)
+    }
+    fn field_timeout(&self, key: &str) -> Option<u32> {
+        self.field(key)
+            .as_f64()
+            .filter(|t| *t > 0.0)
+            .map(|t| t.min(u32::MAX as f64) as u32)
+    }
+    fn strings(value: &Value) -> Vec<String> {
+        value
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn unit(r: Result<(), String>) -> Result<Value, String> {
+    r.map(|()| Value::Null)
+}
+
+fn call(name: &str, a: Args) -> Result<Value, String> {
+    if let Some(op) = name.strip_prefix("fs.") {
+        return fs::call(op, &a);
+    }
+    match name {
+        "log" => {
+            let level = match a.str(0).as_str() {
+                "debug" => LogLevel::Debug,
+                "warn" => LogLevel::Warn,
+                "error" => LogLevel::Error,
+                _ => LogLevel::Info,
+            };
+            host::log(level, &a.str(1));
+            Ok(Value::Null)
+        }
+        "reportError" => {
+            host::report_error(&a.str(0), &a.str(1), a.opt_str(2).as_deref());
+            Ok(Value::Null)
+        }
+        "registerTool" => unit(host::register_tool(&ToolDefinition {
+            name: a.field_str("name").unwrap_or_default(),
+            label: a.field_str("label").unwrap_or_default(),
+            description: a.field_str("description").unwrap_or_default(),
+            parameters: a.field("parameters").to_string(),
+            prompt_snippet: a.field_str("promptSnippet"),
+            prompt_guidelines: Args::strings(a.field("promptGuidelines")),
+            has_prepare_arguments: a.field("hasPrepareArguments").as_bool().unwrap_or(false),
+            execution_mode: a.field_str("executionMode"),
+            has_render_call: a.field("hasRenderCall").as_bool().unwrap_or(false),
+            has_render_result: a.field("hasRenderResult").as_bool().unwrap_or(false),
+        })),
+        "registerCommand" => unit(host::register_command(&CommandDefinition {
+            name: a.field_str("name").unwrap_or_default(),
+            description: a.field_str("description"),
+            has_argument_completions: a
+                .field("hasArgumentCompletions")
+                .as_bool()
+                .unwrap_or(false),
+        })),
+        "subscribe" => unit(host::subscribe(&a.str(0))),
+        "registerFlag" => unit(host::register_flag(&FlagDefinition {
+            name: a.field_str("name").unwrap_or_default(),
+            description: a.field_str("description"),
+            flag_type: if a.field_str("type").as_deref() == Some("boolean") {
+                FlagType::Boolean
+            } else {
+                FlagType::Text
+            },
+            default_value: match a.field("default") {
+                Value::Null => None,
+                v => Some(v.to_string()),
+            },
+        })),
+        "registerShortcut" => unit(host::register_shortcut(&ShortcutDefinition {
+            shortcut: a.field_str("shortcut").unwrap_or_default(),
+            description: a.field_str("description"),
+        })),
+        "registerMessageRenderer" => unit(host::register_message_renderer(&a.str(0))),
+        "registerProvider" => unit(host::register_provider(&a.str(0), &a.json(1))),
+        "unregisterProvider" => {
+            host::unregister_provider(&a.str(0));
+            Ok(Value::Null)
+        }
+        "getFlag" => Ok(parse_opt(host::get_flag(&a.str(0)))),
+        "sendMessage" => unit(host::send_message(&a.json(0), &a.json(1))),
+        "sendUserMessage" => unit(host::send_user_message(&a.json(0), &a.json(1))),
+        "appendEntry" => {
+            let data = match a.value(1) {
+                Value::Null => None,
+                v => Some(v.to_string()),
+            };
+            unit(host::append_entry(&a.str(0), data.as_deref()))
+        }
+        "setSessionName" => unit(host::set_session_name(&a.str(0))),
+        "getSessionName" => Ok(host::get_session_name().map(Value::String).unwrap_or(Value::Null)),
+        "setLabel" => unit(host::set_label(&a.str(0), a.opt_str(1).as_deref())),
+        "sessionRead" => host::session_read(&a.str(0), &a.json(1)).map(|s| parse(&s)),
+        "getActiveTools" => Ok(json!(host::get_active_tools())),
+        "getAllTools" => Ok(parse(&host::get_all_tools())),
+        "setActiveTools" => unit(host::set_active_tools(&Args::strings(a.value(0)))),
+        "getCommands" => Ok(parse(&host::get_commands())),
+        "getModel" => Ok(parse_opt(host::get_model())),
+        "setModel" => Ok(Value::Bool(host::set_model(&a.json(0)))),
+        "getThinkingLevel" => Ok(Value::String(host::get_thinking_level())),
+        "setThinkingLevel" => unit(host::set_thinking_level(&a.str(0))),
+        "emitBusEvent" => {
+            host::emit_bus_event(&a.str(0), &a.json(1));
+            Ok(Value::Null)
+        }
+        "isIdle" => Ok(Value::Bool(host::is_idle())),
+        "abort" => {
+            host::abort();
+            Ok(Value::Null)
+        }
+        "hasPendingMessages" => Ok(Value::Bool(host::has_pending_messages())),
+        "shutdown" => {
+            host::shutdown();
+            Ok(Value::Null)
+        }
+        "getContextUsage" => Ok(parse_opt(host::get_context_usage())),
+        "getSystemPrompt" => Ok(Value::String(host::get_system_prompt())),
+        "compact" => {
+            host::compact(&a.json(0));
+            Ok(Value::Null)
+        }
+        "ui" => {
+            host::ui(&ui_update(&a)?);
+            Ok(Value::Null)
+        }
+        "getEditorText" => Ok(Value::String(host::get_editor_text())),
+        "toolUpdate" => {
+            host::tool_update(&a.str(0), &a.json(1));
+            Ok(Value::Null)
+        }
+        "start" => host::start(&operation(&a)?).map(|id| json!(id)),
+        "cancel" => {
+            host::cancel(a.value(0).as_u64().unwrap_or(0) as u32);
+            Ok(Value::Null)
+        }
+        "randomBytes" => {
+            let n = a.value(0).as_u64().unwrap_or(0).min(65536) as usize;
+            let mut buf = vec![0u8; n];
+            getrandom::fill(&mut buf).map_err(|e| e.to_string())?;
+            Ok(json!(buf))
+        }
+        other => Err(format!("unknown host call '{other}'")),
+    }
+}
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+fn parse_opt(text: Option<String>) -> Value {
+    text.map(|t| parse(&t)).unwrap_or(Value::Null)
+}
+
+fn ui_update(a: &Args) -> Result<UiUpdate, String> {
+    Ok(match a.field_str("kind").as_deref() {
+        Some("notify") => UiUpdate::Notify(Notification {
+            message: a.field_str("message").unwrap_or_default(),
+            kind: match a.field_str("type").as_deref() {
+                Some("warning") => Some(NotifyKind::Warning),
+                Some("error") => Some(NotifyKind::Error),
+                Some("info") => Some(NotifyKind::Info),
+                _ => None,
+            },
+        }),
+        Some("status") => UiUpdate::Status(StatusUpdate {
+            key: a.field_str("key").unwrap_or_default(),
+            text: a.field_str("text"),
+        }),
+        Some("widget") => UiUpdate::Widget(WidgetUpdate {
+            key: a.field_str("key").unwrap_or_default(),
+            lines: match a.field("lines") {
+                Value::Array(_) => Some(Args::strings(a.field("lines"))),
+                _ => None,
+            },
+            below_editor: a.field_str("placement").as_deref() == Some("belowEditor"),
+        }),
+        Some("title") => UiUpdate::Title(a.field_str("title").unwrap_or_default()),
+        Some("editorText") => UiUpdate::EditorText(a.field_str("text").unwrap_or_default()),
+        other => return Err(format!("unknown ui update {other:?}")),
+    })
+}
+
+fn operation(a: &Args) -> Result<Operation, String> {
+    let timeout_ms = a.field_timeout("timeout");
+    let title = a.field_str("title").unwrap_or_default();
+    Ok(match a.field_str("op").as_deref() {
+        Some("select") => Operation::Dialog(Dialog::Select(SelectDialog {
+            title,
+            options: Args::strings(a.field("options")),
+            timeout_ms,
+        })),
+        Some("confirm") => Operation::Dialog(Dialog::Confirm(ConfirmDialog {
+            title,
+            message: a.field_str("message").unwrap_or_default(),
+            timeout_ms,
+        })),
+        Some("input") => Operation::Dialog(Dialog::Input(InputDialog {
+            title,
+            placeholder: a.field_str("placeholder"),
+            timeout_ms,
+        })),
+        Some("editor") => Operation::Dialog(Dialog::Editor(EditorDialog {
+            title,
+            prefill: a.field_str("prefill"),
+            timeout_ms,
+        })),
+        Some("form") => Operation::Dialog(Dialog::Form(FormDialog {
+            title,
+            fields: a.field("fields").to_string(),
+            timeout_ms,
+        })),
+        Some("exec") => Operation::Exec(ExecRequest {
+            command: a.field_str("command").unwrap_or_default(),
+            args: Args::strings(a.field("args")),
+            cwd: a.field_str("cwd"),
+            timeout_ms,
+        }),
+        other => return Err(format!("unknown operation {other:?}")),
+    })
+}

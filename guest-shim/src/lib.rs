@@ -1,0 +1,129 @@
+//! The pichamber guest: QuickJS (through the `javy` crate) running one pi extension.
+//!
+//! Rust here does only what JavaScript cannot: owning the QuickJS runtime, loading modules,
+//! driving promises to completion through the host's `wait`, marshalling calls to the WIT
+//! imports, and the filesystem (std::fs over WASI, so the host's preopens decide what exists).
+//! Everything pi-shaped (`pi`, `ctx`, handler chains, virtual modules) lives in `js/`.
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit/v0.1.0",
+        world: "extension",
+    });
+}
+
+mod engine;
+mod fs;
+mod hostcall;
+mod modules;
+
+use bindings::exports::pichamber::extension::guest::{
+    CompletionItem, DispatchResult, Guest, LoadContext, ModuleSource, ToolResult,
+};
+use serde_json::{Value, json};
+
+struct Extension;
+
+impl Guest for Extension {
+    fn load(
+        modules: Vec<ModuleSource>,
+        entry: String,
+        context: LoadContext,
+    ) -> Result<(), String> {
+        engine::load(modules, &entry, context)
+    }
+
+    fn dispatch_event(name: String, event: String, ctx: String) -> Result<DispatchResult, String> {
+        let out = engine::call_prelude("dispatchEvent", &[&name, &event, &ctx])?;
+        let value: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+        Ok(DispatchResult {
+            chain_result: match value.get("result") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.to_string()),
+            },
+            event: value.get("event").map(Value::to_string).unwrap_or(event),
+        })
+    }
+
+    fn prepare_arguments(tool: String, args: String) -> Result<String, String> {
+        engine::call_prelude("prepareArguments", &[&tool, &args])
+    }
+
+    fn execute_tool(tool: String, tool_call_id: String, params: String, ctx: String) -> ToolResult {
+        let out = engine::call_prelude("executeTool", &[&tool, &tool_call_id, &params, &ctx]);
+        let value: Value = match out.and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(message) => json!({
+                "content": [{"type": "text", "text": message}],
+                "isError": true,
+            }),
+        };
+        ToolResult {
+            content: value
+                .get("content")
+                .cloned()
+                .unwrap_or_else(|| json!([]))
+                .to_string(),
+            details: value
+                .get("details")
+                .filter(|d| !d.is_null())
+                .map(Value::to_string),
+            is_error: value.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            terminate: value
+                .get("terminate")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        }
+    }
+
+    fn run_command(name: String, args: String, ctx: String) -> Result<(), String> {
+        engine::call_prelude("runCommand", &[&name, &args, &ctx]).map(|_| ())
+    }
+
+    fn complete_arguments(
+        name: String,
+        prefix: String,
+    ) -> Result<Option<Vec<CompletionItem>>, String> {
+        let out = engine::call_prelude("completeArguments", &[&name, &prefix])?;
+        let value: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+        let Some(items) = value.as_array() else {
+            return Ok(None);
+        };
+        Ok(Some(
+            items
+                .iter()
+                .map(|item| CompletionItem {
+                    value: str_field(item, "value"),
+                    label: item
+                        .get("label")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| str_field(item, "value")),
+                    description: item
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                })
+                .collect(),
+        ))
+    }
+
+    fn deliver_bus_event(channel: String, data: String) -> Result<(), String> {
+        engine::call_prelude("deliverBusEvent", &[&channel, &data]).map(|_| ())
+    }
+
+    fn shutdown() {
+        // Nothing to flush: the host drops the instance, which frees all guest memory.
+    }
+}
+
+fn str_field(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+bindings::export!(Extension with_types_in bindings);

@@ -1,0 +1,121 @@
+//! What an extension may touch outside its sandbox. Deny by default: no directory, program or
+//! environment variable is reachable unless the operator granted it (`--allow-read=PATH`,
+//! `--allow-write=PATH`, `--allow-run=PROG`, `--allow-env=VAR`). Directories are WASI preopens
+//! mounted at their host path so `path.resolve(ctx.cwd, p)` keeps working; programs are run by
+//! the host, never through a shell unless `sh` itself was granted.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::io::AsyncReadExt;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+
+use crate::runtime::wit::{ExecRequest, ExecResult};
+
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    pub run: Vec<String>,
+    pub env: Vec<String>,
+}
+
+/// Per-call caps on a program run for an extension.
+pub const EXEC_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const EXEC_MAX_OUTPUT: usize = 1 << 20;
+
+impl Grants {
+    /// The WASI context of one instance: the granted trees, nothing else (no stdin, no
+    /// inherited environment; guest stdout/stderr are discarded, console goes through the host).
+    pub fn wasi_ctx(&self) -> Result<WasiCtx> {
+        let mut builder = WasiCtxBuilder::new();
+        for dir in &self.write {
+            let path = dir.canonicalize().with_context(|| format!("--allow-write={}: cannot open", dir.display()))?;
+            builder.preopened_dir(&path, path.to_string_lossy(), FsPerms::ReadWrite)?;
+        }
+        for dir in &self.read {
+            let path = dir.canonicalize().with_context(|| format!("--allow-read={}: cannot open", dir.display()))?;
+            if self.write.iter().any(|w| w.canonicalize().ok().as_ref() == Some(&path)) {
+                continue;
+            }
+            builder.preopened_dir(&path, path.to_string_lossy(), FsPerms::ReadOnly)?;
+        }
+        Ok(builder.build())
+    }
+
+    /// Granted environment variables with their host values (`process.env`).
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+            .collect()
+    }
+
+    fn check_run(&self, program: &str) -> Result<(), String> {
+        if program.is_empty() {
+            return Err("exec: empty program name".into());
+        }
+        if program.contains('/') {
+            return Err(format!(
+                "exec of '{program}' denied: give a program name, not a path (grant it with --allow-run=NAME)"
+            ));
+        }
+        if self.run.iter().any(|p| p == program) {
+            Ok(())
+        } else {
+            Err(format!("exec of '{program}' denied: the run capability is not granted (grant it with --allow-run={program})"))
+        }
+    }
+
+    /// Runs a granted program: no shell, scrubbed environment, timeout, capped output.
+    pub async fn run_program(&self, request: ExecRequest, default_cwd: String) -> Result<ExecResult, String> {
+        self.check_run(&request.command)?;
+        let mut command = tokio::process::Command::new(&request.command);
+        command
+            .args(&request.args)
+            .current_dir(request.cwd.unwrap_or(default_cwd))
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .envs(self.env_pairs())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|e| format!("exec {}: {e}", request.command))?;
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let timeout = request.timeout_ms.map(|ms| Duration::from_millis(ms.into())).unwrap_or(EXEC_DEFAULT_TIMEOUT);
+        let collect = async {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let read_out = read_capped(&mut stdout, &mut out);
+            let read_err = read_capped(&mut stderr, &mut err);
+            let _ = tokio::join!(read_out, read_err);
+            let status = child.wait().await;
+            (out, err, status)
+        };
+        match tokio::time::timeout(timeout, collect).await {
+            Ok((out, err, status)) => Ok(ExecResult {
+                stdout: String::from_utf8_lossy(&out).into_owned(),
+                stderr: String::from_utf8_lossy(&err).into_owned(),
+                code: status.ok().and_then(|s| s.code()).unwrap_or(1),
+                killed: false,
+            }),
+            Err(_) => Ok(ExecResult { stdout: String::new(), stderr: String::new(), code: 1, killed: true }),
+        }
+    }
+}
+
+async fn read_capped(reader: &mut (impl AsyncReadExt + Unpin), out: &mut Vec<u8>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let room = EXEC_MAX_OUTPUT.saturating_sub(out.len());
+                out.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}

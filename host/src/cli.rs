@@ -1,0 +1,484 @@
+//! The `pichamber` command: build, run and inspect isolated pi extensions.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde_json::{Value, json};
+
+use crate::artifact::Artifact;
+use crate::bundle;
+use crate::capabilities::Grants;
+use crate::runtime::{InstanceOptions, Runtime};
+use crate::session::{
+    DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionConfig, SessionEvent, TerminalDialogs, UiRequest,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "pichamber",
+    version,
+    about = "Run pi coding-agent extensions isolated: each one a WASI component under wasmtime, with only the capabilities you grant",
+    after_help = "Examples:\n  pichamber build ./my-ext.ts -o my-ext.wasm\n  pichamber run my-ext.wasm --tool greet --args '{\"name\":\"Ada\"}'\n  pichamber run ./my-ext.ts --command \"/deploy staging\" --answer yes\n  pichamber inspect my-ext.wasm"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bundle an extension (TypeScript or JavaScript, with its npm dependencies) into a component.
+    Build(BuildArgs),
+    /// Load an extension in a fresh session and run tools, commands and events against it.
+    Run(RunArgs),
+    /// Show an extension's manifest and what it registers.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// A .ts/.js file, a folder with index.ts, or a package whose package.json lists pi.extensions.
+    ext: PathBuf,
+    /// Where to write the component [default: <name>.wasm in the current folder].
+    #[arg(short, long, value_name = "OUT.wasm")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The extension: a .wasm built by `pichamber build`, or sources (built on the fly).
+    ext: PathBuf,
+    /// Call a tool (repeatable; steps run in command-line order).
+    #[arg(long, value_name = "NAME")]
+    tool: Vec<String>,
+    /// JSON arguments for the --tool at the same position [default: {}].
+    #[arg(long, value_name = "JSON")]
+    args: Vec<String>,
+    /// Run a slash command, e.g. "/deploy staging" (repeatable).
+    #[arg(long, value_name = "\"/name args\"")]
+    command: Vec<String>,
+    /// Emit an event to the extension's handlers, e.g. tool_call (repeatable).
+    #[arg(long, value_name = "NAME")]
+    event: Vec<String>,
+    /// JSON body for the --event at the same position (its "type" is added).
+    #[arg(long, value_name = "JSON")]
+    payload: Vec<String>,
+    /// Answer the next dialog (repeatable, in order): an option (or its number) for select,
+    /// yes/no for confirm, text for input and editor, a JSON object for a form, <cancel> to cancel.
+    #[arg(long, value_name = "VALUE")]
+    answer: Vec<String>,
+    /// Print every event (UI requests, entries, messages, tool results, errors) as NDJSON.
+    #[arg(long)]
+    json: bool,
+    /// No UI even on a terminal: dialogs resolve to their defaults and ctx.hasUI is false.
+    #[arg(long)]
+    no_ui: bool,
+    /// The session's working directory (ctx.cwd) [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Set an extension flag: name=value (value is JSON, or a plain string).
+    #[arg(long = "flag", value_name = "NAME=VALUE")]
+    flags: Vec<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    grants: GrantArgs,
+}
+
+#[derive(Args)]
+struct LimitArgs {
+    /// Seconds one call may run guest code before it is stopped (waiting on dialogs does not count).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    call_timeout: f64,
+    /// Memory limit of each extension instance, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    memory_limit: usize,
+}
+
+#[derive(Args)]
+struct GrantArgs {
+    /// Let the extension read this directory tree (repeatable; comma-separated lists work).
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    allow_read: Vec<PathBuf>,
+    /// Let the extension read and write this directory tree.
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    allow_write: Vec<PathBuf>,
+    /// Let the extension run this program (a name on PATH; no shell unless you grant sh).
+    #[arg(long, value_name = "PROG", value_delimiter = ',')]
+    allow_run: Vec<String>,
+    /// Let the extension see this environment variable.
+    #[arg(long, value_name = "VAR", value_delimiter = ',')]
+    allow_env: Vec<String>,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// A .wasm built by `pichamber build` (sources work too).
+    ext: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PICHAMBER_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .init();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Build(args) => build(args),
+            Command::Run(args) => {
+                let run_matches = matches.subcommand_matches("run").expect("run matches");
+                run(args, run_matches).await
+            }
+            Command::Inspect(args) => inspect(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds sources into an artifact, or reads a built `.wasm`.
+fn load_artifact(path: &Path) -> Result<Artifact> {
+    if path.extension().is_some_and(|e| e == "wasm") {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        return Artifact::from_bytes(&bytes).with_context(|| format!("{} is not a pichamber extension", path.display()));
+    }
+    let bundle = bundle::bundle(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Artifact::from_bundle(&bundle))
+}
+
+fn build(args: BuildArgs) -> Result<ExitCode> {
+    let bundle = match bundle::bundle(&args.ext) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let artifact = Artifact::from_bundle(&bundle);
+    let output = args.output.unwrap_or_else(|| PathBuf::from(format!("{}.wasm", file_safe(&bundle.name))));
+    let bytes = artifact.to_bytes();
+    // Write beside the target and rename: a failed build never leaves half a component.
+    let tmp = output.with_extension("wasm.partial");
+    std::fs::write(&tmp, &bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &output).with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!(
+        "built {} ({} module{}, {} KiB) -> {}",
+        artifact.manifest.name,
+        artifact.modules.len(),
+        if artifact.modules.len() == 1 { "" } else { "s" },
+        bytes.len() / 1024,
+        output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn file_safe(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
+    s.trim_matches('-').to_string()
+}
+
+enum Step {
+    Tool(String, Value),
+    Command(String),
+    Event(String, Value),
+}
+
+fn parse_json_arg(flag: &str, text: &str) -> Result<Value> {
+    serde_json::from_str(text).with_context(|| format!("{flag} {text:?} is not valid JSON"))
+}
+
+/// The steps in the order they were given on the command line.
+fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
+    let indices = |id: &str| -> Vec<usize> { matches.indices_of(id).map(|i| i.collect()).unwrap_or_default() };
+    if args.args.len() > args.tool.len() {
+        bail!("--args given {} times but --tool only {} times: each --args belongs to a --tool", args.args.len(), args.tool.len());
+    }
+    if args.payload.len() > args.event.len() {
+        bail!("--payload given {} times but --event only {} times", args.payload.len(), args.event.len());
+    }
+    let mut steps: Vec<(usize, Step)> = Vec::new();
+    for (i, (name, at)) in args.tool.iter().zip(indices("tool")).enumerate() {
+        let value = match args.args.get(i) {
+            Some(text) => parse_json_arg("--args", text)?,
+            None => json!({}),
+        };
+        steps.push((at, Step::Tool(name.clone(), value)));
+    }
+    for (line, at) in args.command.iter().zip(indices("command")) {
+        let line = if line.starts_with('/') { line.clone() } else { format!("/{line}") };
+        steps.push((at, Step::Command(line)));
+    }
+    for (i, (name, at)) in args.event.iter().zip(indices("event")).enumerate() {
+        let mut body = match args.payload.get(i) {
+            Some(text) => parse_json_arg("--payload", text)?,
+            None => json!({}),
+        };
+        let Some(map) = body.as_object_mut() else { bail!("--payload for --event {name} must be a JSON object") };
+        map.insert("type".into(), json!(name));
+        steps.push((at, Step::Event(name.clone(), body)));
+    }
+    steps.sort_by_key(|(at, _)| *at);
+    Ok(steps.into_iter().map(|(_, s)| s).collect())
+}
+
+fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
+    flags
+        .iter()
+        .map(|f| {
+            let (name, value) = f.split_once('=').unwrap_or((f.as_str(), "true"));
+            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+            Ok((name.to_owned(), value))
+        })
+        .collect()
+}
+
+async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
+    let steps = ordered_steps(&args, matches)?;
+    let artifact = load_artifact(&args.ext)?;
+    let cwd = match &args.cwd {
+        Some(dir) => dir.canonicalize().with_context(|| format!("--cwd {}", dir.display()))?,
+        None => std::env::current_dir()?,
+    };
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let (has_ui, dialogs): (bool, Arc<dyn DialogResponder>) = if args.no_ui {
+        (false, Arc::new(NoDialogs))
+    } else if !args.answer.is_empty() {
+        (true, Arc::new(ScriptedAnswers::new(args.answer.clone())))
+    } else if interactive {
+        (true, Arc::new(TerminalDialogs))
+    } else {
+        (false, Arc::new(NoDialogs))
+    };
+    let failed = Arc::new(AtomicBool::new(false));
+    let sink = output_sink(args.json, failed.clone());
+    let options = InstanceOptions {
+        call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
+        memory_limit: args.limits.memory_limit.max(16) << 20,
+        grants: Arc::new(Grants {
+            read: args.grants.allow_read.clone(),
+            write: args.grants.allow_write.clone(),
+            run: args.grants.allow_run.clone(),
+            env: args.grants.allow_env.clone(),
+        }),
+    };
+    let runtime = Runtime::global()?;
+    let mut session = Session::new(
+        runtime,
+        SessionConfig {
+            cwd: cwd.to_string_lossy().into_owned(),
+            has_ui,
+            dialogs,
+            sink: sink.clone(),
+            instance: options,
+            flags: parse_flags(&args.flags)?,
+        },
+    );
+    if session.load(&artifact).await.is_err() {
+        return Ok(ExitCode::FAILURE);
+    }
+    let _ = session.emit("session_start", json!({ "type": "session_start", "reason": "startup" })).await;
+    for step in steps {
+        if session.shutdown_requested() {
+            break;
+        }
+        match step {
+            Step::Tool(name, value) => {
+                let outcome = session.execute_tool(&name, value).await;
+                if outcome.is_error {
+                    failed.store(true, Ordering::Relaxed);
+                }
+            }
+            Step::Command(line) => {
+                if let Err(e) = session.run_command(&line).await {
+                    if e.starts_with("unknown command") || e.contains("is not a command") {
+                        sink(&SessionEvent::ExtensionError { extension: "pichamber".into(), event: "command".into(), error: e });
+                    }
+                    failed.store(true, Ordering::Relaxed);
+                }
+            }
+            Step::Event(name, body) => match session.emit(&name, body).await {
+                Ok(result) => sink(&SessionEvent::EventResult { event: name, result }),
+                Err(_) => failed.store(true, Ordering::Relaxed),
+            },
+        }
+    }
+    session.shutdown().await;
+    Ok(if failed.load(Ordering::Relaxed) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// NDJSON on stdout with `--json`; otherwise a readable transcript (results on stdout,
+/// diagnostics on stderr). Any extension error marks the run failed.
+fn output_sink(json_output: bool, failed: Arc<AtomicBool>) -> EventSink {
+    Arc::new(move |event: &SessionEvent| {
+        if matches!(event, SessionEvent::ExtensionError { .. }) {
+            failed.store(true, Ordering::Relaxed);
+        }
+        if json_output {
+            let line = serde_json::to_string(event).unwrap_or_default();
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+            return;
+        }
+        print_event(event);
+    })
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match b["type"].as_str() {
+                Some("text") => b["text"].as_str().unwrap_or_default().to_owned(),
+                Some(other) => format!("[{other}]"),
+                None => b.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+fn print_event(event: &SessionEvent) {
+    match event {
+        SessionEvent::ExtensionUiRequest { request, .. } => match request {
+            UiRequest::Notify { message, notify_type } => {
+                println!("[{}] {message}", notify_type.as_deref().unwrap_or("info"))
+            }
+            UiRequest::SetStatus { key, text } => println!("status {key}: {}", text.as_deref().unwrap_or("(cleared)")),
+            UiRequest::SetWidget { key, lines, .. } => match lines {
+                Some(lines) => println!("widget {key}:\n  {}", lines.join("\n  ")),
+                None => println!("widget {key}: (cleared)"),
+            },
+            UiRequest::SetTitle { title } => println!("title: {title}"),
+            UiRequest::SetEditorText { text } => println!("editor text: {text}"),
+            UiRequest::Select { title, options, .. } => println!("? {title} [{}]", options.join(" | ")),
+            UiRequest::Confirm { title, message, .. } => println!("? {title}: {message} [yes/no]"),
+            UiRequest::Input { title, .. } => println!("? {title}"),
+            UiRequest::Editor { title, .. } => println!("? {title} (editor)"),
+            UiRequest::Form { title, .. } => println!("? {title} (form)"),
+        },
+        SessionEvent::ExtensionUiResponse { answer, .. } => println!("  -> {}", serde_json::to_string(answer).unwrap_or_default()),
+        SessionEvent::Entry { entry } => println!(
+            "entry {} {}",
+            entry["type"].as_str().unwrap_or_default(),
+            entry.get("customType").or(entry.get("name")).map(Value::to_string).unwrap_or_default()
+        ),
+        SessionEvent::Message { message, .. } => println!("message: {}", content_text(&message["content"])),
+        SessionEvent::ToolExecutionUpdate { partial_result, .. } => {
+            println!("  … {}", content_text(&partial_result["content"]))
+        }
+        SessionEvent::ToolResult { tool_name, content, details, is_error, .. } => {
+            println!("{tool_name}{}: {}", if *is_error { " (error)" } else { "" }, content_text(content));
+            if !details.is_null() && details != &json!({}) {
+                println!("  details: {details}");
+            }
+        }
+        SessionEvent::EventResult { event, result } => println!("{event} -> {result}"),
+        SessionEvent::ExtensionError { extension, event, error } => eprintln!("error: {extension} ({event}): {error}"),
+        SessionEvent::Log { extension, level, message } => eprintln!("[{extension}] {level}: {message}"),
+    }
+}
+
+async fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    let artifact = load_artifact(&args.ext)?;
+    let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let errors_in_sink = errors.clone();
+    let sink: EventSink = Arc::new(move |event: &SessionEvent| {
+        if let SessionEvent::ExtensionError { error, .. } = event {
+            errors_in_sink.lock().unwrap().push(error.clone());
+        }
+    });
+    let mut session = Session::new(
+        Runtime::global()?,
+        SessionConfig {
+            cwd: "/".into(),
+            has_ui: false,
+            dialogs: Arc::new(NoDialogs),
+            sink,
+            instance: InstanceOptions::default(),
+            flags: vec![],
+        },
+    );
+    let loaded = session.load(&artifact).await;
+    let state = session.shared.state.lock().unwrap();
+    let registrations = state.registrations.first().cloned().unwrap_or_default();
+    let report = json!({
+        "manifest": artifact.manifest,
+        "loaded": loaded.is_ok(),
+        "errors": *errors.lock().unwrap(),
+        "tools": state.tools,
+        "commands": state.commands,
+        "events": registrations.events,
+        "flags": registrations.flags,
+        "shortcuts": registrations.shortcuts,
+        "messageRenderers": registrations.message_renderers,
+        "providers": registrations.providers,
+    });
+    drop(state);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_inspection(&report);
+    }
+    Ok(if loaded.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_inspection(report: &Value) {
+    let m = &report["manifest"];
+    println!("{} {}", m["name"].as_str().unwrap_or("?"), m["version"].as_str().unwrap_or(""));
+    println!("  WIT:          pichamber:extension@{}", m["witVersion"].as_str().unwrap_or("?"));
+    println!("  built with:   pichamber {}", m["pichamberVersion"].as_str().unwrap_or("?"));
+    println!("  source hash:  {}", m["sourceHash"].as_str().unwrap_or("?"));
+    println!("  modules:      {} (entry {})", m["modules"], m["entry"].as_str().unwrap_or("?"));
+    println!("  capabilities: {}", m["capabilities"]);
+    if report["loaded"] != json!(true) {
+        for e in report["errors"].as_array().into_iter().flatten() {
+            println!("  LOAD FAILED:  {}", e.as_str().unwrap_or_default());
+        }
+        return;
+    }
+    let list = |title: &str, items: &Value, f: &dyn Fn(&Value) -> String| {
+        let items = items.as_array().cloned().unwrap_or_default();
+        println!("{title} ({}):", items.len());
+        for item in &items {
+            println!("  {}", f(item));
+        }
+    };
+    list("tools", &report["tools"], &|t| {
+        format!("{} — {}", t["name"].as_str().unwrap_or_default(), t["description"].as_str().unwrap_or_default())
+    });
+    list("commands", &report["commands"], &|c| {
+        format!("/{} — {}", c["name"].as_str().unwrap_or_default(), c["description"].as_str().unwrap_or_default())
+    });
+    list("events", &report["events"], &|e| e.as_str().unwrap_or_default().to_owned());
+    list("flags", &report["flags"], &|f| format!("--{} ({})", f["name"].as_str().unwrap_or_default(), f["type"].as_str().unwrap_or_default()));
+    list("shortcuts (inert)", &report["shortcuts"], &|s| s["shortcut"].as_str().unwrap_or_default().to_owned());
+    list("message renderers", &report["messageRenderers"], &|r| r.as_str().unwrap_or_default().to_owned());
+    list("providers", &report["providers"], &|p| p["name"].as_str().unwrap_or_default().to_owned());
+}

@@ -1,0 +1,16 @@
+//! pichamber: run pi coding-agent extensions isolated, each compiled to a WASI component and
+//! run under wasmtime behind the `pichamber:extension` WIT interface.
+//!
+//! - [`bundle`]: extension sources → module map (TypeScript stripped, imports resolved).
+//! - [`artifact`]: the `.wasm` file format (guest shim + manifest + modules).
+//! - [`runtime`]: wasmtime engine, compile cache, instances, the host side of the WIT.
+//! - [`capabilities`]: what an extension may reach outside its sandbox.
+//! - [`session`]: a session's extensions and pi's event semantics across them.
+//! - [`cli`]: the `pichamber` command.
+
+pub mod artifact;
+pub mod bundle;
+pub mod capabilities;
+pub mod cli;
+pub mod runtime;
+pub mod session;

@@ -1,0 +1,150 @@
+//! The wasmtime side: one `Engine` per process, components compiled once and cached on disk by
+//! content hash, an `InstancePre` per extension, and one instance per session.
+
+mod host_api;
+mod instance;
+mod operations;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+pub use instance::{CallError, ExtensionInstance, InstanceOptions};
+pub use operations::Operations;
+
+use crate::artifact::hex;
+
+wasmtime::component::bindgen!({
+    path: "../wit/v0.1.0",
+    world: "extension",
+    imports: {
+        "pichamber:extension/host.wait": async | trappable,
+        default: trappable,
+    },
+    exports: { default: async },
+});
+
+pub use pichamber::extension::types as wit;
+
+/// How often the epoch advances; per-call deadlines are measured in these ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The process-wide wasmtime engine and linker.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<instance::ExtensionState>,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Runtime {
+    /// The shared runtime (created on first use; compiled code is shared by every session).
+    pub fn global() -> Result<Arc<Runtime>> {
+        static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
+        if let Some(r) = RUNTIME.get() {
+            return Ok(r.clone());
+        }
+        let runtime = Arc::new(Runtime::new(default_cache_dir())?);
+        Ok(RUNTIME.get_or_init(|| runtime).clone())
+    }
+
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        // Deep JS recursion must become a catchable error or a trap, never a host crash.
+        config.max_wasm_stack(8 << 20);
+        config.async_stack_size(10 << 20);
+        let engine = Engine::new(&config)?;
+        start_epoch_ticker(engine.clone());
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        Ok(Self { engine, linker, cache_dir })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compiles (or loads from the cache) a component and prepares it for instantiation.
+    pub fn prepare(&self, component_bytes: &[u8]) -> Result<ExtensionPre<instance::ExtensionState>> {
+        let component = self.compile(component_bytes)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)
+            .context("the component does not match pichamber's WIT interface")?;
+        Ok(ExtensionPre::new(pre)?)
+    }
+
+    fn compile(&self, bytes: &[u8]) -> Result<Component> {
+        let Some(dir) = &self.cache_dir else {
+            return Ok(Component::new(&self.engine, bytes)?);
+        };
+        let mut hasher = Sha256::new();
+        hasher.update(bytes);
+        let mut compat = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut compat);
+        hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
+        let path = dir.join(format!("{}.cwasm", &hex(&hasher.finalize())[..32]));
+        if path.is_file() {
+            // SAFETY: the file was written by `Component::serialize` of this same engine
+            // configuration (the key includes the compatibility hash) into our private cache.
+            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!("ignoring unusable cache entry {}: {e}", path.display()),
+            }
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Err(e) = component.serialize().map_err(anyhow::Error::from).and_then(|b| Ok(write_cache(&path, &b)?)) {
+            tracing::debug!("cannot write the compile cache {}: {e}", path.display());
+        }
+        Ok(component)
+    }
+}
+
+fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(path.parent().unwrap())?;
+    // Write-then-rename so a concurrent reader never sees half a file.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, path)
+}
+
+/// `$PICHAMBER_CACHE_DIR`, else `$XDG_CACHE_HOME/pichamber`, else `~/.cache/pichamber`;
+/// `PICHAMBER_CACHE_DIR=off` disables the cache.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("PICHAMBER_CACHE_DIR") {
+        if dir == "off" {
+            return None;
+        }
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("pichamber"))
+}
+
+fn start_epoch_ticker(engine: Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("pichamber-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(e) => e.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .expect("spawn the epoch ticker");
+}

@@ -1,0 +1,83 @@
+//! Work a guest started (dialogs, exec) and collects with `wait`: futures owned by the
+//! instance's store, polled only while the guest is suspended in `wait`, so thousands of idle
+//! sessions cost no threads.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::future::{AbortHandle, Abortable, BoxFuture};
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use super::wit::{Completion, Outcome};
+
+type Running = BoxFuture<'static, (u32, Result<Outcome, futures::future::Aborted>)>;
+
+/// Upper bound on concurrently pending operations per instance.
+pub const MAX_PENDING: usize = 256;
+
+#[derive(Default)]
+pub struct Operations {
+    next_id: u32,
+    running: FuturesUnordered<Running>,
+    handles: HashMap<u32, AbortHandle>,
+}
+
+impl Operations {
+    pub fn pending(&self) -> usize {
+        self.handles.len()
+    }
+
+    pub fn start(&mut self, work: BoxFuture<'static, Outcome>) -> Result<u32, String> {
+        if self.handles.len() >= MAX_PENDING {
+            return Err(format!("too many pending operations (limit {MAX_PENDING})"));
+        }
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let id = self.next_id;
+        let (handle, registration) = AbortHandle::new_pair();
+        let work = Abortable::new(work, registration);
+        self.running.push(Box::pin(async move { (id, work.await) }));
+        self.handles.insert(id, handle);
+        Ok(id)
+    }
+
+    pub fn cancel(&mut self, id: u32) {
+        if let Some(handle) = self.handles.remove(&id) {
+            handle.abort();
+        }
+    }
+
+    /// The next completed operation, or `None` once `timeout` passed (at once when nothing is
+    /// pending and there is no timeout).
+    pub async fn wait(&mut self, timeout: Option<Duration>) -> Option<Completion> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        loop {
+            if self.running.is_empty() {
+                if let Some(deadline) = deadline {
+                    tokio::time::sleep_until(deadline).await;
+                }
+                return None;
+            }
+            let next = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, self.running.next()).await {
+                    Ok(next) => next,
+                    Err(_) => return None,
+                },
+                None => self.running.next().await,
+            };
+            match next {
+                Some((id, Ok(outcome))) => {
+                    self.handles.remove(&id);
+                    return Some(Completion { id, outcome });
+                }
+                Some((_, Err(_aborted))) => continue,
+                None => return None,
+            }
+        }
+    }
+
+    pub fn cancel_all(&mut self) {
+        for (_, handle) in self.handles.drain() {
+            handle.abort();
+        }
+    }
+}

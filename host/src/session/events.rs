@@ -1,0 +1,164 @@
+//! What a session reports to its clients. UI requests use pi's RPC shapes
+//! (`extension_ui_request`, docs/rpc.md) so a pi RPC client understands them unchanged.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A UI call of an extension, as pi's RPC mode sends it (`method` plus its fields).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "method")]
+pub enum UiRequest {
+    #[serde(rename = "select")]
+    Select {
+        title: String,
+        options: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u32>,
+    },
+    #[serde(rename = "confirm")]
+    Confirm {
+        title: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u32>,
+    },
+    #[serde(rename = "input")]
+    Input {
+        title: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        placeholder: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u32>,
+    },
+    #[serde(rename = "editor")]
+    Editor {
+        title: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prefill: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u32>,
+    },
+    /// PiChamber's structured form (`ctx.ui.form`).
+    #[serde(rename = "form")]
+    Form {
+        title: String,
+        fields: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<u32>,
+    },
+    #[serde(rename = "notify")]
+    Notify {
+        message: String,
+        #[serde(rename = "notifyType", skip_serializing_if = "Option::is_none")]
+        notify_type: Option<String>,
+    },
+    #[serde(rename = "setStatus")]
+    SetStatus {
+        #[serde(rename = "statusKey")]
+        key: String,
+        #[serde(rename = "statusText", skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+    #[serde(rename = "setWidget")]
+    SetWidget {
+        #[serde(rename = "widgetKey")]
+        key: String,
+        #[serde(rename = "widgetLines", skip_serializing_if = "Option::is_none")]
+        lines: Option<Vec<String>>,
+        #[serde(rename = "widgetPlacement", skip_serializing_if = "Option::is_none")]
+        placement: Option<String>,
+    },
+    #[serde(rename = "setTitle")]
+    SetTitle { title: String },
+    #[serde(rename = "set_editor_text")]
+    SetEditorText { text: String },
+}
+
+impl UiRequest {
+    pub fn is_dialog(&self) -> bool {
+        matches!(
+            self,
+            Self::Select { .. } | Self::Confirm { .. } | Self::Input { .. } | Self::Editor { .. } | Self::Form { .. }
+        )
+    }
+    pub fn timeout_ms(&self) -> Option<u32> {
+        match self {
+            Self::Select { timeout, .. }
+            | Self::Confirm { timeout, .. }
+            | Self::Input { timeout, .. }
+            | Self::Editor { timeout, .. }
+            | Self::Form { timeout, .. } => *timeout,
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a dialog, in pi's `extension_ui_response` shape.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum DialogAnswer {
+    Value { value: String },
+    Confirmed { confirmed: bool },
+    Cancelled { cancelled: bool },
+}
+
+impl DialogAnswer {
+    pub fn cancelled() -> Self {
+        Self::Cancelled { cancelled: true }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionEvent {
+    ExtensionUiRequest {
+        id: String,
+        #[serde(flatten)]
+        request: UiRequest,
+    },
+    /// How a dialog was answered (by the user, a scripted answer, or a timeout).
+    ExtensionUiResponse {
+        id: String,
+        #[serde(flatten)]
+        answer: DialogAnswer,
+    },
+    /// An entry appended to the session (`pi.appendEntry`, session name, labels).
+    Entry { entry: Value },
+    /// `pi.sendMessage` / `pi.sendUserMessage`, with its delivery options.
+    Message { message: Value, options: Value },
+    ToolExecutionUpdate {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(rename = "partialResult")]
+        partial_result: Value,
+    },
+    ToolResult {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(rename = "toolName")]
+        tool_name: String,
+        content: Value,
+        details: Value,
+        #[serde(rename = "isError")]
+        is_error: bool,
+    },
+    /// The result of dispatching an event (`--event`).
+    EventResult { event: String, result: Value },
+    /// An extension failed; the session goes on (pi's `extension_error`).
+    ExtensionError {
+        #[serde(rename = "extensionPath")]
+        extension: String,
+        event: String,
+        error: String,
+    },
+    Log {
+        extension: String,
+        level: String,
+        message: String,
+    },
+}
+
+/// Where a session's events go (stdout NDJSON, a terminal, the HTTP event stream, tests).
+pub type EventSink = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
