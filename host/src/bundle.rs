@@ -93,6 +93,8 @@ struct Layout {
     entry: PathBuf,
     root: PathBuf,
     package: Option<PackageInfo>,
+    /// The extension is a single file (named after the file, as pi names it), not a package.
+    single_file: bool,
 }
 
 fn plain_error(file: &Path, message: impl Into<String>) -> BuildError {
@@ -129,11 +131,11 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         while let Some(d) = package_dir {
             if d.join("package.json").is_file() {
                 let package = read_package(d)?;
-                return Ok(Layout { entry: input.clone(), root: d.to_path_buf(), package });
+                return Ok(Layout { entry: input.clone(), root: d.to_path_buf(), package, single_file: true });
             }
             package_dir = d.parent();
         }
-        return Ok(Layout { entry: input.clone(), root: dir, package: None });
+        return Ok(Layout { entry: input.clone(), root: dir, package: None, single_file: true });
     }
     let package = read_package(&input)?;
     if let Some(extensions) = package.as_ref().and_then(|p| p.pi.as_ref()).and_then(|p| p.extensions.clone()) {
@@ -147,7 +149,7 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
                         format!("pi.extensions lists \"{one}\", which does not exist"),
                     ));
                 }
-                return Ok(Layout { entry, root: input, package });
+                return Ok(Layout { entry, root: input, package, single_file: false });
             }
             [] => {
                 return Err(plain_error(&input.join("package.json"), "pi.extensions is empty"));
@@ -165,7 +167,7 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         }
     }
     match index_file(&input) {
-        Some(entry) => Ok(Layout { entry, root: input, package }),
+        Some(entry) => Ok(Layout { entry, root: input, package, single_file: false }),
         None => Err(plain_error(
             &input,
             "no extension here: expected index.ts / index.js or a package.json with pi.extensions",
@@ -217,10 +219,17 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
         modules.push((ids.id_for(&path), module.code));
     }
 
-    let package = layout.package.clone();
+    // A single file is its own extension even inside a package; a package or folder is named
+    // after package.json's name.
+    let package = if layout.single_file { None } else { layout.package.clone() };
     let name = package
         .as_ref()
         .and_then(|p| p.name.clone())
+        .or_else(|| {
+            (!layout.single_file && layout.entry.file_stem().is_some_and(|s| s == "index"))
+                .then(|| layout.root.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .flatten()
+        })
         .unwrap_or_else(|| {
             layout
                 .entry

@@ -52,8 +52,10 @@ struct BuildArgs {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The extension: a .wasm built by `pichamber build`, or sources (built on the fly).
-    ext: PathBuf,
+    /// The extension(s): a .wasm built by `pichamber build`, or sources (built on the fly).
+    /// Several load into one session in the order given, as pi loads several -e options.
+    #[arg(required = true)]
+    ext: Vec<PathBuf>,
     /// Call a tool (repeatable; steps run in command-line order).
     #[arg(long, value_name = "NAME")]
     tool: Vec<String>,
@@ -77,8 +79,12 @@ struct RunArgs {
     #[arg(long)]
     json: bool,
     /// No UI even on a terminal: dialogs resolve to their defaults and ctx.hasUI is false.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ui")]
     no_ui: bool,
+    /// A UI even without --answer or a terminal (ctx.hasUI is true, as in pi's RPC mode;
+    /// dialogs with no answer left are cancelled).
+    #[arg(long)]
+    ui: bool,
     /// The session's working directory (ctx.cwd) [default: the current directory].
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
@@ -258,7 +264,7 @@ fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let steps = ordered_steps(&args, matches)?;
-    let artifact = load_artifact(&args.ext)?;
+    let artifacts = args.ext.iter().map(|p| load_artifact(p)).collect::<Result<Vec<_>>>()?;
     let cwd = match &args.cwd {
         Some(dir) => dir.canonicalize().with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir()?,
@@ -266,7 +272,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let (has_ui, dialogs): (bool, Arc<dyn DialogResponder>) = if args.no_ui {
         (false, Arc::new(NoDialogs))
-    } else if !args.answer.is_empty() {
+    } else if !args.answer.is_empty() || args.ui {
         (true, Arc::new(ScriptedAnswers::new(args.answer.clone())))
     } else if interactive {
         (true, Arc::new(TerminalDialogs))
@@ -297,7 +303,14 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             flags: parse_flags(&args.flags)?,
         },
     );
-    if session.load(&artifact).await.is_err() {
+    // An extension that fails to load is reported; the others still load and run (as in pi).
+    let mut loaded = 0;
+    for artifact in &artifacts {
+        if session.load(artifact).await.is_ok() {
+            loaded += 1;
+        }
+    }
+    if loaded == 0 {
         return Ok(ExitCode::FAILURE);
     }
     let _ = session.emit("session_start", json!({ "type": "session_start", "reason": "startup" })).await;
