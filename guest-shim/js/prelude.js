@@ -8,7 +8,14 @@ const loadContext = JSON.parse(globalThis.__pichamber_load_context);
 delete globalThis.__pichamber_load_context;
 
 const errorText = (err) => (err instanceof Error ? err.message : String(err));
-const errorStack = (err) => (err instanceof Error && err.stack ? String(err.stack) : undefined);
+// Stack frames inside pichamber's own modules are noise to an extension author.
+const errorStack = (err) => {
+  if (!(err instanceof Error) || !err.stack) return undefined;
+  const frames = String(err.stack)
+    .split("\n")
+    .filter((line) => line.trim() && !line.includes("(pichamber:"));
+  return frames.length ? frames.join("\n") : undefined;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Event loop: timers and host operations. The Rust side drains microtasks, then asks `state()`

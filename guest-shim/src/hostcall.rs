@@ -245,7 +245,7 @@ fn ui_update(a: &Args) -> Result<UiUpdate, String> {
                 Value::Array(_) => Some(Args::strings(a.field("lines"))),
                 _ => None,
             },
-            below_editor: a.field_str("placement").as_deref() == Some("belowEditor"),
+            placement: a.field_str("placement"),
         }),
         Some("title") => UiUpdate::Title(a.field_str("title").unwrap_or_default()),
         Some("editorText") => UiUpdate::EditorText(a.field_str("text").unwrap_or_default()),

@@ -35,6 +35,9 @@ pub struct Manifest {
 pub struct ModuleEntry {
     pub id: String,
     pub source: String,
+    /// Source map back to the original file, for error positions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<String>,
 }
 
 /// A loaded artifact: the code part (what wasmtime compiles) and the extension's data.
@@ -50,9 +53,18 @@ impl Artifact {
         let modules: Vec<ModuleEntry> = bundle
             .modules
             .iter()
-            .map(|(id, source)| ModuleEntry { id: id.clone(), source: source.clone() })
+            .map(|m| ModuleEntry {
+                id: m.id.clone(),
+                source: m.code.clone(),
+                map: m.map.clone(),
+            })
             .collect();
-        let modules_json = serde_json::to_vec(&modules).expect("modules serialise");
+        // The hash covers the code, not the maps: same code, same build.
+        let code_only: Vec<(&str, &str)> = modules
+            .iter()
+            .map(|m| (m.id.as_str(), m.source.as_str()))
+            .collect();
+        let modules_json = serde_json::to_vec(&code_only).expect("modules serialise");
         let manifest = Manifest {
             name: bundle.name.clone(),
             version: bundle.version.clone(),
@@ -63,14 +75,34 @@ impl Artifact {
             pichamber_version: env!("CARGO_PKG_VERSION").into(),
             modules: modules.len(),
         };
-        Self { component: GUEST_SHIM.to_vec(), manifest, modules }
+        Self {
+            component: GUEST_SHIM.to_vec(),
+            manifest,
+            modules,
+        }
     }
 
     /// The `.wasm` file: the component with the two custom sections appended.
+    pub fn source_maps(&self) -> crate::source_map::SourceMaps {
+        crate::source_map::SourceMaps::new(
+            self.modules
+                .iter()
+                .filter_map(|m| m.map.clone().map(|map| (m.id.clone(), map))),
+        )
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = self.component.clone();
-        append_custom_section(&mut out, MANIFEST_SECTION, &serde_json::to_vec_pretty(&self.manifest).unwrap());
-        append_custom_section(&mut out, MODULES_SECTION, &serde_json::to_vec(&self.modules).unwrap());
+        append_custom_section(
+            &mut out,
+            MANIFEST_SECTION,
+            &serde_json::to_vec_pretty(&self.manifest).unwrap(),
+        );
+        append_custom_section(
+            &mut out,
+            MODULES_SECTION,
+            &serde_json::to_vec(&self.modules).unwrap(),
+        );
         out
     }
 
@@ -79,7 +111,9 @@ impl Artifact {
             bail!("not a WebAssembly file");
         }
         if bytes[6..8] != [0x01, 0x00] {
-            bail!("a core WebAssembly module, not a component: build extensions with `pichamber build`");
+            bail!(
+                "a core WebAssembly module, not a component: build extensions with `pichamber build`"
+            );
         }
         let mut pos = 8;
         let mut code_end = None;
@@ -91,21 +125,32 @@ impl Artifact {
             pos += 1;
             let (size, n) = read_leb_u32(&bytes[pos..]).context("corrupt section header")?;
             pos += n;
-            let end = pos.checked_add(size as usize).filter(|e| *e <= bytes.len()).ok_or_else(|| anyhow!("truncated section"))?;
+            let end = pos
+                .checked_add(size as usize)
+                .filter(|e| *e <= bytes.len())
+                .ok_or_else(|| anyhow!("truncated section"))?;
             if id == 0 {
-                let (name_len, n) = read_leb_u32(&bytes[pos..end]).context("corrupt custom section")?;
+                let (name_len, n) =
+                    read_leb_u32(&bytes[pos..end]).context("corrupt custom section")?;
                 let name_start = pos + n;
                 let name_end = name_start + name_len as usize;
-                let name = std::str::from_utf8(bytes.get(name_start..name_end).unwrap_or_default()).unwrap_or_default();
+                let name = std::str::from_utf8(bytes.get(name_start..name_end).unwrap_or_default())
+                    .unwrap_or_default();
                 let payload = &bytes[name_end.min(end)..end];
                 match name {
                     MANIFEST_SECTION => {
                         code_end.get_or_insert(start);
-                        manifest = Some(serde_json::from_slice::<Manifest>(payload).context("corrupt pichamber manifest")?);
+                        manifest = Some(
+                            serde_json::from_slice::<Manifest>(payload)
+                                .context("corrupt pichamber manifest")?,
+                        );
                     }
                     MODULES_SECTION => {
                         code_end.get_or_insert(start);
-                        modules = Some(serde_json::from_slice::<Vec<ModuleEntry>>(payload).context("corrupt pichamber module map")?);
+                        modules = Some(
+                            serde_json::from_slice::<Vec<ModuleEntry>>(payload)
+                                .context("corrupt pichamber module map")?,
+                        );
                     }
                     _ => {}
                 }
@@ -113,7 +158,9 @@ impl Artifact {
             pos = end;
         }
         let (Some(manifest), Some(modules), Some(code_end)) = (manifest, modules, code_end) else {
-            bail!("a WebAssembly component without a pichamber manifest: build it with `pichamber build EXT -o OUT.wasm`");
+            bail!(
+                "a WebAssembly component without a pichamber manifest: build it with `pichamber build EXT -o OUT.wasm`"
+            );
         };
         if manifest.wit_version != WIT_VERSION {
             bail!(
@@ -121,7 +168,11 @@ impl Artifact {
                 manifest.wit_version
             );
         }
-        Ok(Self { component: bytes[..code_end].to_vec(), manifest, modules })
+        Ok(Self {
+            component: bytes[..code_end].to_vec(),
+            manifest,
+            modules,
+        })
     }
 }
 
@@ -170,7 +221,11 @@ mod tests {
     fn sections_round_trip_and_code_part_is_the_shim() {
         let bundle = Bundle {
             entry: "/ext/index.ts".into(),
-            modules: vec![("/ext/index.ts".into(), "export default () => {}".into())],
+            modules: vec![crate::bundle::BundledModule {
+                id: "/ext/index.ts".into(),
+                code: "export default () => {}".into(),
+                map: None,
+            }],
             package: None,
             requested_capabilities: serde_json::json!({"read": ["/data"]}),
             name: "demo".into(),
@@ -185,7 +240,12 @@ mod tests {
 
     #[test]
     fn rejects_files_that_are_not_extensions() {
-        assert!(Artifact::from_bytes(b"hello").unwrap_err().to_string().contains("not a WebAssembly"));
+        assert!(
+            Artifact::from_bytes(b"hello")
+                .unwrap_err()
+                .to_string()
+                .contains("not a WebAssembly")
+        );
         let err = Artifact::from_bytes(GUEST_SHIM).unwrap_err().to_string();
         assert!(err.contains("without a pichamber manifest"), "{err}");
     }

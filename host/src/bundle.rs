@@ -39,7 +39,11 @@ impl fmt::Display for BuildError {
         if self.line == 0 {
             write!(f, "{}: {}", self.file, self.message)
         } else {
-            write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.column, self.message
+            )
         }
     }
 }
@@ -52,7 +56,7 @@ pub struct Bundle {
     /// Canonical id of the entry module.
     pub entry: String,
     /// Modules in dependency-discovery order, entry first.
-    pub modules: Vec<(String, String)>,
+    pub modules: Vec<BundledModule>,
     /// The package the entry belongs to, when there is one.
     pub package: Option<PackageInfo>,
     /// Capabilities the extension asks for (package.json `pichamber.capabilities`).
@@ -60,6 +64,16 @@ pub struct Bundle {
     /// A name for the extension: the package name or the entry file's stem.
     pub name: String,
     pub version: Option<String>,
+}
+
+/// One module of the bundle.
+#[derive(Debug, Clone)]
+pub struct BundledModule {
+    /// Canonical id (`/ext/<path in the package>`).
+    pub id: String,
+    pub code: String,
+    /// Source map (JSON) from `code` back to the original file.
+    pub map: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -112,12 +126,14 @@ fn read_package(dir: &Path) -> Result<Option<PackageInfo>, BuildError> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&path).map_err(|e| plain_error(&path, e.to_string()))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| BuildError {
-        file: path.display().to_string(),
-        line: e.line(),
-        column: e.column(),
-        message: format!("invalid package.json: {e}"),
-    })
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| BuildError {
+            file: path.display().to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: format!("invalid package.json: {e}"),
+        })
 }
 
 fn locate(input: &Path) -> Result<Layout, BuildError> {
@@ -131,28 +147,54 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         while let Some(d) = package_dir {
             if d.join("package.json").is_file() {
                 let package = read_package(d)?;
-                return Ok(Layout { entry: input.clone(), root: d.to_path_buf(), package, single_file: true });
+                return Ok(Layout {
+                    entry: input.clone(),
+                    root: d.to_path_buf(),
+                    package,
+                    single_file: true,
+                });
             }
             package_dir = d.parent();
         }
-        return Ok(Layout { entry: input.clone(), root: dir, package: None, single_file: true });
+        return Ok(Layout {
+            entry: input.clone(),
+            root: dir,
+            package: None,
+            single_file: true,
+        });
     }
     let package = read_package(&input)?;
-    if let Some(extensions) = package.as_ref().and_then(|p| p.pi.as_ref()).and_then(|p| p.extensions.clone()) {
+    if let Some(extensions) = package
+        .as_ref()
+        .and_then(|p| p.pi.as_ref())
+        .and_then(|p| p.extensions.clone())
+    {
         match extensions.as_slice() {
             [one] => {
                 let entry = input.join(one);
-                let entry = if entry.is_dir() { index_file(&entry).unwrap_or(entry) } else { entry };
+                let entry = if entry.is_dir() {
+                    index_file(&entry).unwrap_or(entry)
+                } else {
+                    entry
+                };
                 if !entry.is_file() {
                     return Err(plain_error(
                         &input.join("package.json"),
                         format!("pi.extensions lists \"{one}\", which does not exist"),
                     ));
                 }
-                return Ok(Layout { entry, root: input, package, single_file: false });
+                return Ok(Layout {
+                    entry,
+                    root: input,
+                    package,
+                    single_file: false,
+                });
             }
             [] => {
-                return Err(plain_error(&input.join("package.json"), "pi.extensions is empty"));
+                return Err(plain_error(
+                    &input.join("package.json"),
+                    "pi.extensions is empty",
+                ));
             }
             many => {
                 return Err(plain_error(
@@ -167,7 +209,12 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         }
     }
     match index_file(&input) {
-        Some(entry) => Ok(Layout { entry, root: input, package, single_file: false }),
+        Some(entry) => Ok(Layout {
+            entry,
+            root: input,
+            package,
+            single_file: false,
+        }),
         None => Err(plain_error(
             &input,
             "no extension here: expected index.ts / index.js or a package.json with pi.extensions",
@@ -176,10 +223,16 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
 }
 
 fn index_file(dir: &Path) -> Option<PathBuf> {
-    ["index.ts", "index.mts", "index.tsx", "index.js", "index.mjs"]
-        .iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.is_file())
+    [
+        "index.ts",
+        "index.mts",
+        "index.tsx",
+        "index.js",
+        "index.mjs",
+    ]
+    .iter()
+    .map(|n| dir.join(n))
+    .find(|p| p.is_file())
 }
 
 /// Bundles the extension at `input` (a file, a folder with index.ts, or a pi package).
@@ -187,13 +240,20 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
     let layout = locate(input)?;
     let aliases = virtual_aliases();
     let resolver = Resolver::new(ResolveOptions {
-        extensions: [".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json"]
+        extensions: [
+            ".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json",
+        ]
+        .map(String::from)
+        .to_vec(),
+        condition_names: ["import", "module", "node", "default", "require"]
             .map(String::from)
             .to_vec(),
-        condition_names: ["import", "module", "node", "default", "require"].map(String::from).to_vec(),
         main_fields: ["module", "main"].map(String::from).to_vec(),
         extension_alias: vec![
-            (".js".into(), vec![".ts".into(), ".tsx".into(), ".js".into()]),
+            (
+                ".js".into(),
+                vec![".ts".into(), ".tsx".into(), ".js".into()],
+            ),
             (".mjs".into(), vec![".mts".into(), ".mjs".into()]),
         ],
         ..ResolveOptions::default()
@@ -210,24 +270,44 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
         if done.insert(path.clone(), ()).is_some() {
             continue;
         }
-        let module = transform_module(&path, &layout, &aliases, &resolver, &mut ids, &mut is_cjs_cache)?;
+        let module = transform_module(
+            &path,
+            &layout,
+            &aliases,
+            &resolver,
+            &mut ids,
+            &mut is_cjs_cache,
+        )?;
         for dep in module.dependencies {
             if !done.contains_key(&dep) {
                 queue.push_back(dep);
             }
         }
-        modules.push((ids.id_for(&path), module.code));
+        modules.push(BundledModule {
+            id: ids.id_for(&path),
+            code: module.code,
+            map: module.map,
+        });
     }
 
     // A single file is its own extension even inside a package; a package or folder is named
     // after package.json's name.
-    let package = if layout.single_file { None } else { layout.package.clone() };
+    let package = if layout.single_file {
+        None
+    } else {
+        layout.package.clone()
+    };
     let name = package
         .as_ref()
         .and_then(|p| p.name.clone())
         .or_else(|| {
             (!layout.single_file && layout.entry.file_stem().is_some_and(|s| s == "index"))
-                .then(|| layout.root.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .then(|| {
+                    layout
+                        .root
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                })
                 .flatten()
         })
         .unwrap_or_else(|| {
@@ -261,7 +341,10 @@ struct ModuleIds {
 
 impl ModuleIds {
     fn new(root: PathBuf) -> Self {
-        Self { root, external: HashMap::new() }
+        Self {
+            root,
+            external: HashMap::new(),
+        }
     }
     fn id_for(&mut self, path: &Path) -> String {
         if let Ok(rel) = path.strip_prefix(&self.root) {
@@ -273,7 +356,9 @@ impl ModuleIds {
             .or_insert_with(|| {
                 format!(
                     "/ext/_external/{n}/{}",
-                    path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+                    path.file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default()
                 )
             })
             .clone()
@@ -282,13 +367,17 @@ impl ModuleIds {
 
 struct TransformedModule {
     code: String,
+    map: Option<String>,
     dependencies: Vec<PathBuf>,
 }
 
 fn line_col(source: &str, offset: u32) -> (usize, usize) {
     let before = &source[..(offset as usize).min(source.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map(|i| before.len() - i).unwrap_or(before.len() + 1);
+    let column = before
+        .rfind('\n')
+        .map(|i| before.len() - i)
+        .unwrap_or(before.len() + 1);
     (line, column)
 }
 
@@ -314,7 +403,8 @@ fn transform_module(
     is_cjs_cache: &mut HashMap<PathBuf, bool>,
 ) -> Result<TransformedModule, BuildError> {
     let shown = display_path(path, layout);
-    let source = std::fs::read_to_string(path).map_err(|e| plain_error(Path::new(&shown), e.to_string()))?;
+    let source =
+        std::fs::read_to_string(path).map_err(|e| plain_error(Path::new(&shown), e.to_string()))?;
     if path.extension().is_some_and(|e| e == "json") {
         let value: serde_json::Value = serde_json::from_str(&source).map_err(|e| BuildError {
             file: shown.clone(),
@@ -322,7 +412,11 @@ fn transform_module(
             column: e.column(),
             message: format!("invalid JSON: {e}"),
         })?;
-        return Ok(TransformedModule { code: format!("export default {value};\n"), dependencies: vec![] });
+        return Ok(TransformedModule {
+            code: format!("export default {value};\n"),
+            map: None,
+            dependencies: vec![],
+        });
     }
 
     let allocator = Allocator::default();
@@ -333,21 +427,42 @@ fn transform_module(
         source_type
     };
     let parsed = Parser::new(&allocator, &source, source_type).parse();
-    if let Some(error) = parsed.diagnostics.iter().find(|d| d.severity == oxc_diagnostics::Severity::Error) {
+    if let Some(error) = parsed
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == oxc_diagnostics::Severity::Error)
+    {
         let offset = error.labels.first().map(|l| l.offset() as u32).unwrap_or(0);
         let (line, column) = line_col(&source, offset);
-        return Err(BuildError { file: shown, line, column, message: error.message.to_string() });
+        return Err(BuildError {
+            file: shown,
+            line,
+            column,
+            message: error.message.to_string(),
+        });
     }
     let mut program = parsed.program;
     let has_module_syntax = parsed.module_record.has_module_syntax;
 
-    let scoping = SemanticBuilder::new().build(&program).semantic.into_scoping();
+    let scoping = SemanticBuilder::new()
+        .build(&program)
+        .semantic
+        .into_scoping();
     let transformed = Transformer::new(&allocator, path, &TransformOptions::default())
         .build_with_scoping(scoping, &mut program);
-    if let Some(error) = transformed.diagnostics.iter().find(|d| d.severity == oxc_diagnostics::Severity::Error) {
+    if let Some(error) = transformed
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == oxc_diagnostics::Severity::Error)
+    {
         let offset = error.labels.first().map(|l| l.offset() as u32).unwrap_or(0);
         let (line, column) = line_col(&source, offset);
-        return Err(BuildError { file: shown, line, column, message: error.message.to_string() });
+        return Err(BuildError {
+            file: shown,
+            line,
+            column,
+            message: error.message.to_string(),
+        });
     }
 
     let is_cjs = !has_module_syntax && looks_commonjs(path, &source, layout);
@@ -372,7 +487,22 @@ fn transform_module(
     }
     let dependencies = rewriter.dependencies;
     let requires = rewriter.requires;
-    let code = Codegen::new().build(&program).code;
+    let id = ids.id_for(path);
+    let generated = Codegen::new()
+        .with_options(oxc_codegen::CodegenOptions {
+            source_map_path: Some(PathBuf::from(&id)),
+            ..Default::default()
+        })
+        .build(&program);
+    let code = generated.code;
+    // A CommonJS wrapper shifts lines; its positions are not mapped.
+    let map = (!is_cjs).then(|| {
+        generated.map.map(|mut m| {
+            m.set_sources([id.as_str()]);
+            m.to_json_string()
+        })
+    });
+    let map = map.flatten();
 
     let code = if is_cjs {
         let export_names = commonjs_export_names(&program);
@@ -380,7 +510,11 @@ fn transform_module(
     } else {
         code
     };
-    Ok(TransformedModule { code, dependencies })
+    Ok(TransformedModule {
+        code,
+        map,
+        dependencies,
+    })
 }
 
 fn looks_commonjs(path: &Path, source: &str, layout: &Layout) -> bool {
@@ -458,9 +592,22 @@ fn commonjs_export_names(program: &Program<'_>) -> Vec<String> {
 
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-        && !matches!(name, "default" | "class" | "function" | "delete" | "new" | "return" | "var" | "let" | "const")
+        && !matches!(
+            name,
+            "default"
+                | "class"
+                | "function"
+                | "delete"
+                | "new"
+                | "return"
+                | "var"
+                | "let"
+                | "const"
+        )
 }
 
 /// Wraps a CommonJS module as an ES module: its `require`d dependencies are imported
@@ -477,7 +624,10 @@ fn wrap_commonjs(
     let mut table = Vec::new();
     for (i, (specifier, target)) in requires.iter().enumerate() {
         if let Some((id, _path)) = target {
-            out.push_str(&format!("import * as __pichamber_dep{i} from {};\n", json_str(id)));
+            out.push_str(&format!(
+                "import * as __pichamber_dep{i} from {};\n",
+                json_str(id)
+            ));
             table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
         }
     }
@@ -531,7 +681,12 @@ impl<'a> SpecifierRewriter<'a, '_> {
         if let Some(builtin) = specifier.strip_prefix("node:") {
             return Err(format!(
                 "node:{builtin} is not available inside a pichamber extension (available: {})",
-                self.aliases.keys().filter(|k| k.starts_with("node:")).cloned().collect::<Vec<_>>().join(", ")
+                self.aliases
+                    .keys()
+                    .filter(|k| k.starts_with("node:"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         for prefix in ["@mariozechner/", "@earendil-works/"] {
@@ -565,7 +720,12 @@ impl<'a> SpecifierRewriter<'a, '_> {
             }
             Err(message) => {
                 let (line, column) = line_col(self.source, literal.span.start);
-                self.error = Some(BuildError { file: self.shown.to_owned(), line, column, message });
+                self.error = Some(BuildError {
+                    file: self.shown.to_owned(),
+                    line,
+                    column,
+                    message,
+                });
             }
         }
     }

@@ -32,12 +32,20 @@ impl Grants {
     pub fn wasi_ctx(&self) -> Result<WasiCtx> {
         let mut builder = WasiCtxBuilder::new();
         for dir in &self.write {
-            let path = dir.canonicalize().with_context(|| format!("--allow-write={}: cannot open", dir.display()))?;
+            let path = dir
+                .canonicalize()
+                .with_context(|| format!("--allow-write={}: cannot open", dir.display()))?;
             builder.preopened_dir(&path, path.to_string_lossy(), FsPerms::ReadWrite)?;
         }
         for dir in &self.read {
-            let path = dir.canonicalize().with_context(|| format!("--allow-read={}: cannot open", dir.display()))?;
-            if self.write.iter().any(|w| w.canonicalize().ok().as_ref() == Some(&path)) {
+            let path = dir
+                .canonicalize()
+                .with_context(|| format!("--allow-read={}: cannot open", dir.display()))?;
+            if self
+                .write
+                .iter()
+                .any(|w| w.canonicalize().ok().as_ref() == Some(&path))
+            {
                 continue;
             }
             builder.preopened_dir(&path, path.to_string_lossy(), FsPerms::ReadOnly)?;
@@ -65,12 +73,18 @@ impl Grants {
         if self.run.iter().any(|p| p == program) {
             Ok(())
         } else {
-            Err(format!("exec of '{program}' denied: the run capability is not granted (grant it with --allow-run={program})"))
+            Err(format!(
+                "exec of '{program}' denied: the run capability is not granted (grant it with --allow-run={program})"
+            ))
         }
     }
 
     /// Runs a granted program: no shell, scrubbed environment, timeout, capped output.
-    pub async fn run_program(&self, request: ExecRequest, default_cwd: String) -> Result<ExecResult, String> {
+    pub async fn run_program(
+        &self,
+        request: ExecRequest,
+        default_cwd: String,
+    ) -> Result<ExecResult, String> {
         self.check_run(&request.command)?;
         let mut command = tokio::process::Command::new(&request.command);
         command
@@ -83,10 +97,15 @@ impl Grants {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| format!("exec {}: {e}", request.command))?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("exec {}: {e}", request.command))?;
         let mut stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
-        let timeout = request.timeout_ms.map(|ms| Duration::from_millis(ms.into())).unwrap_or(EXEC_DEFAULT_TIMEOUT);
+        let timeout = request
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms.into()))
+            .unwrap_or(EXEC_DEFAULT_TIMEOUT);
         let collect = async {
             let (mut out, mut err) = (Vec::new(), Vec::new());
             let read_out = read_capped(&mut stdout, &mut out);
@@ -102,7 +121,12 @@ impl Grants {
                 code: status.ok().and_then(|s| s.code()).unwrap_or(1),
                 killed: false,
             }),
-            Err(_) => Ok(ExecResult { stdout: String::new(), stderr: String::new(), code: 1, killed: true }),
+            Err(_) => Ok(ExecResult {
+                stdout: String::new(),
+                stderr: String::new(),
+                code: 1,
+                killed: true,
+            }),
         }
     }
 }

@@ -3,8 +3,8 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -12,11 +12,19 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand}
 use serde_json::{Value, json};
 
 use crate::artifact::Artifact;
+
+/// println! that tolerates a closed stdout (`pichamber inspect x.wasm | head -1`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use crate::bundle;
 use crate::capabilities::Grants;
 use crate::runtime::{InstanceOptions, Runtime};
 use crate::session::{
-    DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionConfig, SessionEvent, TerminalDialogs, UiRequest,
+    DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionConfig, SessionEvent,
+    TerminalDialogs, UiRequest,
 };
 
 #[derive(Parser)]
@@ -140,13 +148,17 @@ pub fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PICHAMBER_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("PICHAMBER_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .without_time()
         .with_target(false)
         .init();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Build(args) => build(args),
@@ -169,8 +181,10 @@ pub fn main() -> ExitCode {
 /// Builds sources into an artifact, or reads a built `.wasm`.
 fn load_artifact(path: &Path) -> Result<Artifact> {
     if path.extension().is_some_and(|e| e == "wasm") {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        return Artifact::from_bytes(&bytes).with_context(|| format!("{} is not a pichamber extension", path.display()));
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        return Artifact::from_bytes(&bytes)
+            .with_context(|| format!("{} is not a pichamber extension", path.display()));
     }
     let bundle = bundle::bundle(path).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Artifact::from_bundle(&bundle))
@@ -185,7 +199,9 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
         }
     };
     let artifact = Artifact::from_bundle(&bundle);
-    let output = args.output.unwrap_or_else(|| PathBuf::from(format!("{}.wasm", file_safe(&bundle.name))));
+    let output = args
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("{}.wasm", file_safe(&bundle.name))));
     let bytes = artifact.to_bytes();
     // Write beside the target and rename: a failed build never leaves half a component.
     let tmp = output.with_extension("wasm.partial");
@@ -203,7 +219,16 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
 }
 
 fn file_safe(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
     s.trim_matches('-').to_string()
 }
 
@@ -219,12 +244,25 @@ fn parse_json_arg(flag: &str, text: &str) -> Result<Value> {
 
 /// The steps in the order they were given on the command line.
 fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
-    let indices = |id: &str| -> Vec<usize> { matches.indices_of(id).map(|i| i.collect()).unwrap_or_default() };
+    let indices = |id: &str| -> Vec<usize> {
+        matches
+            .indices_of(id)
+            .map(|i| i.collect())
+            .unwrap_or_default()
+    };
     if args.args.len() > args.tool.len() {
-        bail!("--args given {} times but --tool only {} times: each --args belongs to a --tool", args.args.len(), args.tool.len());
+        bail!(
+            "--args given {} times but --tool only {} times: each --args belongs to a --tool",
+            args.args.len(),
+            args.tool.len()
+        );
     }
     if args.payload.len() > args.event.len() {
-        bail!("--payload given {} times but --event only {} times", args.payload.len(), args.event.len());
+        bail!(
+            "--payload given {} times but --event only {} times",
+            args.payload.len(),
+            args.event.len()
+        );
     }
     let mut steps: Vec<(usize, Step)> = Vec::new();
     for (i, (name, at)) in args.tool.iter().zip(indices("tool")).enumerate() {
@@ -235,7 +273,11 @@ fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
         steps.push((at, Step::Tool(name.clone(), value)));
     }
     for (line, at) in args.command.iter().zip(indices("command")) {
-        let line = if line.starts_with('/') { line.clone() } else { format!("/{line}") };
+        let line = if line.starts_with('/') {
+            line.clone()
+        } else {
+            format!("/{line}")
+        };
         steps.push((at, Step::Command(line)));
     }
     for (i, (name, at)) in args.event.iter().zip(indices("event")).enumerate() {
@@ -243,7 +285,9 @@ fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
             Some(text) => parse_json_arg("--payload", text)?,
             None => json!({}),
         };
-        let Some(map) = body.as_object_mut() else { bail!("--payload for --event {name} must be a JSON object") };
+        let Some(map) = body.as_object_mut() else {
+            bail!("--payload for --event {name} must be a JSON object")
+        };
         map.insert("type".into(), json!(name));
         steps.push((at, Step::Event(name.clone(), body)));
     }
@@ -264,9 +308,15 @@ fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let steps = ordered_steps(&args, matches)?;
-    let artifacts = args.ext.iter().map(|p| load_artifact(p)).collect::<Result<Vec<_>>>()?;
+    let artifacts = args
+        .ext
+        .iter()
+        .map(|p| load_artifact(p))
+        .collect::<Result<Vec<_>>>()?;
     let cwd = match &args.cwd {
-        Some(dir) => dir.canonicalize().with_context(|| format!("--cwd {}", dir.display()))?,
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir()?,
     };
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
@@ -313,7 +363,12 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     if loaded == 0 {
         return Ok(ExitCode::FAILURE);
     }
-    let _ = session.emit("session_start", json!({ "type": "session_start", "reason": "startup" })).await;
+    let _ = session
+        .emit(
+            "session_start",
+            json!({ "type": "session_start", "reason": "startup" }),
+        )
+        .await;
     for step in steps {
         if session.shutdown_requested() {
             break;
@@ -328,19 +383,30 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             Step::Command(line) => {
                 if let Err(e) = session.run_command(&line).await {
                     if e.starts_with("unknown command") || e.contains("is not a command") {
-                        sink(&SessionEvent::ExtensionError { extension: "pichamber".into(), event: "command".into(), error: e });
+                        sink(&SessionEvent::ExtensionError {
+                            extension: "pichamber".into(),
+                            event: "command".into(),
+                            error: e,
+                        });
                     }
                     failed.store(true, Ordering::Relaxed);
                 }
             }
             Step::Event(name, body) => match session.emit(&name, body).await {
-                Ok(result) => sink(&SessionEvent::EventResult { event: name, result }),
+                Ok(result) => sink(&SessionEvent::EventResult {
+                    event: name,
+                    result,
+                }),
                 Err(_) => failed.store(true, Ordering::Relaxed),
             },
         }
     }
     session.shutdown().await;
-    Ok(if failed.load(Ordering::Relaxed) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed.load(Ordering::Relaxed) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// NDJSON on stdout with `--json`; otherwise a readable transcript (results on stdout,
@@ -380,41 +446,72 @@ fn content_text(content: &Value) -> String {
 fn print_event(event: &SessionEvent) {
     match event {
         SessionEvent::ExtensionUiRequest { request, .. } => match request {
-            UiRequest::Notify { message, notify_type } => {
-                println!("[{}] {message}", notify_type.as_deref().unwrap_or("info"))
+            UiRequest::Notify {
+                message,
+                notify_type,
+            } => {
+                say!("[{}] {message}", notify_type.as_deref().unwrap_or("info"))
             }
-            UiRequest::SetStatus { key, text } => println!("status {key}: {}", text.as_deref().unwrap_or("(cleared)")),
+            UiRequest::SetStatus { key, text } => {
+                say!("status {key}: {}", text.as_deref().unwrap_or("(cleared)"))
+            }
             UiRequest::SetWidget { key, lines, .. } => match lines {
-                Some(lines) => println!("widget {key}:\n  {}", lines.join("\n  ")),
-                None => println!("widget {key}: (cleared)"),
+                Some(lines) => say!("widget {key}:\n  {}", lines.join("\n  ")),
+                None => say!("widget {key}: (cleared)"),
             },
-            UiRequest::SetTitle { title } => println!("title: {title}"),
-            UiRequest::SetEditorText { text } => println!("editor text: {text}"),
-            UiRequest::Select { title, options, .. } => println!("? {title} [{}]", options.join(" | ")),
-            UiRequest::Confirm { title, message, .. } => println!("? {title}: {message} [yes/no]"),
-            UiRequest::Input { title, .. } => println!("? {title}"),
-            UiRequest::Editor { title, .. } => println!("? {title} (editor)"),
-            UiRequest::Form { title, .. } => println!("? {title} (form)"),
+            UiRequest::SetTitle { title } => say!("title: {title}"),
+            UiRequest::SetEditorText { text } => say!("editor text: {text}"),
+            UiRequest::Select { title, options, .. } => say!("? {title} [{}]", options.join(" | ")),
+            UiRequest::Confirm { title, message, .. } => say!("? {title}: {message} [yes/no]"),
+            UiRequest::Input { title, .. } => say!("? {title}"),
+            UiRequest::Editor { title, .. } => say!("? {title} (editor)"),
+            UiRequest::Form { title, .. } => say!("? {title} (form)"),
         },
-        SessionEvent::ExtensionUiResponse { answer, .. } => println!("  -> {}", serde_json::to_string(answer).unwrap_or_default()),
-        SessionEvent::Entry { entry } => println!(
+        SessionEvent::ExtensionUiResponse { answer, .. } => {
+            say!("  -> {}", serde_json::to_string(answer).unwrap_or_default())
+        }
+        SessionEvent::Entry { entry } => say!(
             "entry {} {}",
             entry["type"].as_str().unwrap_or_default(),
-            entry.get("customType").or(entry.get("name")).map(Value::to_string).unwrap_or_default()
+            entry
+                .get("customType")
+                .or(entry.get("name"))
+                .map(Value::to_string)
+                .unwrap_or_default()
         ),
-        SessionEvent::Message { message, .. } => println!("message: {}", content_text(&message["content"])),
-        SessionEvent::ToolExecutionUpdate { partial_result, .. } => {
-            println!("  … {}", content_text(&partial_result["content"]))
+        SessionEvent::Message { message, .. } => {
+            say!("message: {}", content_text(&message["content"]))
         }
-        SessionEvent::ToolResult { tool_name, content, details, is_error, .. } => {
-            println!("{tool_name}{}: {}", if *is_error { " (error)" } else { "" }, content_text(content));
+        SessionEvent::ToolExecutionUpdate { partial_result, .. } => {
+            say!("  … {}", content_text(&partial_result["content"]))
+        }
+        SessionEvent::ToolResult {
+            tool_name,
+            content,
+            details,
+            is_error,
+            ..
+        } => {
+            say!(
+                "{tool_name}{}: {}",
+                if *is_error { " (error)" } else { "" },
+                content_text(content)
+            );
             if !details.is_null() && details != &json!({}) {
-                println!("  details: {details}");
+                say!("  details: {details}");
             }
         }
-        SessionEvent::EventResult { event, result } => println!("{event} -> {result}"),
-        SessionEvent::ExtensionError { extension, event, error } => eprintln!("error: {extension} ({event}): {error}"),
-        SessionEvent::Log { extension, level, message } => eprintln!("[{extension}] {level}: {message}"),
+        SessionEvent::EventResult { event, result } => say!("{event} -> {result}"),
+        SessionEvent::ExtensionError {
+            extension,
+            event,
+            error,
+        } => eprintln!("error: {extension} ({event}): {error}"),
+        SessionEvent::Log {
+            extension,
+            level,
+            message,
+        } => eprintln!("[{extension}] {level}: {message}"),
     }
 }
 
@@ -455,43 +552,86 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode> {
     });
     drop(state);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_inspection(&report);
     }
-    Ok(if loaded.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if loaded.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn print_inspection(report: &Value) {
     let m = &report["manifest"];
-    println!("{} {}", m["name"].as_str().unwrap_or("?"), m["version"].as_str().unwrap_or(""));
-    println!("  WIT:          pichamber:extension@{}", m["witVersion"].as_str().unwrap_or("?"));
-    println!("  built with:   pichamber {}", m["pichamberVersion"].as_str().unwrap_or("?"));
-    println!("  source hash:  {}", m["sourceHash"].as_str().unwrap_or("?"));
-    println!("  modules:      {} (entry {})", m["modules"], m["entry"].as_str().unwrap_or("?"));
-    println!("  capabilities: {}", m["capabilities"]);
+    say!(
+        "{} {}",
+        m["name"].as_str().unwrap_or("?"),
+        m["version"].as_str().unwrap_or("")
+    );
+    say!(
+        "  WIT:          pichamber:extension@{}",
+        m["witVersion"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  built with:   pichamber {}",
+        m["pichamberVersion"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  source hash:  {}",
+        m["sourceHash"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  modules:      {} (entry {})",
+        m["modules"],
+        m["entry"].as_str().unwrap_or("?")
+    );
+    say!("  capabilities: {}", m["capabilities"]);
     if report["loaded"] != json!(true) {
         for e in report["errors"].as_array().into_iter().flatten() {
-            println!("  LOAD FAILED:  {}", e.as_str().unwrap_or_default());
+            say!("  LOAD FAILED:  {}", e.as_str().unwrap_or_default());
         }
         return;
     }
     let list = |title: &str, items: &Value, f: &dyn Fn(&Value) -> String| {
         let items = items.as_array().cloned().unwrap_or_default();
-        println!("{title} ({}):", items.len());
+        say!("{title} ({}):", items.len());
         for item in &items {
-            println!("  {}", f(item));
+            say!("  {}", f(item));
         }
     };
     list("tools", &report["tools"], &|t| {
-        format!("{} — {}", t["name"].as_str().unwrap_or_default(), t["description"].as_str().unwrap_or_default())
+        format!(
+            "{} — {}",
+            t["name"].as_str().unwrap_or_default(),
+            t["description"].as_str().unwrap_or_default()
+        )
     });
     list("commands", &report["commands"], &|c| {
-        format!("/{} — {}", c["name"].as_str().unwrap_or_default(), c["description"].as_str().unwrap_or_default())
+        format!(
+            "/{} — {}",
+            c["name"].as_str().unwrap_or_default(),
+            c["description"].as_str().unwrap_or_default()
+        )
     });
-    list("events", &report["events"], &|e| e.as_str().unwrap_or_default().to_owned());
-    list("flags", &report["flags"], &|f| format!("--{} ({})", f["name"].as_str().unwrap_or_default(), f["type"].as_str().unwrap_or_default()));
-    list("shortcuts (inert)", &report["shortcuts"], &|s| s["shortcut"].as_str().unwrap_or_default().to_owned());
-    list("message renderers", &report["messageRenderers"], &|r| r.as_str().unwrap_or_default().to_owned());
-    list("providers", &report["providers"], &|p| p["name"].as_str().unwrap_or_default().to_owned());
+    list("events", &report["events"], &|e| {
+        e.as_str().unwrap_or_default().to_owned()
+    });
+    list("flags", &report["flags"], &|f| {
+        format!(
+            "--{} ({})",
+            f["name"].as_str().unwrap_or_default(),
+            f["type"].as_str().unwrap_or_default()
+        )
+    });
+    list("shortcuts (inert)", &report["shortcuts"], &|s| {
+        s["shortcut"].as_str().unwrap_or_default().to_owned()
+    });
+    list("message renderers", &report["messageRenderers"], &|r| {
+        r.as_str().unwrap_or_default().to_owned()
+    });
+    list("providers", &report["providers"], &|p| {
+        p["name"].as_str().unwrap_or_default().to_owned()
+    });
 }

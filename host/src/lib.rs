@@ -6,6 +6,7 @@
 //! - [`runtime`]: wasmtime engine, compile cache, instances, the host side of the WIT.
 //! - [`capabilities`]: what an extension may reach outside its sandbox.
 //! - [`session`]: a session's extensions and pi's event semantics across them.
+//! - [`source_map`]: runtime error positions mapped back to the extension's sources.
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
@@ -14,3 +15,4 @@ pub mod capabilities;
 pub mod cli;
 pub mod runtime;
 pub mod session;
+pub mod source_map;

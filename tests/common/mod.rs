@@ -8,7 +8,10 @@ use serde_json::Value;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 pub fn bin() -> PathBuf {
@@ -41,7 +44,11 @@ pub fn run_json(args: &[&str]) -> (bool, Vec<Value>, String) {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
         .collect();
-    (out.status.success(), events, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        events,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Events of one type.
@@ -53,7 +60,12 @@ pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 pub fn ui_requests(events: &[Value]) -> Vec<(String, Value)> {
     of_type(events, "extension_ui_request")
         .into_iter()
-        .map(|e| (e["method"].as_str().unwrap_or_default().to_owned(), e.clone()))
+        .map(|e| {
+            (
+                e["method"].as_str().unwrap_or_default().to_owned(),
+                e.clone(),
+            )
+        })
         .collect()
 }
 

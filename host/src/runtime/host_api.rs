@@ -12,7 +12,8 @@ use super::instance::ExtensionState;
 use super::pichamber::extension::host::Host;
 use super::pichamber::extension::types;
 use super::wit::{
-    Completion, Dialog, DialogAnswer as WitAnswer, FlagType, LogLevel, NotifyKind, Operation, Outcome,
+    Completion, Dialog, DialogAnswer as WitAnswer, FlagType, LogLevel, NotifyKind, Operation,
+    Outcome,
 };
 use crate::session::events::{DialogAnswer, SessionEvent, UiRequest};
 use crate::session::state::{RegisteredCommand, RegisteredTool};
@@ -30,17 +31,25 @@ impl types::Host for ExtensionState {}
 
 fn check_name(kind: &str, name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(format!("{kind} name must be 1..={MAX_NAME_BYTES} bytes, got {}", name.len()));
+        return Err(format!(
+            "{kind} name must be 1..={MAX_NAME_BYTES} bytes, got {}",
+            name.len()
+        ));
     }
     if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("{kind} name {name:?} must not contain spaces or control characters"));
+        return Err(format!(
+            "{kind} name {name:?} must not contain spaces or control characters"
+        ));
     }
     Ok(())
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, String> {
     if text.len() > MAX_JSON_BYTES {
-        return Err(format!("{what} is {} bytes; the limit is {MAX_JSON_BYTES}", text.len()));
+        return Err(format!(
+            "{what} is {} bytes; the limit is {MAX_JSON_BYTES}",
+            text.len()
+        ));
     }
     serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
 }
@@ -58,7 +67,10 @@ fn truncate(text: &str, max: usize) -> String {
 
 impl ExtensionState {
     fn ui_event(&self, request: UiRequest) {
-        self.session.emit(SessionEvent::ExtensionUiRequest { id: uuid::Uuid::new_v4().to_string(), request });
+        self.session.emit(SessionEvent::ExtensionUiRequest {
+            id: uuid::Uuid::new_v4().to_string(),
+            request,
+        });
     }
 
     fn dialog_request(dialog: Dialog) -> Result<UiRequest, String> {
@@ -67,15 +79,27 @@ impl ExtensionState {
                 if d.options.len() > 1000 {
                     return Err("select: more than 1000 options".into());
                 }
-                UiRequest::Select { title: truncate(&d.title, 4096), options: d.options, timeout: d.timeout_ms }
+                UiRequest::Select {
+                    title: truncate(&d.title, 4096),
+                    options: d.options,
+                    timeout: d.timeout_ms,
+                }
             }
             Dialog::Confirm(d) => UiRequest::Confirm {
                 title: truncate(&d.title, 4096),
                 message: truncate(&d.message, 64 << 10),
                 timeout: d.timeout_ms,
             },
-            Dialog::Input(d) => UiRequest::Input { title: truncate(&d.title, 4096), placeholder: d.placeholder, timeout: d.timeout_ms },
-            Dialog::Editor(d) => UiRequest::Editor { title: truncate(&d.title, 4096), prefill: d.prefill, timeout: d.timeout_ms },
+            Dialog::Input(d) => UiRequest::Input {
+                title: truncate(&d.title, 4096),
+                placeholder: d.placeholder,
+                timeout: d.timeout_ms,
+            },
+            Dialog::Editor(d) => UiRequest::Editor {
+                title: truncate(&d.title, 4096),
+                prefill: d.prefill,
+                timeout: d.timeout_ms,
+            },
             Dialog::Form(d) => UiRequest::Form {
                 title: truncate(&d.title, 4096),
                 fields: parse_json("form fields", &d.fields)?,
@@ -93,13 +117,22 @@ impl Host for ExtensionState {
             LogLevel::Warn => "warn",
             LogLevel::Error => "error",
         };
-        let message = truncate(&message, MAX_LOG_BYTES);
+        let message = truncate(&self.source_maps.remap(&message), MAX_LOG_BYTES);
         tracing::debug!(extension = %self.name, level, "{message}");
-        self.session.emit(SessionEvent::Log { extension: self.name.clone(), level: level.into(), message });
+        self.session.emit(SessionEvent::Log {
+            extension: self.name.clone(),
+            level: level.into(),
+            message,
+        });
         Ok(())
     }
 
-    fn report_error(&mut self, event: String, message: String, stack: Option<String>) -> Result<()> {
+    fn report_error(
+        &mut self,
+        event: String,
+        message: String,
+        stack: Option<String>,
+    ) -> Result<()> {
         let error = match stack {
             Some(stack) if !stack.trim().is_empty() => format!("{message}\n{}", stack.trim_end()),
             _ => message,
@@ -107,7 +140,7 @@ impl Host for ExtensionState {
         self.session.emit(SessionEvent::ExtensionError {
             extension: self.name.clone(),
             event: truncate(&event, MAX_NAME_BYTES),
-            error: truncate(&error, MAX_LOG_BYTES),
+            error: truncate(&self.source_maps.remap(&error), MAX_LOG_BYTES),
         });
         Ok(())
     }
@@ -117,7 +150,10 @@ impl Host for ExtensionState {
             check_name("tool", &tool.name)?;
             let parameters = parse_json("tool parameters", &tool.parameters)?;
             if !parameters.is_object() {
-                return Err(format!("tool {}: parameters must be a JSON Schema object", tool.name));
+                return Err(format!(
+                    "tool {}: parameters must be a JSON Schema object",
+                    tool.name
+                ));
             }
             let registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
             let mut state = self.session.state.lock().unwrap();
@@ -127,7 +163,10 @@ impl Host for ExtensionState {
         })())
     }
 
-    fn register_command(&mut self, command: types::CommandDefinition) -> Result<Result<(), String>> {
+    fn register_command(
+        &mut self,
+        command: types::CommandDefinition,
+    ) -> Result<Result<(), String>> {
         Ok((|| {
             check_name("command", &command.name)?;
             let registered = RegisteredCommand::from_wit(self.index, &self.name, command);
@@ -157,7 +196,10 @@ impl Host for ExtensionState {
             };
             let mut state = self.session.state.lock().unwrap();
             if let Some(default) = &default {
-                state.flag_values.entry(flag.name.clone()).or_insert_with(|| default.clone());
+                state
+                    .flag_values
+                    .entry(flag.name.clone())
+                    .or_insert_with(|| default.clone());
             }
             let kind = match flag.flag_type {
                 FlagType::Boolean => "boolean",
@@ -170,7 +212,10 @@ impl Host for ExtensionState {
         })())
     }
 
-    fn register_shortcut(&mut self, shortcut: types::ShortcutDefinition) -> Result<Result<(), String>> {
+    fn register_shortcut(
+        &mut self,
+        shortcut: types::ShortcutDefinition,
+    ) -> Result<Result<(), String>> {
         // Recorded for inspection; shortcuts are TUI-only and never fire in pichamber.
         let mut state = self.session.state.lock().unwrap();
         state
@@ -182,7 +227,13 @@ impl Host for ExtensionState {
 
     fn register_message_renderer(&mut self, custom_type: String) -> Result<Result<(), String>> {
         Ok(check_name("message renderer", &custom_type).map(|()| {
-            self.session.state.lock().unwrap().registrations_mut(self.index).message_renderers.push(custom_type);
+            self.session
+                .state
+                .lock()
+                .unwrap()
+                .registrations_mut(self.index)
+                .message_renderers
+                .push(custom_type);
         }))
     }
 
@@ -206,7 +257,10 @@ impl Host for ExtensionState {
 
     fn unregister_provider(&mut self, name: String) -> Result<()> {
         let mut state = self.session.state.lock().unwrap();
-        state.registrations_mut(self.index).providers.retain(|p| p["name"] != json!(name));
+        state
+            .registrations_mut(self.index)
+            .providers
+            .retain(|p| p["name"] != json!(name));
         Ok(())
     }
 
@@ -219,7 +273,10 @@ impl Host for ExtensionState {
         Ok((|| {
             let message = parse_json("message", &message)?;
             let options = parse_json("message options", &options)?;
-            let custom_type = message.get("customType").and_then(Value::as_str).unwrap_or_default();
+            let custom_type = message
+                .get("customType")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             check_name("customType", custom_type)?;
             let entry = self.session.state.lock().unwrap().append(
                 "custom_message",
@@ -230,25 +287,40 @@ impl Host for ExtensionState {
                     "details": message.get("details").cloned().unwrap_or(Value::Null),
                 }),
             );
-            self.session.emit(SessionEvent::Message { message, options });
+            self.session
+                .emit(SessionEvent::Message { message, options });
             self.session.emit(SessionEvent::Entry { entry });
             Ok(())
         })())
     }
 
-    fn send_user_message(&mut self, content: String, options: String) -> Result<Result<(), String>> {
+    fn send_user_message(
+        &mut self,
+        content: String,
+        options: String,
+    ) -> Result<Result<(), String>> {
         Ok((|| {
             let content = parse_json("user message", &content)?;
             if !(content.is_string() || content.is_array()) {
-                return Err("sendUserMessage: content must be a string or an array of content blocks".into());
+                return Err(
+                    "sendUserMessage: content must be a string or an array of content blocks"
+                        .into(),
+                );
             }
             let options = parse_json("message options", &options)?;
-            self.session.emit(SessionEvent::Message { message: json!({ "role": "user", "content": content }), options });
+            self.session.emit(SessionEvent::Message {
+                message: json!({ "role": "user", "content": content }),
+                options,
+            });
             Ok(())
         })())
     }
 
-    fn append_entry(&mut self, custom_type: String, data: Option<String>) -> Result<Result<(), String>> {
+    fn append_entry(
+        &mut self,
+        custom_type: String,
+        data: Option<String>,
+    ) -> Result<Result<(), String>> {
         Ok((|| {
             check_name("customType", &custom_type)?;
             let data = match data {
@@ -257,7 +329,9 @@ impl Host for ExtensionState {
             };
             let mut state = self.session.state.lock().unwrap();
             if state.entries.len() >= MAX_ENTRIES {
-                return Err(format!("the session holds {MAX_ENTRIES} entries; no more can be appended"));
+                return Err(format!(
+                    "the session holds {MAX_ENTRIES} entries; no more can be appended"
+                ));
             }
             let mut fields = json!({ "customType": custom_type });
             if !data.is_null() {
@@ -324,18 +398,34 @@ impl Host for ExtensionState {
             "getLeafId" => json!(state.leaf),
             "getLeafEntry" => state.leaf.as_deref().and_then(find).unwrap_or(Value::Null),
             "getEntry" => arg(0).as_deref().and_then(find).unwrap_or(Value::Null),
-            "getLabel" => arg(0).and_then(|id| state.labels.get(&id).cloned()).map(Value::String).unwrap_or(Value::Null),
+            "getLabel" => arg(0)
+                .and_then(|id| state.labels.get(&id).cloned())
+                .map(Value::String)
+                .unwrap_or(Value::Null),
             "getChildren" => {
                 let parent = arg(0);
-                Value::Array(state.entries.iter().filter(|e| e["parentId"].as_str().map(str::to_owned) == parent).cloned().collect())
+                Value::Array(
+                    state
+                        .entries
+                        .iter()
+                        .filter(|e| e["parentId"].as_str().map(str::to_owned) == parent)
+                        .cloned()
+                        .collect(),
+                )
             }
             "getSessionFile" => Value::Null,
             "getSessionId" => json!(self.session.id),
             "getSessionDir" => Value::Null,
             "getSessionName" => json!(state.name),
-            "getHeader" => json!({ "type": "session", "version": 3, "id": self.session.id, "cwd": self.session.cwd }),
+            "getHeader" => {
+                json!({ "type": "session", "version": 3, "id": self.session.id, "cwd": self.session.cwd })
+            }
             "getTree" => Value::Array(state.entries.clone()),
-            other => return Ok(Err(format!("sessionManager.{other} is not available to extensions"))),
+            other => {
+                return Ok(Err(format!(
+                    "sessionManager.{other} is not available to extensions"
+                )));
+            }
         };
         Ok(Ok(value.to_string()))
     }
@@ -361,7 +451,10 @@ impl Host for ExtensionState {
 
     fn set_active_tools(&mut self, names: Vec<String>) -> Result<Result<(), String>> {
         let mut state = self.session.state.lock().unwrap();
-        let known: Vec<String> = names.into_iter().filter(|n| state.tools.iter().any(|t| &t.name == n)).collect();
+        let known: Vec<String> = names
+            .into_iter()
+            .filter(|n| state.tools.iter().any(|t| &t.name == n))
+            .collect();
         state.active_tools = Some(known);
         Ok(Ok(()))
     }
@@ -382,7 +475,14 @@ impl Host for ExtensionState {
     }
 
     fn get_model(&mut self) -> Result<Option<String>> {
-        Ok(self.session.state.lock().unwrap().model.as_ref().map(Value::to_string))
+        Ok(self
+            .session
+            .state
+            .lock()
+            .unwrap()
+            .model
+            .as_ref()
+            .map(Value::to_string))
     }
 
     fn set_model(&mut self, _model: String) -> Result<bool> {
@@ -397,7 +497,9 @@ impl Host for ExtensionState {
     fn set_thinking_level(&mut self, level: String) -> Result<Result<(), String>> {
         const LEVELS: [&str; 6] = ["off", "minimal", "low", "medium", "high", "xhigh"];
         if !LEVELS.contains(&level.as_str()) {
-            return Ok(Err(format!("unknown thinking level {level:?}; one of {LEVELS:?}")));
+            return Ok(Err(format!(
+                "unknown thinking level {level:?}; one of {LEVELS:?}"
+            )));
         }
         self.session.state.lock().unwrap().thinking_level = level;
         Ok(Ok(()))
@@ -468,20 +570,34 @@ impl Host for ExtensionState {
             }
             types::UiUpdate::Widget(w) => {
                 let key = truncate(&w.key, MAX_NAME_BYTES);
-                let lines = w.lines.map(|l| l.into_iter().take(200).map(|x| truncate(&x, 1024)).collect::<Vec<_>>());
+                let lines = w.lines.map(|l| {
+                    l.into_iter()
+                        .take(200)
+                        .map(|x| truncate(&x, 1024))
+                        .collect::<Vec<_>>()
+                });
                 let mut state = self.session.state.lock().unwrap();
                 match &lines {
                     Some(l) => state.widgets.insert(key.clone(), l.clone()),
                     None => state.widgets.remove(&key),
                 };
-                UiRequest::SetWidget { key, lines, placement: w.below_editor.then(|| "belowEditor".to_owned()) }
+                let placement = w
+                    .placement
+                    .filter(|p| p == "aboveEditor" || p == "belowEditor");
+                UiRequest::SetWidget {
+                    key,
+                    lines,
+                    placement,
+                }
             }
             types::UiUpdate::Title(title) => {
                 let title = truncate(&title, 256);
                 self.session.state.lock().unwrap().title = Some(title.clone());
                 UiRequest::SetTitle { title }
             }
-            types::UiUpdate::EditorText(text) => UiRequest::SetEditorText { text: truncate(&text, 1 << 20) },
+            types::UiUpdate::EditorText(text) => UiRequest::SetEditorText {
+                text: truncate(&text, 1 << 20),
+            },
         };
         if self.session.has_ui {
             self.ui_event(request);
@@ -496,7 +612,10 @@ impl Host for ExtensionState {
 
     fn tool_update(&mut self, tool_call_id: String, partial: String) -> Result<()> {
         if let Ok(partial) = parse_json("tool update", &partial) {
-            self.session.emit(SessionEvent::ToolExecutionUpdate { tool_call_id, partial_result: partial });
+            self.session.emit(SessionEvent::ToolExecutionUpdate {
+                tool_call_id,
+                partial_result: partial,
+            });
         }
         Ok(())
     }
@@ -515,19 +634,29 @@ impl Host for ExtensionState {
                     let id = uuid::Uuid::new_v4().to_string();
                     let timeout = request.timeout_ms();
                     let answer = self.session.dialogs.answer(&id, &request);
-                    self.session.emit(SessionEvent::ExtensionUiRequest { id: id.clone(), request });
+                    self.session.emit(SessionEvent::ExtensionUiRequest {
+                        id: id.clone(),
+                        request,
+                    });
                     let session = self.session.clone();
                     async move {
                         let answer = match timeout {
-                            Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()), answer)
-                                .await
-                                .unwrap_or_else(|_| DialogAnswer::cancelled()),
+                            Some(ms) => {
+                                tokio::time::timeout(Duration::from_millis(ms.into()), answer)
+                                    .await
+                                    .unwrap_or_else(|_| DialogAnswer::cancelled())
+                            }
                             None => answer.await,
                         };
-                        session.emit(SessionEvent::ExtensionUiResponse { id, answer: answer.clone() });
+                        session.emit(SessionEvent::ExtensionUiResponse {
+                            id,
+                            answer: answer.clone(),
+                        });
                         Outcome::Dialog(match answer {
                             DialogAnswer::Value { value } => WitAnswer::Value(value),
-                            DialogAnswer::Confirmed { confirmed } => WitAnswer::Confirmed(confirmed),
+                            DialogAnswer::Confirmed { confirmed } => {
+                                WitAnswer::Confirmed(confirmed)
+                            }
                             DialogAnswer::Cancelled { .. } => WitAnswer::Cancelled,
                         })
                     }
@@ -550,7 +679,10 @@ impl Host for ExtensionState {
 
     async fn wait(&mut self, timeout_ms: Option<u64>) -> Result<Option<Completion>> {
         let waited = timeout_ms.is_some() || self.operations.pending() > 0;
-        let completion = self.operations.wait(timeout_ms.map(Duration::from_millis)).await;
+        let completion = self
+            .operations
+            .wait(timeout_ms.map(Duration::from_millis))
+            .await;
         if waited {
             // Time spent waiting is not time spent running: restart the per-call clock.
             self.running_since = Instant::now();

@@ -16,6 +16,7 @@ use super::{Extension, ExtensionPre};
 use crate::artifact::Artifact;
 use crate::capabilities::Grants;
 use crate::session::SessionShared;
+use crate::source_map::SourceMaps;
 
 /// Limits of one instance.
 #[derive(Debug, Clone)]
@@ -50,11 +51,16 @@ pub struct ExtensionState {
     /// When the guest last started running (a call began, or `wait` returned).
     pub(super) running_since: Instant,
     call_timeout: Duration,
+    /// Maps positions in error texts back to the extension's sources.
+    pub(super) source_maps: Arc<SourceMaps>,
 }
 
 impl WasiView for ExtensionState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -90,7 +96,9 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::Guest(m) => write!(f, "{m}"),
             CallError::Trap(m) => write!(f, "the extension was stopped: {m}"),
-            CallError::Broken(m) => write!(f, "the extension is disabled after an earlier failure: {m}"),
+            CallError::Broken(m) => {
+                write!(f, "the extension is disabled after an earlier failure: {m}")
+            }
         }
     }
 }
@@ -122,7 +130,10 @@ impl ExtensionInstance {
         session: Arc<SessionShared>,
         options: &InstanceOptions,
     ) -> Result<Self, CallError> {
-        let wasi = options.grants.wasi_ctx().map_err(|e| CallError::Trap(format!("{e:#}")))?;
+        let wasi = options
+            .grants
+            .wasi_ctx()
+            .map_err(|e| CallError::Trap(format!("{e:#}")))?;
         let state = ExtensionState {
             wasi,
             table: ResourceTable::new(),
@@ -139,6 +150,7 @@ impl ExtensionInstance {
             operations: Operations::default(),
             running_since: Instant::now(),
             call_timeout: options.call_timeout,
+            source_maps: Arc::new(artifact.source_maps()),
         };
         let mut store = Store::new(pre.instance_pre().engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -155,12 +167,21 @@ impl ExtensionInstance {
             .instantiate_async(&mut store)
             .await
             .map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
-        let mut instance = Self { store, bindings, index, name: artifact.manifest.name.clone(), broken: None };
+        let mut instance = Self {
+            store,
+            bindings,
+            index,
+            name: artifact.manifest.name.clone(),
+            broken: None,
+        };
 
         let modules: Vec<ModuleSource> = artifact
             .modules
             .iter()
-            .map(|m| ModuleSource { id: m.id.clone(), source: m.source.clone() })
+            .map(|m| ModuleSource {
+                id: m.id.clone(),
+                source: m.source.clone(),
+            })
             .collect();
         let context = LoadContext {
             extension_name: artifact.manifest.name.clone(),
@@ -171,40 +192,78 @@ impl ExtensionInstance {
         };
         let entry = artifact.manifest.entry.clone();
         let loaded = guest_call!(instance, |g, s| g.call_load(s, &modules, &entry, &context))?;
-        loaded.map_err(CallError::Guest)?;
+        loaded.map_err(|e| instance.guest_error(e))?;
         Ok(instance)
+    }
+
+    fn guest_error(&self, message: String) -> CallError {
+        CallError::Guest(self.store.data().source_maps.remap(&message))
     }
 
     pub fn is_broken(&self) -> bool {
         self.broken.is_some()
     }
 
-    pub async fn dispatch_event(&mut self, name: &str, event: &Value, ctx: &Value) -> Result<DispatchResult, CallError> {
+    pub async fn dispatch_event(
+        &mut self,
+        name: &str,
+        event: &Value,
+        ctx: &Value,
+    ) -> Result<DispatchResult, CallError> {
         let (event, ctx) = (event.to_string(), ctx.to_string());
-        guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?.map_err(CallError::Guest)
+        guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?
+            .map_err(|e| self.guest_error(e))
     }
 
-    pub async fn prepare_arguments(&mut self, tool: &str, args: &Value) -> Result<String, CallError> {
+    pub async fn prepare_arguments(
+        &mut self,
+        tool: &str,
+        args: &Value,
+    ) -> Result<String, CallError> {
         let args = args.to_string();
-        guest_call!(self, |g, s| g.call_prepare_arguments(s, tool, &args))?.map_err(CallError::Guest)
+        guest_call!(self, |g, s| g.call_prepare_arguments(s, tool, &args))?
+            .map_err(|e| self.guest_error(e))
     }
 
-    pub async fn execute_tool(&mut self, tool: &str, call_id: &str, params: &Value, ctx: &Value) -> Result<ToolResult, CallError> {
+    pub async fn execute_tool(
+        &mut self,
+        tool: &str,
+        call_id: &str,
+        params: &Value,
+        ctx: &Value,
+    ) -> Result<ToolResult, CallError> {
         let (params, ctx) = (params.to_string(), ctx.to_string());
-        guest_call!(self, |g, s| g.call_execute_tool(s, tool, call_id, &params, &ctx))
+        guest_call!(self, |g, s| g
+            .call_execute_tool(s, tool, call_id, &params, &ctx))
     }
 
-    pub async fn run_command(&mut self, name: &str, args: &str, ctx: &Value) -> Result<(), CallError> {
+    pub async fn run_command(
+        &mut self,
+        name: &str,
+        args: &str,
+        ctx: &Value,
+    ) -> Result<(), CallError> {
         let ctx = ctx.to_string();
-        guest_call!(self, |g, s| g.call_run_command(s, name, args, &ctx))?.map_err(CallError::Guest)
+        guest_call!(self, |g, s| g.call_run_command(s, name, args, &ctx))?
+            .map_err(|e| self.guest_error(e))
     }
 
-    pub async fn complete_arguments(&mut self, name: &str, prefix: &str) -> Result<Option<Vec<CompletionItem>>, CallError> {
-        guest_call!(self, |g, s| g.call_complete_arguments(s, name, prefix))?.map_err(CallError::Guest)
+    pub async fn complete_arguments(
+        &mut self,
+        name: &str,
+        prefix: &str,
+    ) -> Result<Option<Vec<CompletionItem>>, CallError> {
+        guest_call!(self, |g, s| g.call_complete_arguments(s, name, prefix))?
+            .map_err(|e| self.guest_error(e))
     }
 
     pub async fn deliver_bus_event(&mut self, channel: &str, data: &str) -> Result<(), CallError> {
-        guest_call!(self, |g, s| g.call_deliver_bus_event(s, channel, &data.to_owned()))?.map_err(CallError::Guest)
+        guest_call!(self, |g, s| g.call_deliver_bus_event(
+            s,
+            channel,
+            &data.to_owned()
+        ))?
+        .map_err(|e| self.guest_error(e))
     }
 
     pub async fn shutdown(&mut self) -> Result<(), CallError> {
@@ -247,7 +306,9 @@ fn describe_trap(error: &wasmtime::Error) -> String {
         };
     }
     let text = format!("{error:#}");
-    if text.contains("forcing a memory growth failure") || text.contains("memory") && text.contains("limit") {
+    if text.contains("forcing a memory growth failure")
+        || text.contains("memory") && text.contains("limit")
+    {
         return "exceeded its memory limit (raise it with --memory-limit=MIB)".into();
     }
     text

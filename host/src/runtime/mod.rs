@@ -5,8 +5,9 @@ mod host_api;
 mod instance;
 mod operations;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -39,6 +40,9 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<instance::ExtensionState>,
     cache_dir: Option<PathBuf>,
+    /// Prepared components by content hash: every extension built by one pichamber shares
+    /// the same guest shim, so one compilation serves them all.
+    prepared: Mutex<HashMap<[u8; 32], ExtensionPre<instance::ExtensionState>>>,
 }
 
 impl Runtime {
@@ -65,7 +69,12 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        Ok(Self { engine, linker, cache_dir })
+        Ok(Self {
+            engine,
+            linker,
+            cache_dir,
+            prepared: Mutex::new(HashMap::new()),
+        })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -73,22 +82,31 @@ impl Runtime {
     }
 
     /// Compiles (or loads from the cache) a component and prepares it for instantiation.
-    pub fn prepare(&self, component_bytes: &[u8]) -> Result<ExtensionPre<instance::ExtensionState>> {
-        let component = self.compile(component_bytes)?;
+    pub fn prepare(
+        &self,
+        component_bytes: &[u8],
+    ) -> Result<ExtensionPre<instance::ExtensionState>> {
+        let hash: [u8; 32] = Sha256::digest(component_bytes).into();
+        if let Some(pre) = self.prepared.lock().unwrap().get(&hash) {
+            return Ok(pre.clone());
+        }
+        let component = self.compile(component_bytes, &hash)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .context("the component does not match pichamber's WIT interface")?;
-        Ok(ExtensionPre::new(pre)?)
+        let pre = ExtensionPre::new(pre)?;
+        self.prepared.lock().unwrap().insert(hash, pre.clone());
+        Ok(pre)
     }
 
-    fn compile(&self, bytes: &[u8]) -> Result<Component> {
+    fn compile(&self, bytes: &[u8], content_hash: &[u8; 32]) -> Result<Component> {
         let Some(dir) = &self.cache_dir else {
             return Ok(Component::new(&self.engine, bytes)?);
         };
         let mut hasher = Sha256::new();
-        hasher.update(bytes);
+        hasher.update(content_hash);
         let mut compat = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut compat);
         hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
@@ -102,7 +120,11 @@ impl Runtime {
             }
         }
         let component = Component::new(&self.engine, bytes)?;
-        if let Err(e) = component.serialize().map_err(anyhow::Error::from).and_then(|b| Ok(write_cache(&path, &b)?)) {
+        if let Err(e) = component
+            .serialize()
+            .map_err(anyhow::Error::from)
+            .and_then(|b| Ok(write_cache(&path, &b)?))
+        {
             tracing::debug!("cannot write the compile cache {}: {e}", path.display());
         }
         Ok(component)

@@ -58,10 +58,12 @@ impl Operations {
                 return None;
             }
             let next = match deadline {
-                Some(deadline) => match tokio::time::timeout_at(deadline, self.running.next()).await {
-                    Ok(next) => next,
-                    Err(_) => return None,
-                },
+                Some(deadline) => {
+                    match tokio::time::timeout_at(deadline, self.running.next()).await {
+                        Ok(next) => next,
+                        Err(_) => return None,
+                    }
+                }
                 None => self.running.next().await,
             };
             match next {

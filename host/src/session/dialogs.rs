@@ -24,7 +24,9 @@ pub struct ScriptedAnswers {
 
 impl ScriptedAnswers {
     pub fn new(answers: impl IntoIterator<Item = String>) -> Self {
-        Self { answers: Mutex::new(answers.into_iter().collect()) }
+        Self {
+            answers: Mutex::new(answers.into_iter().collect()),
+        }
     }
     pub fn remaining(&self) -> usize {
         self.answers.lock().unwrap().len()
@@ -40,14 +42,20 @@ pub fn interpret_answer(answer: &str, request: &UiRequest) -> Result<DialogAnswe
     match request {
         UiRequest::Select { options, .. } => {
             if options.iter().any(|o| o == answer) {
-                return Ok(DialogAnswer::Value { value: answer.to_owned() });
+                return Ok(DialogAnswer::Value {
+                    value: answer.to_owned(),
+                });
             }
             if let Ok(n) = answer.parse::<usize>() {
                 if (1..=options.len()).contains(&n) {
-                    return Ok(DialogAnswer::Value { value: options[n - 1].clone() });
+                    return Ok(DialogAnswer::Value {
+                        value: options[n - 1].clone(),
+                    });
                 }
             }
-            Err(format!("'{answer}' is not one of the options {options:?} (give the option text or its number)"))
+            Err(format!(
+                "'{answer}' is not one of the options {options:?} (give the option text or its number)"
+            ))
         }
         UiRequest::Confirm { .. } => match answer.to_ascii_lowercase().as_str() {
             "y" | "yes" | "true" | "1" | "ok" => Ok(DialogAnswer::Confirmed { confirmed: true }),
@@ -55,10 +63,14 @@ pub fn interpret_answer(answer: &str, request: &UiRequest) -> Result<DialogAnswe
             _ => Err(format!("'{answer}' is not yes or no")),
         },
         UiRequest::Form { .. } => match serde_json::from_str::<serde_json::Value>(answer) {
-            Ok(value @ serde_json::Value::Object(_)) => Ok(DialogAnswer::Value { value: value.to_string() }),
+            Ok(value @ serde_json::Value::Object(_)) => Ok(DialogAnswer::Value {
+                value: value.to_string(),
+            }),
             _ => Err(format!("'{answer}' is not a JSON object of form values")),
         },
-        _ => Ok(DialogAnswer::Value { value: answer.to_owned() }),
+        _ => Ok(DialogAnswer::Value {
+            value: answer.to_owned(),
+        }),
     }
 }
 
@@ -105,17 +117,30 @@ fn ask_on_terminal(request: &UiRequest) -> DialogAnswer {
             "choose a number (empty cancels): ".to_string()
         }
         UiRequest::Confirm { title, message, .. } => format!("? {title}\n  {message}\n  [y/N]: "),
-        UiRequest::Input { title, placeholder, .. } => {
-            format!("? {title}{}: ", placeholder.as_deref().map(|p| format!(" ({p})")).unwrap_or_default())
+        UiRequest::Input {
+            title, placeholder, ..
+        } => {
+            format!(
+                "? {title}{}: ",
+                placeholder
+                    .as_deref()
+                    .map(|p| format!(" ({p})"))
+                    .unwrap_or_default()
+            )
         }
         UiRequest::Editor { title, prefill, .. } => {
-            let _ = writeln!(err, "? {title} (end with a line containing only '.'; empty first line cancels)");
+            let _ = writeln!(
+                err,
+                "? {title} (end with a line containing only '.'; empty first line cancels)"
+            );
             if let Some(p) = prefill {
                 let _ = writeln!(err, "  prefill:\n{p}");
             }
             String::new()
         }
-        UiRequest::Form { title, fields, .. } => format!("? {title}\n  fields: {fields}\n  values as a JSON object: "),
+        UiRequest::Form { title, fields, .. } => {
+            format!("? {title}\n  fields: {fields}\n  values as a JSON object: ")
+        }
         _ => return DialogAnswer::cancelled(),
     };
     let _ = write!(err, "{prompt}");
@@ -127,7 +152,9 @@ fn ask_on_terminal(request: &UiRequest) -> DialogAnswer {
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
             if line == "." {
-                return DialogAnswer::Value { value: text.join("\n") };
+                return DialogAnswer::Value {
+                    value: text.join("\n"),
+                };
             }
             if text.is_empty() && line.is_empty() {
                 return DialogAnswer::cancelled();
@@ -144,7 +171,9 @@ fn ask_on_terminal(request: &UiRequest) -> DialogAnswer {
         return DialogAnswer::cancelled();
     }
     match request {
-        UiRequest::Confirm { .. } => DialogAnswer::Confirmed { confirmed: matches!(line.to_ascii_lowercase().as_str(), "y" | "yes") },
+        UiRequest::Confirm { .. } => DialogAnswer::Confirmed {
+            confirmed: matches!(line.to_ascii_lowercase().as_str(), "y" | "yes"),
+        },
         _ => interpret_answer(&line, request).unwrap_or_else(|e| {
             let _ = writeln!(std::io::stderr(), "  {e}; cancelled");
             DialogAnswer::cancelled()

@@ -80,7 +80,11 @@ impl UiRequest {
     pub fn is_dialog(&self) -> bool {
         matches!(
             self,
-            Self::Select { .. } | Self::Confirm { .. } | Self::Input { .. } | Self::Editor { .. } | Self::Form { .. }
+            Self::Select { .. }
+                | Self::Confirm { .. }
+                | Self::Input { .. }
+                | Self::Editor { .. }
+                | Self::Form { .. }
         )
     }
     pub fn timeout_ms(&self) -> Option<u32> {

@@ -65,7 +65,13 @@ impl Session {
             dialogs: config.dialogs,
             state: Mutex::new(state),
         });
-        Self { shared, runtime, options: config.instance, extensions: Vec::new(), next_call: 0 }
+        Self {
+            shared,
+            runtime,
+            options: config.instance,
+            extensions: Vec::new(),
+            next_call: 0,
+        }
     }
 
     fn error(&self, extension: &str, event: &str, error: impl std::fmt::Display) {
@@ -88,7 +94,15 @@ impl Session {
                 return Err(message);
             }
         };
-        match ExtensionInstance::start(&prepared, artifact, index, self.shared.clone(), &self.options).await {
+        match ExtensionInstance::start(
+            &prepared,
+            artifact,
+            index,
+            self.shared.clone(),
+            &self.options,
+        )
+        .await
+        {
             Ok(instance) => {
                 self.extensions.push(instance);
                 self.flush_bus().await;
@@ -124,13 +138,28 @@ impl Session {
 
     fn subscribed(&self, index: usize, event: &str) -> bool {
         let state = self.shared.state.lock().unwrap();
-        state.registrations.get(index).is_some_and(|r| r.events.iter().any(|e| e == event))
+        state
+            .registrations
+            .get(index)
+            .is_some_and(|r| r.events.iter().any(|e| e == event))
     }
 
     /// Emits an event to every subscribed extension in load order and returns the combined
     /// result (`null` when there is none). A `tool_call` handler error is returned as `Err`:
     /// a failing gate must not let the call through.
     pub async fn emit(&mut self, name: &str, event: Value) -> Result<Value, String> {
+        self.emit_with_event(name, event)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// Like [`Session::emit`], also returning the event as the last handler left it (a
+    /// `tool_call` handler may rewrite `event.input`, and the tool must run with that).
+    pub async fn emit_with_event(
+        &mut self,
+        name: &str,
+        event: Value,
+    ) -> Result<(Value, Value), String> {
         let ctx = self.ctx();
         let original = event.clone();
         let mut event = event;
@@ -157,7 +186,9 @@ impl Session {
             if let Ok(updated) = serde_json::from_str::<Value>(&dispatched.event) {
                 event = updated;
             }
-            let chain: Option<Value> = dispatched.chain_result.and_then(|r| serde_json::from_str(&r).ok());
+            let chain: Option<Value> = dispatched
+                .chain_result
+                .and_then(|r| serde_json::from_str(&r).ok());
             match name {
                 "tool_call" => {
                     if let Some(c) = chain.filter(|c| !c.is_null()) {
@@ -183,21 +214,24 @@ impl Session {
                     if let Some(c) = chain {
                         if c["action"] == json!("handled") {
                             self.flush_bus().await;
-                            return Ok(c);
+                            return Ok((c, event));
                         }
                     }
                 }
                 "user_bash" => {
                     if let Some(c) = chain.filter(|c| !c.is_null()) {
                         self.flush_bus().await;
-                        return Ok(c);
+                        return Ok((c, event));
                     }
                 }
                 "resources_discover" => {
                     if let Some(c) = chain {
                         for key in ["skillPaths", "promptPaths", "themePaths"] {
                             for path in c[key].as_array().into_iter().flatten() {
-                                discovered[key].as_array_mut().unwrap().push(json!({ "path": path, "extensionPath": extension_name }));
+                                discovered[key]
+                                    .as_array_mut()
+                                    .unwrap()
+                                    .push(json!({ "path": path, "extensionPath": extension_name }));
                             }
                         }
                     }
@@ -215,8 +249,10 @@ impl Session {
             }
         }
         self.flush_bus().await;
-        Ok(match name {
-            "tool_result" if modified => json!({ "content": event["content"], "details": event["details"], "isError": event["isError"] }),
+        let result = match name {
+            "tool_result" if modified => {
+                json!({ "content": event["content"], "details": event["details"], "isError": event["isError"] })
+            }
             "message_end" if modified => json!({ "message": event["message"] }),
             "context" => json!({ "messages": event["messages"] }),
             "before_provider_request" => event["payload"].clone(),
@@ -233,12 +269,17 @@ impl Session {
             }
             "resources_discover" => discovered,
             _ => result,
-        })
+        };
+        Ok((result, event))
     }
 
     fn tool_owner(&self, tool: &str) -> Option<(usize, bool)> {
         let state = self.shared.state.lock().unwrap();
-        state.tools.iter().find(|t| t.name == tool).map(|t| (t.extension, t.has_prepare_arguments))
+        state
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .map(|t| (t.extension, t.has_prepare_arguments))
     }
 
     /// Runs a tool the way pi's agent loop does: prepareArguments, the `tool_call` gate, the
@@ -254,8 +295,23 @@ impl Session {
             terminate: false,
         };
         let Some((owner, has_prepare)) = self.tool_owner(tool) else {
-            let known: Vec<String> = self.shared.state.lock().unwrap().tools.iter().map(|t| t.name.clone()).collect();
-            let outcome = error(format!("Tool {tool} not found (registered tools: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
+            let known: Vec<String> = self
+                .shared
+                .state
+                .lock()
+                .unwrap()
+                .tools
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            let outcome = error(format!(
+                "Tool {tool} not found (registered tools: {})",
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
+            ));
             self.report_tool(tool, &outcome);
             return outcome;
         };
@@ -271,7 +327,7 @@ impl Session {
             }
         }
         let gate = self
-            .emit("tool_call", json!({ "type": "tool_call", "toolName": tool, "toolCallId": tool_call_id, "input": args }))
+            .emit_with_event("tool_call", json!({ "type": "tool_call", "toolName": tool, "toolCallId": tool_call_id, "input": args }))
             .await;
         match gate {
             Err(e) => {
@@ -279,22 +335,35 @@ impl Session {
                 self.report_tool(tool, &outcome);
                 return outcome;
             }
-            Ok(r) if r["block"] == json!(true) => {
-                let reason = r["reason"].as_str().filter(|s| !s.is_empty()).unwrap_or("Tool execution was blocked");
+            Ok((r, _)) if r["block"] == json!(true) => {
+                let reason = r["reason"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("Tool execution was blocked");
                 let outcome = error(reason.to_owned());
                 self.report_tool(tool, &outcome);
                 return outcome;
             }
-            Ok(_) => {}
+            // Handlers may have rewritten the input; the tool runs with what they left.
+            Ok((_, event)) => {
+                if let Some(input) = event.get("input") {
+                    args = input.clone();
+                }
+            }
         }
         let ctx = self.ctx();
-        let executed = self.extensions[owner].execute_tool(tool, &tool_call_id, &args, &ctx).await;
+        let executed = self.extensions[owner]
+            .execute_tool(tool, &tool_call_id, &args, &ctx)
+            .await;
         self.flush_bus().await;
         let mut outcome = match executed {
             Ok(r) => ToolOutcome {
                 tool_call_id: tool_call_id.clone(),
                 content: serde_json::from_str(&r.content).unwrap_or(json!([])),
-                details: r.details.and_then(|d| serde_json::from_str(&d).ok()).unwrap_or(Value::Null),
+                details: r
+                    .details
+                    .and_then(|d| serde_json::from_str(&d).ok())
+                    .unwrap_or(Value::Null),
                 is_error: r.is_error,
                 terminate: r.terminate,
             },
@@ -341,20 +410,38 @@ impl Session {
     /// Runs `/name args`. Unknown commands and handler failures are errors.
     pub async fn run_command(&mut self, line: &str) -> Result<(), String> {
         let line = line.trim();
-        let text = line.strip_prefix('/').ok_or_else(|| format!("'{line}' is not a command: commands start with '/'"))?;
+        let text = line
+            .strip_prefix('/')
+            .ok_or_else(|| format!("'{line}' is not a command: commands start with '/'"))?;
         let (name, args) = match text.split_once(char::is_whitespace) {
             Some((n, a)) => (n, a.trim_start()),
             None => (text, ""),
         };
         let owner = {
             let state = self.shared.state.lock().unwrap();
-            state.commands.iter().find(|c| c.name == name).map(|c| c.extension)
+            state
+                .commands
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| c.extension)
         };
         let Some(owner) = owner else {
-            let known: Vec<String> = self.shared.state.lock().unwrap().commands.iter().map(|c| format!("/{}", c.name)).collect();
+            let known: Vec<String> = self
+                .shared
+                .state
+                .lock()
+                .unwrap()
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect();
             return Err(format!(
                 "unknown command /{name} (registered: {})",
-                if known.is_empty() { "none".into() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
             ));
         };
         let ctx = self.ctx();
@@ -368,13 +455,24 @@ impl Session {
         })
     }
 
-    pub async fn complete_arguments(&mut self, command: &str, prefix: &str) -> Result<Option<Value>, String> {
+    pub async fn complete_arguments(
+        &mut self,
+        command: &str,
+        prefix: &str,
+    ) -> Result<Option<Value>, String> {
         let owner = {
             let state = self.shared.state.lock().unwrap();
-            state.commands.iter().find(|c| c.name == command).map(|c| c.extension)
+            state
+                .commands
+                .iter()
+                .find(|c| c.name == command)
+                .map(|c| c.extension)
         };
         let owner = owner.ok_or_else(|| format!("unknown command /{command}"))?;
-        let items = self.extensions[owner].complete_arguments(command, prefix).await.map_err(|e| e.to_string())?;
+        let items = self.extensions[owner]
+            .complete_arguments(command, prefix)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(items.map(|items| {
             Value::Array(
                 items
@@ -389,7 +487,9 @@ impl Session {
     async fn flush_bus(&mut self) {
         for _ in 0..MAX_BUS_DELIVERIES {
             let next = self.shared.state.lock().unwrap().bus.pop_front();
-            let Some((from, channel, data)) = next else { return };
+            let Some((from, channel, data)) = next else {
+                return;
+            };
             for i in 0..self.extensions.len() {
                 if i == from || self.extensions[i].is_broken() {
                     continue;
@@ -409,7 +509,9 @@ impl Session {
 
     /// Emits `session_shutdown` and lets every instance finish.
     pub async fn shutdown(&mut self) {
-        let _ = self.emit("session_shutdown", json!({ "type": "session_shutdown" })).await;
+        let _ = self
+            .emit("session_shutdown", json!({ "type": "session_shutdown" }))
+            .await;
         for extension in &mut self.extensions {
             if !extension.is_broken() {
                 if let Err(e) = extension.shutdown().await {

@@ -48,7 +48,12 @@ pub struct RegisteredTool {
 }
 
 impl RegisteredTool {
-    pub fn from_wit(extension: usize, extension_name: &str, def: ToolDefinition, parameters: Value) -> Self {
+    pub fn from_wit(
+        extension: usize,
+        extension_name: &str,
+        def: ToolDefinition,
+        parameters: Value,
+    ) -> Self {
         Self {
             extension,
             extension_name: extension_name.to_owned(),
@@ -125,7 +130,10 @@ pub struct SessionState {
 
 impl SessionState {
     pub fn new() -> Self {
-        Self { thinking_level: "off".into(), ..Self::default() }
+        Self {
+            thinking_level: "off".into(),
+            ..Self::default()
+        }
     }
 
     /// Appends an entry in pi's session-entry shape and returns it.
@@ -147,7 +155,8 @@ impl SessionState {
 
     pub fn registrations_mut(&mut self, extension: usize) -> &mut OtherRegistrations {
         if self.registrations.len() <= extension {
-            self.registrations.resize_with(extension + 1, Default::default);
+            self.registrations
+                .resize_with(extension + 1, Default::default);
         }
         &mut self.registrations[extension]
     }
