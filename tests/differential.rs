@@ -34,7 +34,9 @@ fn pi_bin() -> Option<PathBuf> {
 }
 
 fn example(name: &str) -> PathBuf {
-    oracle_dir().join("@mariozechner/pi-coding-agent/examples/extensions").join(name)
+    oracle_dir()
+        .join("@mariozechner/pi-coding-agent/examples/extensions")
+        .join(name)
 }
 
 /// A dialog answer in pi's extension_ui_response terms.
@@ -57,15 +59,24 @@ impl Answer {
     fn rpc(&self, id: &str) -> Value {
         match self {
             Answer::Value(v) => json!({ "type": "extension_ui_response", "id": id, "value": v }),
-            Answer::Confirm(c) => json!({ "type": "extension_ui_response", "id": id, "confirmed": c }),
-            Answer::Cancel => json!({ "type": "extension_ui_response", "id": id, "cancelled": true }),
+            Answer::Confirm(c) => {
+                json!({ "type": "extension_ui_response", "id": id, "confirmed": c })
+            }
+            Answer::Cancel => {
+                json!({ "type": "extension_ui_response", "id": id, "cancelled": true })
+            }
         }
     }
 }
 
 /// Drives real pi over RPC: waits for start-up, sends each command as a prompt, answers
 /// dialogs in order, and returns every extension_ui_request it printed.
-fn run_pi(extensions: &[PathBuf], commands: &[&str], answers: &[Answer], workdir: &Path) -> Vec<Value> {
+fn run_pi(
+    extensions: &[PathBuf],
+    commands: &[&str],
+    answers: &[Answer],
+    workdir: &Path,
+) -> Vec<Value> {
     let pi = pi_bin().expect("pi");
     let home = workdir.join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -99,15 +110,27 @@ fn run_pi(extensions: &[PathBuf], commands: &[&str], answers: &[Answer], workdir
     };
     let mut requests = Vec::new();
     let mut answers = answers.iter().cloned();
-    let mut pending: Vec<(String, Value)> = vec![("ready".into(), json!({ "id": "ready", "type": "get_state" }))];
-    pending.extend(commands.iter().enumerate().map(|(i, c)| (format!("c{i}"), json!({ "id": format!("c{i}"), "type": "prompt", "message": c }))));
+    let mut pending: Vec<(String, Value)> = vec![(
+        "ready".into(),
+        json!({ "id": "ready", "type": "get_state" }),
+    )];
+    pending.extend(commands.iter().enumerate().map(|(i, c)| {
+        (
+            format!("c{i}"),
+            json!({ "id": format!("c{i}"), "type": "prompt", "message": c }),
+        )
+    }));
     let mut pending = pending.into_iter();
     let (first_id, first) = pending.next().unwrap();
     send(first);
     let mut waiting_for = first_id;
     loop {
-        let line = rx.recv_timeout(Duration::from_secs(30)).expect("pi answered within 30s");
-        let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("pi answered within 30s");
+        let Ok(event) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         match event["type"].as_str() {
             Some("extension_ui_request") => {
                 let method = event["method"].as_str().unwrap_or_default();
@@ -127,19 +150,29 @@ fn run_pi(extensions: &[PathBuf], commands: &[&str], answers: &[Answer], workdir
             _ => {}
         }
     }
-    drop(send);
+
     let _ = child.kill();
     let _ = child.wait();
     requests
 }
 
-fn run_pichamber(extensions: &[PathBuf], commands: &[&str], answers: &[Answer], workdir: &Path) -> Vec<Value> {
+fn run_pichamber(
+    extensions: &[PathBuf],
+    commands: &[&str],
+    answers: &[Answer],
+    workdir: &Path,
+) -> Vec<Value> {
     // Built once into .wasm files, as a user would, then run.
     let mut args: Vec<String> = vec![];
     for (i, e) in extensions.iter().enumerate() {
         let out = workdir.join(format!("ext{i}.wasm"));
         let built = common::pichamber(&["build", e.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-        assert!(built.status.success(), "build {}: {}", e.display(), String::from_utf8_lossy(&built.stderr));
+        assert!(
+            built.status.success(),
+            "build {}: {}",
+            e.display(),
+            String::from_utf8_lossy(&built.stderr)
+        );
         args.push(out.to_string_lossy().into_owned());
     }
     for c in commands {
@@ -154,8 +187,14 @@ fn run_pichamber(extensions: &[PathBuf], commands: &[&str], answers: &[Answer], 
     args.push(workdir.to_string_lossy().into_owned());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let (_ok, events, stderr) = common::run_json(&refs);
-    assert!(common::of_type(&events, "extension_error").is_empty(), "pichamber reported errors: {events:#?}\n{stderr}");
-    common::of_type(&events, "extension_ui_request").into_iter().cloned().collect()
+    assert!(
+        common::of_type(&events, "extension_error").is_empty(),
+        "pichamber reported errors: {events:#?}\n{stderr}"
+    );
+    common::of_type(&events, "extension_ui_request")
+        .into_iter()
+        .cloned()
+        .collect()
 }
 
 /// Removes what legitimately differs: request ids and where an extension lives.
@@ -181,15 +220,30 @@ fn differential(names: &[&str], commands: &[&str], answers: &[Answer]) {
     }
     let extensions: Vec<PathBuf> = names.iter().map(|n| example(n)).collect();
     let dir = tempfile::tempdir().unwrap();
-    let pi = normalize(run_pi(&extensions, commands, answers, dir.path()), &extensions);
-    let ours = normalize(run_pichamber(&extensions, commands, answers, dir.path()), &extensions);
-    assert!(!pi.is_empty(), "the scenario produced no UI requests in pi: it tests nothing");
+    let pi = normalize(
+        run_pi(&extensions, commands, answers, dir.path()),
+        &extensions,
+    );
+    let ours = normalize(
+        run_pichamber(&extensions, commands, answers, dir.path()),
+        &extensions,
+    );
+    assert!(
+        !pi.is_empty(),
+        "the scenario produced no UI requests in pi: it tests nothing"
+    );
     assert_eq!(
         ours,
         pi,
         "UI requests differ from real pi\n--- pichamber ---\n{}\n--- pi ---\n{}",
-        ours.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
-        pi.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
+        ours.iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        pi.iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -197,8 +251,19 @@ fn differential(names: &[&str], commands: &[&str], answers: &[Answer]) {
 fn rpc_demo_matches_pi() {
     differential(
         &["rpc-demo.ts"],
-        &["/rpc-input", "/rpc-input", "/rpc-editor", "/rpc-editor", "/rpc-prefill"],
-        &[Answer::Value("hello"), Answer::Cancel, Answer::Value("a\nb"), Answer::Cancel],
+        &[
+            "/rpc-input",
+            "/rpc-input",
+            "/rpc-editor",
+            "/rpc-editor",
+            "/rpc-prefill",
+        ],
+        &[
+            Answer::Value("hello"),
+            Answer::Cancel,
+            Answer::Value("a\nb"),
+            Answer::Cancel,
+        ],
     );
 }
 
@@ -207,7 +272,12 @@ fn timed_confirm_matches_pi() {
     differential(
         &["timed-confirm.ts"],
         &["/timed", "/timed-select", "/timed-signal", "/timed"],
-        &[Answer::Confirm(true), Answer::Value("Option B"), Answer::Confirm(false), Answer::Cancel],
+        &[
+            Answer::Confirm(true),
+            Answer::Value("Option B"),
+            Answer::Confirm(false),
+            Answer::Cancel,
+        ],
     );
 }
 
@@ -217,7 +287,9 @@ fn commands_matches_pi() {
         &["commands.ts", "session-name.ts"],
         &["/commands", "/commands extension", "/commands prompt"],
         &[
-            Answer::Value("/session-name - Set or show session name (usage: /session-name [new name])"),
+            Answer::Value(
+                "/session-name - Set or show session name (usage: /session-name [new name])",
+            ),
             Answer::Confirm(true),
             Answer::Value("/commands - List available slash commands"),
             Answer::Confirm(false),
@@ -227,7 +299,15 @@ fn commands_matches_pi() {
 
 #[test]
 fn session_name_matches_pi() {
-    differential(&["session-name.ts"], &["/session-name", "/session-name Refactor auth", "/session-name"], &[]);
+    differential(
+        &["session-name.ts"],
+        &[
+            "/session-name",
+            "/session-name Refactor auth",
+            "/session-name",
+        ],
+        &[],
+    );
 }
 
 #[test]

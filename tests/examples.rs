@@ -409,8 +409,7 @@ fn dialogs_survey_handles_cancel_and_no() {
     assert_eq!(editor["prefill"], "Dear anonymous, about TypeScript: ");
     let confirm = transcript
         .iter()
-        .filter(|t| t["method"] == "confirm")
-        .last()
+        .rfind(|t| t["method"] == "confirm")
         .unwrap();
     assert_eq!(confirm["message"], "anonymous (infra) likes TypeScript");
     let notify = transcript.iter().find(|t| t["method"] == "notify").unwrap();

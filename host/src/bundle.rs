@@ -432,7 +432,7 @@ fn transform_module(
         .iter()
         .find(|d| d.severity == oxc_diagnostics::Severity::Error)
     {
-        let offset = error.labels.first().map(|l| l.offset() as u32).unwrap_or(0);
+        let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
         let (line, column) = line_col(&source, offset);
         return Err(BuildError {
             file: shown,
@@ -455,7 +455,7 @@ fn transform_module(
         .iter()
         .find(|d| d.severity == oxc_diagnostics::Severity::Error)
     {
-        let offset = error.labels.first().map(|l| l.offset() as u32).unwrap_or(0);
+        let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
         let (line, column) = line_col(&source, offset);
         return Err(BuildError {
             file: shown,
@@ -528,10 +528,10 @@ fn looks_commonjs(path: &Path, source: &str, layout: &Layout) -> bool {
     let mut dir = path.parent();
     while let Some(d) = dir {
         if d.join("package.json").is_file() {
-            if let Ok(Some(pkg)) = read_package(d) {
-                if pkg.module_type.as_deref() == Some("module") {
-                    return false;
-                }
+            if let Ok(Some(pkg)) = read_package(d)
+                && pkg.module_type.as_deref() == Some("module")
+            {
+                return false;
             }
             break;
         }
@@ -563,14 +563,13 @@ fn commonjs_export_names(program: &Program<'_>) -> Vec<String> {
                     self.0.push(member.property.name.to_string());
                 } else if matches!(&member.object, E::Identifier(id) if id.name == "module")
                     && member.property.name == "exports"
+                    && let E::ObjectExpression(object) = &it.right
                 {
-                    if let E::ObjectExpression(object) = &it.right {
-                        for prop in &object.properties {
-                            if let oxc_ast::ast::ObjectPropertyKind::ObjectProperty(p) = prop {
-                                if let Some(name) = p.key.static_name() {
-                                    self.0.push(name.to_string());
-                                }
-                            }
+                    for prop in &object.properties {
+                        if let oxc_ast::ast::ObjectPropertyKind::ObjectProperty(p) = prop
+                            && let Some(name) = p.key.static_name()
+                        {
+                            self.0.push(name.to_string());
                         }
                     }
                 }
@@ -755,18 +754,20 @@ impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
 
     fn visit_call_expression(&mut self, it: &mut CallExpression<'a>) {
         let is_require = matches!(&it.callee, Expression::Identifier(id) if id.name == "require");
-        if is_require && self.in_cjs && it.arguments.len() == 1 {
-            if let Some(Argument::StringLiteral(literal)) = it.arguments.first() {
-                let specifier = literal.value.to_string();
-                if !self.requires.iter().any(|(s, _)| *s == specifier) {
-                    // An unresolvable require (an optional dependency) throws when it runs,
-                    // as in Node, instead of failing the build.
-                    let target = self.resolve(&specifier).ok().map(|id| {
-                        let path = self.dependencies.last().cloned().unwrap_or_default();
-                        (id, path)
-                    });
-                    self.requires.push((specifier, target));
-                }
+        if is_require
+            && self.in_cjs
+            && it.arguments.len() == 1
+            && let Some(Argument::StringLiteral(literal)) = it.arguments.first()
+        {
+            let specifier = literal.value.to_string();
+            if !self.requires.iter().any(|(s, _)| *s == specifier) {
+                // An unresolvable require (an optional dependency) throws when it runs,
+                // as in Node, instead of failing the build.
+                let target = self.resolve(&specifier).ok().map(|id| {
+                    let path = self.dependencies.last().cloned().unwrap_or_default();
+                    (id, path)
+                });
+                self.requires.push((specifier, target));
             }
         }
         let _ = it.span();

@@ -44,7 +44,7 @@ enum Command {
     /// Bundle an extension (TypeScript or JavaScript, with its npm dependencies) into a component.
     Build(BuildArgs),
     /// Load an extension in a fresh session and run tools, commands and events against it.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show an extension's manifest and what it registers.
     Inspect(InspectArgs),
 }
@@ -164,7 +164,7 @@ pub fn main() -> ExitCode {
             Command::Build(args) => build(args),
             Command::Run(args) => {
                 let run_matches = matches.subcommand_matches("run").expect("run matches");
-                run(args, run_matches).await
+                run(*args, run_matches).await
             }
             Command::Inspect(args) => inspect(args).await,
         }

@@ -242,10 +242,10 @@ impl Host for ExtensionState {
             check_name("provider", &name)?;
             let mut config = parse_json("provider config", &config)?;
             // Keys never leave the extension's registration record.
-            if let Some(map) = config.as_object_mut() {
-                if map.contains_key("apiKey") {
-                    map.insert("apiKey".into(), json!("<redacted>"));
-                }
+            if let Some(map) = config.as_object_mut()
+                && map.contains_key("apiKey")
+            {
+                map.insert("apiKey".into(), json!("<redacted>"));
             }
             let mut state = self.session.state.lock().unwrap();
             let providers = &mut state.registrations_mut(self.index).providers;

@@ -46,12 +46,12 @@ pub fn interpret_answer(answer: &str, request: &UiRequest) -> Result<DialogAnswe
                     value: answer.to_owned(),
                 });
             }
-            if let Ok(n) = answer.parse::<usize>() {
-                if (1..=options.len()).contains(&n) {
-                    return Ok(DialogAnswer::Value {
-                        value: options[n - 1].clone(),
-                    });
-                }
+            if let Ok(n) = answer.parse::<usize>()
+                && (1..=options.len()).contains(&n)
+            {
+                return Ok(DialogAnswer::Value {
+                    value: options[n - 1].clone(),
+                });
             }
             Err(format!(
                 "'{answer}' is not one of the options {options:?} (give the option text or its number)"

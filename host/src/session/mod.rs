@@ -211,11 +211,11 @@ impl Session {
                     }
                 }
                 "input" => {
-                    if let Some(c) = chain {
-                        if c["action"] == json!("handled") {
-                            self.flush_bus().await;
-                            return Ok((c, event));
-                        }
+                    if let Some(c) = chain
+                        && c["action"] == json!("handled")
+                    {
+                        self.flush_bus().await;
+                        return Ok((c, event));
                     }
                 }
                 "user_bash" => {
@@ -513,12 +513,11 @@ impl Session {
             .emit("session_shutdown", json!({ "type": "session_shutdown" }))
             .await;
         for extension in &mut self.extensions {
-            if !extension.is_broken() {
-                if let Err(e) = extension.shutdown().await {
-                    if !matches!(e, CallError::Broken(_)) {
-                        tracing::debug!("shutdown of {}: {e}", extension.name);
-                    }
-                }
+            if !extension.is_broken()
+                && let Err(e) = extension.shutdown().await
+                && !matches!(e, CallError::Broken(_))
+            {
+                tracing::debug!("shutdown of {}: {e}", extension.name);
             }
         }
     }
