@@ -141,6 +141,18 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         .canonicalize()
         .map_err(|e| plain_error(input, format!("cannot open the extension: {e}")))?;
     if input.is_file() {
+        let is_source = input.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+            matches!(
+                e,
+                "ts" | "tsx" | "mts" | "cts" | "js" | "jsx" | "mjs" | "cjs"
+            )
+        });
+        if !is_source {
+            return Err(plain_error(
+                &input,
+                "not an extension source: expected a .ts or .js file (or a built .wasm for `run` and `inspect`)",
+            ));
+        }
         let dir = input.parent().unwrap_or(Path::new("/")).to_path_buf();
         // The package a single file belongs to, if any (its nearest package.json).
         let mut package_dir = Some(dir.as_path());

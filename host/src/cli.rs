@@ -320,17 +320,19 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
+    let scripted = Arc::new(ScriptedAnswers::new(args.answer.clone()));
     let (has_ui, dialogs): (bool, Arc<dyn DialogResponder>) = if args.no_ui {
         (false, Arc::new(NoDialogs))
     } else if !args.answer.is_empty() || args.ui {
-        (true, Arc::new(ScriptedAnswers::new(args.answer.clone())))
+        (true, scripted.clone())
     } else if interactive {
         (true, Arc::new(TerminalDialogs))
     } else {
         (false, Arc::new(NoDialogs))
     };
     let failed = Arc::new(AtomicBool::new(false));
-    let sink = output_sink(args.json, failed.clone());
+    let sink = output_sink(args.json, asks_on_terminal, failed.clone());
     let options = InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
         memory_limit: args.limits.memory_limit.max(16) << 20,
@@ -402,6 +404,17 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         }
     }
     session.shutdown().await;
+    // A scripted run that did not go as scripted is a failed run.
+    for problem in scripted.problems() {
+        eprintln!("error: {problem}");
+        failed.store(true, Ordering::Relaxed);
+    }
+    if has_ui && scripted.remaining() > 0 && !args.answer.is_empty() {
+        eprintln!(
+            "warning: {} --answer value(s) were not used (no dialog asked for them)",
+            scripted.remaining()
+        );
+    }
     Ok(if failed.load(Ordering::Relaxed) {
         ExitCode::FAILURE
     } else {
@@ -411,7 +424,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
 
 /// NDJSON on stdout with `--json`; otherwise a readable transcript (results on stdout,
 /// diagnostics on stderr). Any extension error marks the run failed.
-fn output_sink(json_output: bool, failed: Arc<AtomicBool>) -> EventSink {
+fn output_sink(json_output: bool, asks_on_terminal: bool, failed: Arc<AtomicBool>) -> EventSink {
     Arc::new(move |event: &SessionEvent| {
         if matches!(event, SessionEvent::ExtensionError { .. }) {
             failed.store(true, Ordering::Relaxed);
@@ -423,7 +436,15 @@ fn output_sink(json_output: bool, failed: Arc<AtomicBool>) -> EventSink {
             let _ = out.flush();
             return;
         }
-        print_event(event);
+        // The terminal prompt already shows the dialog and the typed answer.
+        let dialog_traffic = match event {
+            SessionEvent::ExtensionUiRequest { request, .. } => request.is_dialog(),
+            SessionEvent::ExtensionUiResponse { .. } => true,
+            _ => false,
+        };
+        if !(asks_on_terminal && dialog_traffic) {
+            print_event(event);
+        }
     })
 }
 

@@ -20,16 +20,22 @@ pub const CANCEL_ANSWER: &str = "<cancel>";
 /// Answers dialogs in order from a list (`--answer VALUE`, repeatable).
 pub struct ScriptedAnswers {
     answers: Mutex<VecDeque<String>>,
+    /// Answers that did not fit their dialog, and dialogs that found no answer left.
+    problems: Mutex<Vec<String>>,
 }
 
 impl ScriptedAnswers {
     pub fn new(answers: impl IntoIterator<Item = String>) -> Self {
         Self {
             answers: Mutex::new(answers.into_iter().collect()),
+            problems: Mutex::new(Vec::new()),
         }
     }
     pub fn remaining(&self) -> usize {
         self.answers.lock().unwrap().len()
+    }
+    pub fn problems(&self) -> Vec<String> {
+        self.problems.lock().unwrap().clone()
     }
 }
 
@@ -77,13 +83,25 @@ pub fn interpret_answer(answer: &str, request: &UiRequest) -> Result<DialogAnswe
 impl DialogResponder for ScriptedAnswers {
     fn answer(&self, _id: &str, request: &UiRequest) -> BoxFuture<'static, DialogAnswer> {
         let next = self.answers.lock().unwrap().pop_front();
+        let title = match request {
+            UiRequest::Select { title, .. }
+            | UiRequest::Confirm { title, .. }
+            | UiRequest::Input { title, .. }
+            | UiRequest::Editor { title, .. }
+            | UiRequest::Form { title, .. } => title.clone(),
+            _ => String::new(),
+        };
         let answer = match next {
             Some(answer) => interpret_answer(&answer, request).unwrap_or_else(|e| {
-                tracing::warn!("--answer {e}; the dialog is cancelled");
+                self.problems.lock().unwrap().push(format!(
+                    "--answer for \"{title}\": {e}; the dialog was cancelled"
+                ));
                 DialogAnswer::cancelled()
             }),
             None => {
-                tracing::warn!("no --answer left for this dialog; it is cancelled");
+                self.problems.lock().unwrap().push(format!(
+                    "no --answer left for \"{title}\"; the dialog was cancelled"
+                ));
                 DialogAnswer::cancelled()
             }
         };

@@ -1,0 +1,321 @@
+//! The command line as a user meets it: help, bad input with clear errors, the terminal
+//! dialog path, the manifest of a built component, the compile cache.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+const ASKER: &str = r#"
+export default function (pi) {
+  pi.registerCommand("ask", {
+    description: "asks two things",
+    handler: async (args, ctx) => {
+      const pick = await ctx.ui.select("Pick one", ["red", "green"]);
+      const sure = await ctx.ui.confirm("Sure?", `you picked ${pick}`);
+      ctx.ui.notify(`answer: ${pick} ${sure} ${args}`, "info");
+    },
+  });
+}
+"#;
+
+#[test]
+fn every_command_has_help() {
+    for sub in [
+        &["--help"][..],
+        &["build", "--help"],
+        &["run", "--help"],
+        &["inspect", "--help"],
+    ] {
+        let out = common::pichamber(sub);
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Usage:"), "{sub:?}: {text}");
+    }
+    let run_help =
+        String::from_utf8_lossy(&common::pichamber(&["run", "--help"]).stdout).into_owned();
+    for flag in [
+        "--tool",
+        "--command",
+        "--event",
+        "--answer",
+        "--json",
+        "--allow-read",
+        "--call-timeout",
+    ] {
+        assert!(
+            run_help.contains(flag),
+            "run --help does not mention {flag}"
+        );
+    }
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(&dir, "asker.js", ASKER);
+    let notes = write(&dir, "notes.txt", "hello");
+    let junk = write(&dir, "junk.wasm", "not wasm");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["run", "/nonexistent/ext.ts"],
+            "cannot open the extension",
+        ),
+        (
+            vec!["run", &ext, "--tool", "x", "--args", "{bad"],
+            "--args \"{bad\" is not valid JSON",
+        ),
+        (
+            vec!["run", &ext, "--command", "/nope"],
+            "unknown command /nope (registered: /ask)",
+        ),
+        (vec!["run", &notes], "not an extension source"),
+        (vec!["inspect", &junk], "not a WebAssembly file"),
+        (
+            vec!["run", &ext, "--args", "{}"],
+            "each --args belongs to a --tool",
+        ),
+        (
+            vec![
+                "run",
+                &ext,
+                "--command",
+                "/ask",
+                "--answer",
+                "blue",
+                "--answer",
+                "yes",
+            ],
+            "'blue' is not one of the options",
+        ),
+        (
+            vec!["run", &ext, "--event", "input", "--payload", "[1]"],
+            "must be a JSON object",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = common::pichamber(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: expected {expected:?} in:\n{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn unknown_tool_lists_the_registered_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "t.ts",
+        r#"export default (pi: any) => pi.registerTool({ name: "real", description: "", parameters: { type: "object" },
+             execute: async () => ({ content: [], details: {} }) });"#,
+    );
+    let (ok, events, _) = common::run_json(&[&ext, "--tool", "fake"]);
+    assert!(!ok);
+    let result = common::of_type(&events, "tool_result")[0];
+    assert_eq!(result["isError"], json!(true));
+    assert_eq!(
+        common::text_of(&result["content"]),
+        "Tool fake not found (registered tools: real)"
+    );
+}
+
+#[test]
+fn dialogs_are_asked_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!(
+            "SKIPPED: util-linux `script` is not installed (it provides the pseudo-terminal)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(&dir, "asker.js", ASKER);
+    let line = format!(
+        "{} run {ext} --command '/ask from-tty'",
+        common::bin().display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"2\ny\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(text.contains("? Pick one\n  1. red\n  2. green"), "{text}");
+    assert!(
+        text.contains("[info] answer: green true from-tty"),
+        "{text}"
+    );
+}
+
+#[test]
+fn without_answers_or_terminal_there_is_no_ui() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "ui.js",
+        r#"export default (pi) => pi.registerCommand("check", { handler: async (_a, ctx) => {
+             const v = await ctx.ui.select("never shown", ["a"]);
+             pi.appendEntry("seen", { hasUI: ctx.hasUI, mode: ctx.mode, v: v ?? null });
+           } });"#,
+    );
+    let (ok, events, stderr) = common::run_json(&[&ext, "--command", "/check"]);
+    assert!(ok, "{stderr}");
+    assert!(common::ui_requests(&events).is_empty());
+    let entry = &common::of_type(&events, "entry")[0]["entry"];
+    assert_eq!(
+        entry["data"],
+        json!({ "hasUI": false, "mode": "rpc", "v": null })
+    );
+}
+
+#[test]
+fn build_records_the_manifest_and_inspect_shows_registrations() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir,
+        "pkg/package.json",
+        r#"{ "name": "demo-pkg", "version": "1.2.3", "type": "module",
+             "pi": { "extensions": ["./src/main.ts"] },
+             "pichamber": { "capabilities": { "read": ["./data"], "run": ["git"] } } }"#,
+    );
+    write(
+        &dir,
+        "pkg/src/util.ts",
+        "export const shout = (s: string): string => s.toUpperCase();\n",
+    );
+    write(
+        &dir,
+        "pkg/src/main.ts",
+        r#"import { shout } from "./util";
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+export default function (pi: ExtensionAPI) {
+  pi.registerTool({ name: "shout", label: "Shout", description: "Upper-cases", parameters: { type: "object" } as never,
+    async execute(_id, p: any) { return { content: [{ type: "text", text: shout(p.text) }], details: {} }; } });
+  pi.registerCommand("hi", { description: "says hi", handler: async () => {} });
+  pi.on("session_start", () => {});
+  pi.registerFlag("verbose", { type: "boolean", default: false });
+  pi.registerShortcut("ctrl+h", { description: "inert", handler: () => {} });
+}
+"#,
+    );
+    let out_path = dir.path().join("demo.wasm");
+    let built = common::pichamber(&[
+        "build",
+        dir.path().join("pkg").to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let inspected = common::pichamber(&["inspect", out_path.to_str().unwrap(), "--json"]);
+    assert!(inspected.status.success(), "{}", stderr(&inspected));
+    let report: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    let manifest = &report["manifest"];
+    assert_eq!(manifest["name"], "demo-pkg");
+    assert_eq!(manifest["version"], "1.2.3");
+    assert_eq!(manifest["witVersion"], "0.1.0");
+    assert_eq!(manifest["entry"], "/ext/src/main.ts");
+    assert_eq!(manifest["modules"], 2);
+    assert_eq!(
+        manifest["capabilities"],
+        json!({ "read": ["./data"], "run": ["git"] })
+    );
+    assert!(
+        manifest["sourceHash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(report["tools"][0]["name"], "shout");
+    assert_eq!(report["commands"][0]["name"], "hi");
+    assert_eq!(report["events"], json!(["session_start"]));
+    assert_eq!(report["flags"][0]["name"], "verbose");
+    assert_eq!(report["shortcuts"][0]["shortcut"], "ctrl+h");
+
+    // The same sources give the same source hash; a change gives another.
+    let again = dir.path().join("again.wasm");
+    assert!(
+        common::pichamber(&[
+            "build",
+            dir.path().join("pkg").to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let hash = |p: &std::path::Path| -> Value {
+        let r: Value = serde_json::from_slice(
+            &common::pichamber(&["inspect", p.to_str().unwrap(), "--json"]).stdout,
+        )
+        .unwrap();
+        r["manifest"]["sourceHash"].clone()
+    };
+    assert_eq!(hash(&out_path), hash(&again));
+    write(
+        &dir,
+        "pkg/src/util.ts",
+        "export const shout = (s: string): string => s.toUpperCase() + '!';\n",
+    );
+    assert!(
+        common::pichamber(&[
+            "build",
+            dir.path().join("pkg").to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    assert_ne!(hash(&out_path), hash(&again));
+}
+
+#[test]
+fn compiled_components_are_cached_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let ext = write(&dir, "asker.js", ASKER);
+    let run = || {
+        Command::new(common::bin())
+            .args(["run", &ext, "--no-ui", "--json"])
+            .env("PICHAMBER_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    assert!(run().status.success());
+    let entries: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "one compiled component: {entries:?}");
+    assert_eq!(entries[0].extension().unwrap(), "cwasm");
+    let modified = std::fs::metadata(&entries[0]).unwrap().modified().unwrap();
+    assert!(run().status.success());
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::metadata(&entries[0]).unwrap().modified().unwrap(),
+        modified,
+        "the cache entry was reused, not rewritten"
+    );
+}
