@@ -319,3 +319,45 @@ fn compiled_components_are_cached_by_content() {
         "the cache entry was reused, not rewritten"
     );
 }
+
+#[test]
+fn oversized_values_from_an_extension_are_refused_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "big.js",
+        r#"export default (pi) => {
+             pi.registerTool({ name: "big", description: "", parameters: { type: "object" },
+               execute: async () => ({ content: [{ type: "text", text: "x".repeat(5 << 20) }], details: {} }) });
+             pi.registerTool({ name: "small", description: "", parameters: { type: "object" },
+               execute: async () => ({ content: [{ type: "text", text: "fine" }], details: {} }) });
+             pi.registerCommand("entry", { handler: async () => pi.appendEntry("huge", { s: "y".repeat(5 << 20) }) });
+           };"#,
+    );
+    let (ok, events, _) = common::run_json(&[
+        &ext,
+        "--tool",
+        "big",
+        "--command",
+        "/entry",
+        "--tool",
+        "small",
+    ]);
+    assert!(!ok);
+    let results = common::of_type(&events, "tool_result");
+    assert_eq!(results[0]["isError"], json!(true));
+    assert!(
+        common::text_of(&results[0]["content"]).contains("the limit is 4194304"),
+        "{:?}",
+        results[0]
+    );
+    let errors = common::of_type(&events, "extension_error");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e["error"].as_str().unwrap().contains("entry data is")),
+        "{errors:?}"
+    );
+    assert!(common::of_type(&events, "entry").is_empty());
+    assert_eq!(common::text_of(&results[1]["content"]), "fine");
+}

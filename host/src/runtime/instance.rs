@@ -10,6 +10,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::host_api::MAX_JSON_BYTES;
 use super::operations::Operations;
 use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
 use super::{Extension, ExtensionPre};
@@ -211,8 +212,14 @@ impl ExtensionInstance {
         ctx: &Value,
     ) -> Result<DispatchResult, CallError> {
         let (event, ctx) = (event.to_string(), ctx.to_string());
-        guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?
-            .map_err(|e| self.guest_error(e))
+        let result = guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?
+            .map_err(|e| self.guest_error(e))?;
+        check_size("the event it returned", &result.event)?;
+        check_size(
+            "the handler result",
+            result.chain_result.as_deref().unwrap_or_default(),
+        )?;
+        Ok(result)
     }
 
     pub async fn prepare_arguments(
@@ -221,8 +228,10 @@ impl ExtensionInstance {
         args: &Value,
     ) -> Result<String, CallError> {
         let args = args.to_string();
-        guest_call!(self, |g, s| g.call_prepare_arguments(s, tool, &args))?
-            .map_err(|e| self.guest_error(e))
+        let prepared = guest_call!(self, |g, s| g.call_prepare_arguments(s, tool, &args))?
+            .map_err(|e| self.guest_error(e))?;
+        check_size("prepareArguments' result", &prepared)?;
+        Ok(prepared)
     }
 
     pub async fn execute_tool(
@@ -233,8 +242,14 @@ impl ExtensionInstance {
         ctx: &Value,
     ) -> Result<ToolResult, CallError> {
         let (params, ctx) = (params.to_string(), ctx.to_string());
-        guest_call!(self, |g, s| g
-            .call_execute_tool(s, tool, call_id, &params, &ctx))
+        let result = guest_call!(self, |g, s| g
+            .call_execute_tool(s, tool, call_id, &params, &ctx))?;
+        check_size("the tool's content", &result.content)?;
+        check_size(
+            "the tool's details",
+            result.details.as_deref().unwrap_or_default(),
+        )?;
+        Ok(result)
     }
 
     pub async fn run_command(
@@ -290,6 +305,17 @@ impl ExtensionInstance {
             }
         }
     }
+}
+
+/// Values an extension hands back are capped like the ones it sends through imports.
+fn check_size(what: &str, text: &str) -> Result<(), CallError> {
+    if text.len() > MAX_JSON_BYTES {
+        return Err(CallError::Guest(format!(
+            "{what} is {} bytes; the limit is {MAX_JSON_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(())
 }
 
 fn describe_trap(error: &wasmtime::Error) -> String {
