@@ -3,7 +3,12 @@
 //! and `pichamber-modules` (JSON: the bundled module map). The shim bytes are identical for
 //! every extension built by one pichamber version, so the compiled code is cached once.
 
-use anyhow::{Context, Result, anyhow, bail};
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{Cursor, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -26,6 +31,9 @@ pub struct Manifest {
     pub entry: String,
     /// sha256 of the module map, so a report can say exactly which build ran.
     pub source_hash: String,
+    /// sha256 of the component part, so a run finds its compiled code without reading it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_hash: Option<String>,
     pub capabilities: serde_json::Value,
     pub pichamber_version: String,
     pub modules: usize,
@@ -40,13 +48,29 @@ pub struct ModuleEntry {
     pub map: Option<String>,
 }
 
-/// A loaded artifact: the code part (what wasmtime compiles) and the extension's data.
+/// Where an artifact's component code is. A run with a warm compile cache never reads it.
+#[derive(Debug, Clone)]
+pub enum ComponentCode {
+    /// The guest shim compiled into this binary.
+    Embedded,
+    /// The first `len` bytes of a `.wasm` file.
+    File {
+        path: PathBuf,
+        len: u64,
+    },
+    Bytes(Vec<u8>),
+}
+
+/// A loaded artifact: the component (what wasmtime compiles) and the extension's data.
 #[derive(Debug, Clone)]
 pub struct Artifact {
-    pub component: Vec<u8>,
+    pub code: ComponentCode,
     pub manifest: Manifest,
     pub modules: Vec<ModuleEntry>,
 }
+
+/// sha256 of the embedded guest shim, computed when pichamber was built.
+pub const GUEST_SHIM_SHA256: &str = env!("GUEST_SHIM_SHA256");
 
 impl Artifact {
     pub fn from_bundle(bundle: &Bundle) -> Self {
@@ -71,18 +95,49 @@ impl Artifact {
             wit_version: WIT_VERSION.into(),
             entry: bundle.entry.clone(),
             source_hash: format!("sha256:{}", hex(&Sha256::digest(&modules_json))),
+            component_hash: Some(format!("sha256:{GUEST_SHIM_SHA256}")),
             capabilities: bundle.requested_capabilities.clone(),
             pichamber_version: env!("CARGO_PKG_VERSION").into(),
             modules: modules.len(),
         };
         Self {
-            component: GUEST_SHIM.to_vec(),
+            code: ComponentCode::Embedded,
             manifest,
             modules,
         }
     }
 
-    /// The `.wasm` file: the component with the two custom sections appended.
+    /// The component's bytes (reads them from the file when they live there).
+    pub fn component_bytes(&self) -> Result<Cow<'static, [u8]>> {
+        Ok(match &self.code {
+            ComponentCode::Embedded => Cow::Borrowed(GUEST_SHIM),
+            ComponentCode::Bytes(b) => Cow::Owned(b.clone()),
+            ComponentCode::File { path, len } => {
+                let mut bytes = Vec::with_capacity(*len as usize);
+                File::open(path)?.take(*len).read_to_end(&mut bytes)?;
+                Cow::Owned(bytes)
+            }
+        })
+    }
+
+    /// The component's hash as the manifest records it (checked against the bytes whenever
+    /// they are compiled), or computed from the bytes for an artifact without one.
+    pub fn component_hash(&self) -> Result<[u8; 32]> {
+        if matches!(self.code, ComponentCode::Embedded) {
+            return Ok(parse_hash(GUEST_SHIM_SHA256).expect("build.rs writes a valid hash"));
+        }
+        if let Some(hash) = self
+            .manifest
+            .component_hash
+            .as_deref()
+            .and_then(|h| h.strip_prefix("sha256:"))
+            .and_then(parse_hash)
+        {
+            return Ok(hash);
+        }
+        Ok(Sha256::digest(self.component_bytes()?).into())
+    }
+
     pub fn source_maps(&self) -> crate::source_map::SourceMaps {
         crate::source_map::SourceMaps::new(
             self.modules
@@ -91,8 +146,9 @@ impl Artifact {
         )
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = self.component.clone();
+    /// The `.wasm` file: the component with the two custom sections appended.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = self.component_bytes()?.into_owned();
         append_custom_section(
             &mut out,
             MANIFEST_SECTION,
@@ -103,58 +159,87 @@ impl Artifact {
             MODULES_SECTION,
             &serde_json::to_vec(&self.modules).unwrap(),
         );
-        out
+        Ok(out)
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        let mut artifact = Self::read(&mut Cursor::new(bytes))?;
+        if let ComponentCode::File { len, .. } = artifact.code {
+            artifact.code = ComponentCode::Bytes(bytes[..len as usize].to_vec());
+        }
+        Ok(artifact)
+    }
+
+    /// Reads a `.wasm` file's manifest and modules; the component stays in the file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let mut file = std::io::BufReader::new(File::open(path)?);
+        let mut artifact = Self::read(&mut file)?;
+        if let ComponentCode::File { len, .. } = artifact.code {
+            artifact.code = ComponentCode::File {
+                path: path.to_path_buf(),
+                len,
+            };
+        }
+        Ok(artifact)
+    }
+
+    /// Walks the top-level sections (seeking over the component's own) and reads the two
+    /// pichamber custom sections.
+    fn read(input: &mut (impl Read + Seek)) -> Result<Self> {
+        let total = input.seek(SeekFrom::End(0))?;
+        input.seek(SeekFrom::Start(0))?;
+        let mut header = [0u8; 8];
+        if total < 8 || input.read_exact(&mut header).is_err() || &header[..4] != b"\0asm" {
             bail!("not a WebAssembly file");
         }
-        if bytes[6..8] != [0x01, 0x00] {
+        if header[6..8] != [0x01, 0x00] {
             bail!(
                 "a core WebAssembly module, not a component: build extensions with `pichamber build`"
             );
         }
-        let mut pos = 8;
+        let mut pos = 8u64;
         let mut code_end = None;
         let mut manifest = None;
         let mut modules = None;
-        while pos < bytes.len() {
+        while pos < total {
             let start = pos;
-            let id = bytes[pos];
-            pos += 1;
-            let (size, n) = read_leb_u32(&bytes[pos..]).context("corrupt section header")?;
-            pos += n;
-            let end = pos
-                .checked_add(size as usize)
-                .filter(|e| *e <= bytes.len())
-                .ok_or_else(|| anyhow!("truncated section"))?;
-            if id == 0 {
-                let (name_len, n) =
-                    read_leb_u32(&bytes[pos..end]).context("corrupt custom section")?;
-                let name_start = pos + n;
-                let name_end = name_start + name_len as usize;
-                let name = std::str::from_utf8(bytes.get(name_start..name_end).unwrap_or_default())
-                    .unwrap_or_default();
-                let payload = &bytes[name_end.min(end)..end];
-                match name {
-                    MANIFEST_SECTION => {
-                        code_end.get_or_insert(start);
+            let mut id = [0u8; 1];
+            input.read_exact(&mut id).context("truncated section")?;
+            let (size, n) = read_leb_u32_from(input).context("corrupt section header")?;
+            pos += 1 + n as u64;
+            let end = pos + u64::from(size);
+            if end > total {
+                bail!("truncated section");
+            }
+            if id[0] == 0 {
+                let (name_len, n) = read_leb_u32_from(input).context("corrupt custom section")?;
+                let mut name = vec![0u8; (name_len as usize).min(64)];
+                input
+                    .read_exact(&mut name)
+                    .context("corrupt custom section")?;
+                let payload_start = pos + n as u64 + u64::from(name_len);
+                let ours = [MANIFEST_SECTION, MODULES_SECTION]
+                    .iter()
+                    .any(|s| s.as_bytes() == name.as_slice());
+                if ours && payload_start <= end {
+                    code_end.get_or_insert(start);
+                    input.seek(SeekFrom::Start(payload_start))?;
+                    let mut payload = vec![0u8; (end - payload_start) as usize];
+                    input.read_exact(&mut payload)?;
+                    if name == MANIFEST_SECTION.as_bytes() {
                         manifest = Some(
-                            serde_json::from_slice::<Manifest>(payload)
+                            serde_json::from_slice::<Manifest>(&payload)
                                 .context("corrupt pichamber manifest")?,
                         );
-                    }
-                    MODULES_SECTION => {
-                        code_end.get_or_insert(start);
+                    } else {
                         modules = Some(
-                            serde_json::from_slice::<Vec<ModuleEntry>>(payload)
+                            serde_json::from_slice::<Vec<ModuleEntry>>(&payload)
                                 .context("corrupt pichamber module map")?,
                         );
                     }
-                    _ => {}
                 }
             }
+            input.seek(SeekFrom::Start(end))?;
             pos = end;
         }
         let (Some(manifest), Some(modules), Some(code_end)) = (manifest, modules, code_end) else {
@@ -169,11 +254,38 @@ impl Artifact {
             );
         }
         Ok(Self {
-            component: bytes[..code_end].to_vec(),
+            code: ComponentCode::File {
+                path: PathBuf::new(),
+                len: code_end,
+            },
             manifest,
             modules,
         })
     }
+}
+
+fn parse_hash(hex_text: &str) -> Option<[u8; 32]> {
+    if hex_text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex_text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn read_leb_u32_from(input: &mut impl Read) -> Option<(u32, usize)> {
+    let mut result = 0u32;
+    for i in 0..5 {
+        let mut byte = [0u8; 1];
+        input.read_exact(&mut byte).ok()?;
+        result |= u32::from(byte[0] & 0x7f) << (7 * i);
+        if byte[0] & 0x80 == 0 {
+            return Some((result, i + 1));
+        }
+    }
+    None
 }
 
 fn append_custom_section(out: &mut Vec<u8>, name: &str, payload: &[u8]) {
@@ -196,17 +308,6 @@ fn write_leb_u32(out: &mut Vec<u8>, mut value: u32) {
         }
         out.push(byte | 0x80);
     }
-}
-
-fn read_leb_u32(bytes: &[u8]) -> Option<(u32, usize)> {
-    let mut result = 0u32;
-    for (i, byte) in bytes.iter().take(5).enumerate() {
-        result |= u32::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((result, i + 1));
-        }
-    }
-    None
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -232,10 +333,14 @@ mod tests {
             version: Some("1.2.3".into()),
         };
         let artifact = Artifact::from_bundle(&bundle);
-        let back = Artifact::from_bytes(&artifact.to_bytes()).unwrap();
+        let back = Artifact::from_bytes(&artifact.to_bytes().unwrap()).unwrap();
         assert_eq!(back.manifest, artifact.manifest);
         assert_eq!(back.modules[0].source, "export default () => {}");
-        assert_eq!(back.component, GUEST_SHIM);
+        assert_eq!(&*back.component_bytes().unwrap(), GUEST_SHIM);
+        assert_eq!(
+            back.component_hash().unwrap(),
+            <[u8; 32]>::from(Sha256::digest(GUEST_SHIM))
+        );
     }
 
     #[test]

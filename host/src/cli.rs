@@ -181,9 +181,10 @@ pub fn main() -> ExitCode {
 /// Builds sources into an artifact, or reads a built `.wasm`.
 fn load_artifact(path: &Path) -> Result<Artifact> {
     if path.extension().is_some_and(|e| e == "wasm") {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        return Artifact::from_bytes(&bytes)
+        if !path.is_file() {
+            bail!("{}: no such file", path.display());
+        }
+        return Artifact::from_file(path)
             .with_context(|| format!("{} is not a pichamber extension", path.display()));
     }
     let bundle = bundle::bundle(path).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -202,7 +203,7 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
     let output = args
         .output
         .unwrap_or_else(|| PathBuf::from(format!("{}.wasm", file_safe(&bundle.name))));
-    let bytes = artifact.to_bytes();
+    let bytes = artifact.to_bytes()?;
     // Write beside the target and rename: a failed build never leaves half a component.
     let tmp = output.with_extension("wasm.partial");
     std::fs::write(&tmp, &bytes).with_context(|| format!("cannot write {}", tmp.display()))?;

@@ -18,7 +18,7 @@ use wasmtime::{Config, Engine};
 pub use instance::{CallError, ExtensionInstance, InstanceOptions};
 pub use operations::Operations;
 
-use crate::artifact::hex;
+use crate::artifact::{Artifact, hex};
 
 wasmtime::component::bindgen!({
     path: "../wit/v0.1.0",
@@ -81,16 +81,48 @@ impl Runtime {
         &self.engine
     }
 
-    /// Compiles (or loads from the cache) a component and prepares it for instantiation.
-    pub fn prepare(
-        &self,
-        component_bytes: &[u8],
-    ) -> Result<ExtensionPre<instance::ExtensionState>> {
-        let hash: [u8; 32] = Sha256::digest(component_bytes).into();
-        if let Some(pre) = self.prepared.lock().unwrap().get(&hash) {
+    /// The prepared component of an artifact: from memory, from the on-disk cache (by the
+    /// component's hash, without reading the component), or compiled.
+    pub fn prepare(&self, artifact: &Artifact) -> Result<ExtensionPre<instance::ExtensionState>> {
+        let claimed = artifact.component_hash()?;
+        if let Some(pre) = self.prepared.lock().unwrap().get(&claimed) {
             return Ok(pre.clone());
         }
-        let component = self.compile(component_bytes, &hash)?;
+        let cache_path = self
+            .cache_dir
+            .as_ref()
+            .map(|dir| dir.join(self.cache_name(&claimed)));
+        // SAFETY: files in our private cache are written by `Component::serialize` of an
+        // engine with this configuration (the name includes the compatibility hash). Whatever
+        // the artifact claims, the cached code is code we compiled from bytes with that hash.
+        let cached = cache_path.as_ref().filter(|p| p.is_file()).and_then(|p| {
+            match unsafe { Component::deserialize_file(&self.engine, p) } {
+                Ok(component) => Some(component),
+                Err(e) => {
+                    tracing::warn!("ignoring unusable cache entry {}: {e}", p.display());
+                    None
+                }
+            }
+        });
+        let (component, hash) = match cached {
+            Some(component) => (component, claimed),
+            None => {
+                let bytes = artifact.component_bytes()?;
+                let actual: [u8; 32] = Sha256::digest(&bytes).into();
+                let component = Component::new(&self.engine, &bytes)?;
+                if let Some(dir) = &self.cache_dir {
+                    let path = dir.join(self.cache_name(&actual));
+                    let written = component
+                        .serialize()
+                        .map_err(anyhow::Error::from)
+                        .and_then(|b| Ok(write_cache(&path, &b)?));
+                    if let Err(e) = written {
+                        tracing::debug!("cannot write the compile cache {}: {e}", path.display());
+                    }
+                }
+                (component, actual)
+            }
+        };
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -101,33 +133,14 @@ impl Runtime {
         Ok(pre)
     }
 
-    fn compile(&self, bytes: &[u8], content_hash: &[u8; 32]) -> Result<Component> {
-        let Some(dir) = &self.cache_dir else {
-            return Ok(Component::new(&self.engine, bytes)?);
-        };
+    /// Cache file name: the component hash and the engine's compatibility hash.
+    fn cache_name(&self, component_hash: &[u8; 32]) -> String {
         let mut hasher = Sha256::new();
-        hasher.update(content_hash);
+        hasher.update(component_hash);
         let mut compat = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut compat);
         hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
-        let path = dir.join(format!("{}.cwasm", &hex(&hasher.finalize())[..32]));
-        if path.is_file() {
-            // SAFETY: the file was written by `Component::serialize` of this same engine
-            // configuration (the key includes the compatibility hash) into our private cache.
-            match unsafe { Component::deserialize_file(&self.engine, &path) } {
-                Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!("ignoring unusable cache entry {}: {e}", path.display()),
-            }
-        }
-        let component = Component::new(&self.engine, bytes)?;
-        if let Err(e) = component
-            .serialize()
-            .map_err(anyhow::Error::from)
-            .and_then(|b| Ok(write_cache(&path, &b)?))
-        {
-            tracing::debug!("cannot write the compile cache {}: {e}", path.display());
-        }
-        Ok(component)
+        format!("{}.cwasm", &hex(&hasher.finalize())[..32])
     }
 }
 

@@ -86,7 +86,7 @@ impl Session {
     /// without it; the error is returned too.
     pub async fn load(&mut self, artifact: &Artifact) -> Result<(), String> {
         let index = self.extensions.len();
-        let prepared = match self.runtime.prepare(&artifact.component) {
+        let prepared = match self.runtime.prepare(artifact) {
             Ok(p) => p,
             Err(e) => {
                 let message = format!("cannot load: {e:#}");

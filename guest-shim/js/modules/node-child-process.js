@@ -1,0 +1,348 @@
+// node:child_process for pichamber. Programs run through the host via
+// `globalThis.__pichamber_internal.exec(command, args, { cwd, timeout, signal })`, which
+// resolves to { stdout, stderr, code, killed } once the program has finished; the host decides
+// whether a program may run at all. Output therefore arrives in one piece ('data' fires once per
+// stream), and a child's stdin cannot be written. Synchronous variants are not supported.
+
+import { EventEmitter } from "pichamber:node/events";
+import { Buffer } from "pichamber:node/buffer";
+
+const SYNC_MESSAGE = "synchronous child processes are not supported in pichamber; use pi.exec or the async API";
+const customPromisify = Symbol.for("nodejs.util.promisify.custom");
+let nextPid = 1000;
+
+function runHost(command, args, options, signal) {
+  const internal = globalThis.__pichamber_internal;
+  if (!internal || typeof internal.exec !== "function") {
+    return Promise.reject(new Error("child processes are not available inside this pichamber extension"));
+  }
+  // The host runs the program with the extension's environment; options.env is not forwarded.
+  const opts = {
+    cwd: options.cwd === undefined ? undefined : String(options.cwd),
+    timeout: options.timeout || undefined,
+    signal,
+  };
+  try {
+    return Promise.resolve(internal.exec(command, args, opts));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+function makeController() {
+  return typeof AbortController === "function" ? new AbortController() : null;
+}
+
+function normalizeExecFileArgs(file, args, options, callback) {
+  if (typeof args === "function") {
+    callback = args;
+    args = [];
+    options = {};
+  } else if (args != null && !Array.isArray(args)) {
+    callback = options;
+    options = args;
+    args = [];
+  }
+  if (typeof options === "function") {
+    callback = options;
+    options = {};
+  }
+  return { file: String(file), args: (args ?? []).map(String), options: { ...(options ?? {}) }, callback };
+}
+
+function decode(text, encoding) {
+  if (encoding === "buffer" || encoding === null) return Buffer.from(text ?? "", "utf8");
+  if (!encoding || encoding === "utf8" || encoding === "utf-8") return text ?? "";
+  return Buffer.from(text ?? "", "utf8").toString(encoding);
+}
+
+function shellFor(options) {
+  return typeof options.shell === "string" ? options.shell : "sh";
+}
+
+class Pipe extends EventEmitter {
+  constructor(readable) {
+    super();
+    this.readable = readable;
+    this.writable = !readable;
+    this.destroyed = false;
+    this._encoding = null;
+  }
+
+  setEncoding(encoding) {
+    this._encoding = encoding;
+    return this;
+  }
+
+  _push(text) {
+    if (text === undefined || text === null || text === "") return;
+    const buf = Buffer.from(text, "utf8");
+    this.emit("data", this._encoding ? buf.toString(this._encoding) : buf);
+  }
+
+  _finish() {
+    this.readable = false;
+    this.emit("end");
+    this.emit("close");
+  }
+
+  pipe(dest) {
+    this.on("data", (chunk) => dest.write(chunk));
+    return dest;
+  }
+
+  resume() {
+    return this;
+  }
+
+  pause() {
+    return this;
+  }
+
+  write() {
+    throw new Error("writing to a child process's stdin is not supported in pichamber");
+  }
+
+  end() {
+    this.writable = false;
+    return this;
+  }
+
+  destroy() {
+    this.destroyed = true;
+    return this;
+  }
+
+  unref() {
+    return this;
+  }
+
+  ref() {
+    return this;
+  }
+}
+
+export class ChildProcess extends EventEmitter {
+  constructor() {
+    super();
+    this.pid = nextPid++;
+    this.exitCode = null;
+    this.signalCode = null;
+    this.killed = false;
+    this.connected = false;
+    this.spawnfile = "";
+    this.spawnargs = [];
+    this.stdin = new Pipe(false);
+    this.stdout = new Pipe(true);
+    this.stderr = new Pipe(true);
+    this.stdio = [this.stdin, this.stdout, this.stderr];
+    this._controller = null;
+  }
+
+  kill(signal = "SIGTERM") {
+    if (this.exitCode !== null || this.signalCode !== null) return false;
+    if (!this._controller) return false;
+    this.killed = true;
+    this._killSignal = typeof signal === "number" ? "SIGTERM" : signal;
+    this._controller.abort();
+    return true;
+  }
+
+  ref() {}
+
+  unref() {}
+
+  disconnect() {}
+
+  send() {
+    throw new Error("IPC is not supported in pichamber");
+  }
+}
+
+// Starts a program; settles with { stdout, stderr, code, signal, killed } or rejects.
+function start(child, command, args, options) {
+  child.spawnfile = command;
+  child.spawnargs = [command, ...args];
+  const controller = makeController();
+  child._controller = controller;
+  const external = options.signal;
+  if (external) {
+    if (external.aborted) controller?.abort();
+    else external.addEventListener?.("abort", () => child.kill(options.killSignal), { once: true });
+  }
+  return runHost(command, args, options, controller?.signal).then((result) => {
+    const killed = !!result?.killed || child.killed;
+    const signal = killed ? (child._killSignal ?? options.killSignal ?? "SIGTERM") : null;
+    const code = killed ? null : typeof result?.code === "number" ? result.code : 1;
+    child.killed = killed;
+    return { stdout: result?.stdout ?? "", stderr: result?.stderr ?? "", code, signal, killed };
+  });
+}
+
+function abortError(signal) {
+  const err = new Error("The operation was aborted");
+  err.name = "AbortError";
+  err.code = "ABORT_ERR";
+  if (signal?.reason !== undefined) err.cause = signal.reason;
+  return err;
+}
+
+function runWithCallback(command, args, options, callback, displayCmd) {
+  const child = new ChildProcess();
+  const encoding = options.encoding === undefined ? "utf8" : options.encoding;
+  queueMicrotask(() => child.emit("spawn"));
+  start(child, command, args, options).then(
+    (r) => {
+      const stdout = decode(r.stdout, encoding);
+      const stderr = decode(r.stderr, encoding);
+      child.exitCode = r.code;
+      child.signalCode = r.signal;
+      child.stdout._push(r.stdout);
+      child.stderr._push(r.stderr);
+      child.stdout._finish();
+      child.stderr._finish();
+      child.emit("exit", r.code, r.signal);
+      child.emit("close", r.code, r.signal);
+      if (!callback) return;
+      if (r.code === 0 && !r.killed) {
+        callback(null, stdout, stderr);
+        return;
+      }
+      let err;
+      if (r.killed && options.signal?.aborted) err = abortError(options.signal);
+      else {
+        err = new Error(`Command failed: ${displayCmd}\n${typeof stderr === "string" ? stderr : stderr.toString()}`);
+      }
+      err.code = r.code;
+      err.killed = r.killed;
+      err.signal = r.signal;
+      err.cmd = displayCmd;
+      err.stdout = stdout;
+      err.stderr = stderr;
+      callback(err, stdout, stderr);
+    },
+    (error) => {
+      const err = error instanceof Error ? error : new Error(String(error));
+      if (err.path === undefined) err.path = command;
+      if (err.spawnargs === undefined) err.spawnargs = args;
+      if (err.cmd === undefined) err.cmd = displayCmd;
+      child.stdout._finish();
+      child.stderr._finish();
+      if (child.listenerCount("error") > 0) child.emit("error", err);
+      child.emit("close", typeof err.errno === "number" ? err.errno : -2, null);
+      callback?.(err, decode("", encoding), decode("", encoding));
+    },
+  );
+  return child;
+}
+
+export function execFile(file, args, options, callback) {
+  const n = normalizeExecFileArgs(file, args, options, callback);
+  let command = n.file;
+  let argv = n.args;
+  let display = [n.file, ...n.args].join(" ");
+  if (n.options.shell) {
+    const line = [n.file, ...n.args].join(" ");
+    command = shellFor(n.options);
+    argv = ["-c", line];
+    display = line;
+  }
+  return runWithCallback(command, argv, n.options, n.callback, display);
+}
+
+export function exec(command, options, callback) {
+  if (typeof options === "function") {
+    callback = options;
+    options = {};
+  }
+  const opts = { ...(options ?? {}) };
+  return runWithCallback(shellFor(opts), ["-c", String(command)], opts, callback, String(command));
+}
+
+function promisifyCustom(fn) {
+  return (...args) => {
+    let child;
+    const promise = new Promise((resolve, reject) => {
+      child = fn(...args, (err, stdout, stderr) => {
+        if (err) {
+          err.stdout = stdout;
+          err.stderr = stderr;
+          reject(err);
+        } else resolve({ stdout, stderr });
+      });
+    });
+    promise.child = child;
+    return promise;
+  };
+}
+
+Object.defineProperty(exec, customPromisify, { value: promisifyCustom(exec), enumerable: false });
+Object.defineProperty(execFile, customPromisify, { value: promisifyCustom(execFile), enumerable: false });
+
+export function spawn(command, args, options) {
+  if (args != null && !Array.isArray(args)) {
+    options = args;
+    args = [];
+  }
+  const opts = { ...(options ?? {}) };
+  let cmd = String(command);
+  let argv = (args ?? []).map(String);
+  if (opts.shell) {
+    const line = [cmd, ...argv].join(" ");
+    cmd = shellFor(opts);
+    argv = ["-c", line];
+  }
+  const child = new ChildProcess();
+  queueMicrotask(() => child.emit("spawn"));
+  start(child, cmd, argv, opts).then(
+    (r) => {
+      child.exitCode = r.code;
+      child.signalCode = r.signal;
+      child.stdout._push(r.stdout);
+      child.stderr._push(r.stderr);
+      child.stdout._finish();
+      child.stderr._finish();
+      if (r.killed && opts.signal?.aborted && child.listenerCount("error") > 0)
+        child.emit("error", abortError(opts.signal));
+      child.emit("exit", r.code, r.signal);
+      child.emit("close", r.code, r.signal);
+    },
+    (error) => {
+      const err = error instanceof Error ? error : new Error(String(error));
+      if (err.path === undefined) err.path = cmd;
+      if (err.spawnargs === undefined) err.spawnargs = argv;
+      child.stdout._finish();
+      child.stderr._finish();
+      child.emit("error", err);
+      child.emit("close", typeof err.errno === "number" ? err.errno : -2, null);
+    },
+  );
+  return child;
+}
+
+export function fork() {
+  throw new Error("child_process.fork is not supported in pichamber");
+}
+
+export function execSync() {
+  throw new Error(SYNC_MESSAGE);
+}
+
+export function execFileSync() {
+  throw new Error(SYNC_MESSAGE);
+}
+
+export function spawnSync() {
+  throw new Error(SYNC_MESSAGE);
+}
+
+export default {
+  ChildProcess,
+  exec,
+  execFile,
+  spawn,
+  fork,
+  execSync,
+  execFileSync,
+  spawnSync,
+};

@@ -1,0 +1,895 @@
+// @mariozechner/pi-coding-agent for pichamber: an original implementation of the runtime
+// exports extensions use, written from pi 0.73.1's observable behaviour: the output
+// truncation helpers, tool-event guards, config paths, the file mutation queue, key hints,
+// frontmatter parsing (a YAML subset), and inert stand-ins for pi's TUI components. Sessions,
+// settings, models, modes, compaction and the built-in tools' execution live in the pi host:
+// those exports exist so imports link, and throw a clear Error when used.
+import { Type } from "pichamber:typebox";
+import {
+  CancellableLoader,
+  Container,
+  Editor,
+  Loader,
+  Spacer,
+  Text,
+  getKeybindings,
+  matchesKey,
+} from "pichamber:pi-tui";
+import { homedir } from "pichamber:node/os";
+import { join, resolve } from "pichamber:node/path";
+import { realpathSync } from "pichamber:node/fs";
+
+const unavailable = (what) =>
+  new Error(`${what} is not available inside a pichamber extension (it belongs to the pi host)`);
+const hostOnly = (name) =>
+  function () {
+    throw unavailable(`${name}()`);
+  };
+
+// A class that cannot be constructed here; its static methods (SessionManager.inMemory()...)
+// throw the same way.
+function hostOnlyClass(name) {
+  const cls = {
+    [name]: class {
+      constructor() {
+        throw unavailable(name);
+      }
+    },
+  }[name];
+  return new Proxy(cls, {
+    get(target, prop) {
+      if (prop in target || typeof prop !== "string" || prop === "then") return target[prop];
+      return () => {
+        throw unavailable(`${name}.${prop}()`);
+      };
+    },
+  });
+}
+
+// ---- config ----------------------------------------------------------------------------------
+
+export const VERSION = "0.73.1";
+export const CONFIG_DIR_NAME = ".pi";
+
+export function getAgentDir() {
+  const custom = process.env.PI_CODING_AGENT_DIR;
+  if (!custom) return join(homedir(), CONFIG_DIR_NAME, "agent");
+  if (custom === "~") return homedir();
+  return custom.startsWith("~/") ? homedir() + custom.slice(1) : custom;
+}
+
+// ---- tool results and definitions ------------------------------------------------------------
+
+export const defineTool = (tool) => tool;
+export const isToolCallEventType = (toolName, event) => event.toolName === toolName;
+export const isBashToolResult = (event) => event.toolName === "bash";
+export const isReadToolResult = (event) => event.toolName === "read";
+export const isEditToolResult = (event) => event.toolName === "edit";
+export const isWriteToolResult = (event) => event.toolName === "write";
+export const isGrepToolResult = (event) => event.toolName === "grep";
+export const isFindToolResult = (event) => event.toolName === "find";
+export const isLsToolResult = (event) => event.toolName === "ls";
+
+// ---- output truncation -----------------------------------------------------------------------
+
+export const DEFAULT_MAX_LINES = 2000;
+export const DEFAULT_MAX_BYTES = 50 * 1024;
+export const CURRENT_SESSION_VERSION = 3;
+export const DEFAULT_COMPACTION_SETTINGS = { enabled: true, reserveTokens: 16384, keepRecentTokens: 20000 };
+
+// UTF-8 length; an unpaired surrogate counts as the 3 bytes of U+FFFD, as Buffer does.
+function utf8Length(text) {
+  let bytes = 0;
+  for (const ch of text) {
+    const cp = ch.codePointAt(0);
+    bytes += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  }
+  return bytes;
+}
+
+// The last `maxBytes` bytes of `text`, starting at a character boundary.
+function lastBytes(text, maxBytes) {
+  const bytes = new TextEncoder().encode(text);
+  let start = Math.max(0, bytes.length - maxBytes);
+  while (start < bytes.length && (bytes[start] & 0xc0) === 0x80) start++;
+  return new TextDecoder().decode(bytes.subarray(start));
+}
+
+export function formatSize(bytes) {
+  if (bytes < 1024) return `${bytes}B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)}KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)}MB`;
+}
+
+function truncationResult(content, lines, totalBytes, maxLines, maxBytes, extra) {
+  return {
+    content,
+    truncated: false,
+    truncatedBy: null,
+    totalLines: lines.length,
+    totalBytes,
+    outputLines: lines.length,
+    outputBytes: totalBytes,
+    lastLinePartial: false,
+    firstLineExceedsLimit: false,
+    maxLines,
+    maxBytes,
+    ...extra,
+  };
+}
+
+// Keeps whole lines from one end of `content` within both limits. `fromEnd` keeps the tail,
+// and then a last line longer than the byte limit is cut to its final bytes.
+function truncate(content, options = {}, fromEnd) {
+  const maxLines = options.maxLines ?? DEFAULT_MAX_LINES;
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  const lines = content.split("\n");
+  const totalBytes = utf8Length(content);
+  if (lines.length <= maxLines && totalBytes <= maxBytes) {
+    return truncationResult(content, lines, totalBytes, maxLines, maxBytes, {});
+  }
+  const ordered = fromEnd ? [...lines].reverse() : lines;
+  if (!fromEnd && utf8Length(lines[0]) > maxBytes) {
+    return truncationResult("", lines, totalBytes, maxLines, maxBytes, {
+      truncated: true,
+      truncatedBy: "bytes",
+      outputLines: 0,
+      outputBytes: 0,
+      firstLineExceedsLimit: true,
+    });
+  }
+  const kept = [];
+  let used = 0;
+  let truncatedBy = "lines";
+  let lastLinePartial = false;
+  for (const line of ordered) {
+    if (kept.length >= maxLines) break;
+    const cost = utf8Length(line) + (kept.length > 0 ? 1 : 0);
+    if (used + cost > maxBytes) {
+      truncatedBy = "bytes";
+      if (fromEnd && kept.length === 0) {
+        kept.push(lastBytes(line, maxBytes));
+        lastLinePartial = true;
+      }
+      break;
+    }
+    kept.push(line);
+    used += cost;
+  }
+  if (kept.length >= maxLines && used <= maxBytes) truncatedBy = "lines";
+  const output = (fromEnd ? kept.reverse() : kept).join("\n");
+  return truncationResult(output, lines, totalBytes, maxLines, maxBytes, {
+    truncated: true,
+    truncatedBy,
+    outputLines: kept.length,
+    outputBytes: utf8Length(output),
+    lastLinePartial,
+  });
+}
+
+export const truncateHead = (content, options) => truncate(content, options, false);
+export const truncateTail = (content, options) => truncate(content, options, true);
+
+export function truncateLine(line, maxChars = 500) {
+  if (line.length <= maxChars) return { text: line, wasTruncated: false };
+  return { text: `${line.slice(0, maxChars)}... [truncated]`, wasTruncated: true };
+}
+
+// ---- file mutation queue ---------------------------------------------------------------------
+
+const mutationQueues = new Map();
+
+/** Runs `fn` after every earlier queued mutation of the same file (by real path) has settled. */
+export async function withFileMutationQueue(filePath, fn) {
+  let key = resolve(filePath);
+  try {
+    key = realpathSync(key);
+  } catch {}
+  const before = mutationQueues.get(key) ?? Promise.resolve();
+  const run = before.then(() => fn());
+  const settled = run.then(
+    () => {},
+    () => {},
+  );
+  mutationQueues.set(key, settled);
+  try {
+    return await run;
+  } finally {
+    if (mutationQueues.get(key) === settled) mutationQueues.delete(key);
+  }
+}
+
+// ---- built-in tools: definitions only --------------------------------------------------------
+
+const limits = `${DEFAULT_MAX_LINES} lines or ${DEFAULT_MAX_BYTES / 1024}KB`;
+const BUILT_IN_TOOLS = {
+  read: {
+    description: `Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent as attachments. For text files, output is truncated to ${limits} (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.`,
+    promptSnippet: "Read file contents",
+    promptGuidelines: ["Use read to examine files instead of cat or sed."],
+    parameters: () =>
+      Type.Object({
+        path: Type.String({ description: "Path to the file to read (relative or absolute)" }),
+        offset: Type.Optional(Type.Number({ description: "Line number to start reading from (1-indexed)" })),
+        limit: Type.Optional(Type.Number({ description: "Maximum number of lines to read" })),
+      }),
+  },
+  bash: {
+    description: `Execute a bash command in the current working directory. Returns stdout and stderr. Output is truncated to last ${limits} (whichever is hit first). If truncated, full output is saved to a temp file. Optionally provide a timeout in seconds.`,
+    promptSnippet: "Execute bash commands (ls, grep, find, etc.)",
+    parameters: () =>
+      Type.Object({
+        command: Type.String({ description: "Bash command to execute" }),
+        timeout: Type.Optional(Type.Number({ description: "Timeout in seconds (optional, no default timeout)" })),
+      }),
+  },
+  edit: {
+    description:
+      "Edit a single file using exact text replacement. Every edits[].oldText must match a unique, non-overlapping region of the original file. If two changes affect the same block or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not include large unchanged regions just to connect distant changes.",
+    promptSnippet:
+      "Make precise file edits with exact text replacement, including multiple disjoint edits in one call",
+    promptGuidelines: [
+      "Use edit for precise changes (edits[].oldText must match exactly)",
+      "When changing multiple separate locations in one file, use one edit call with multiple entries in edits[] instead of multiple edit calls",
+      "Each edits[].oldText is matched against the original file, not after earlier edits are applied. Do not emit overlapping or nested edits. Merge nearby changes into one edit.",
+      "Keep edits[].oldText as small as possible while still being unique in the file. Do not pad with large unchanged regions.",
+    ],
+    parameters: () =>
+      Type.Object(
+        {
+          path: Type.String({ description: "Path to the file to edit (relative or absolute)" }),
+          edits: Type.Array(
+            Type.Object(
+              {
+                oldText: Type.String({
+                  description:
+                    "Exact text for one targeted replacement. It must be unique in the original file and must not overlap with any other edits[].oldText in the same call.",
+                }),
+                newText: Type.String({ description: "Replacement text for this targeted edit." }),
+              },
+              { additionalProperties: false },
+            ),
+            {
+              description:
+                "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead.",
+            },
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    // Models sometimes send `edits` as a JSON string, or the older single oldText/newText form.
+    prepareArguments(input) {
+      if (!input || typeof input !== "object") return input;
+      if (typeof input.edits === "string") {
+        try {
+          const parsed = JSON.parse(input.edits);
+          if (Array.isArray(parsed)) input.edits = parsed;
+        } catch {}
+      }
+      const { oldText, newText, ...rest } = input;
+      if (typeof oldText !== "string" || typeof newText !== "string") return input;
+      return { ...rest, edits: [...(Array.isArray(input.edits) ? input.edits : []), { oldText, newText }] };
+    },
+  },
+  write: {
+    description:
+      "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.",
+    promptSnippet: "Create or overwrite files",
+    promptGuidelines: ["Use write only for new files or complete rewrites."],
+    parameters: () =>
+      Type.Object({
+        path: Type.String({ description: "Path to the file to write (relative or absolute)" }),
+        content: Type.String({ description: "Content to write to the file" }),
+      }),
+  },
+  grep: {
+    description: `Search file contents for a pattern. Returns matching lines with file paths and line numbers. Respects .gitignore. Output is truncated to 100 matches or ${DEFAULT_MAX_BYTES / 1024}KB (whichever is hit first). Long lines are truncated to 500 chars.`,
+    promptSnippet: "Search file contents for patterns (respects .gitignore)",
+    parameters: () =>
+      Type.Object({
+        pattern: Type.String({ description: "Search pattern (regex or literal string)" }),
+        path: Type.Optional(Type.String({ description: "Directory or file to search (default: current directory)" })),
+        glob: Type.Optional(
+          Type.String({ description: "Filter files by glob pattern, e.g. '*.ts' or '**/*.spec.ts'" }),
+        ),
+        ignoreCase: Type.Optional(Type.Boolean({ description: "Case-insensitive search (default: false)" })),
+        literal: Type.Optional(
+          Type.Boolean({ description: "Treat pattern as literal string instead of regex (default: false)" }),
+        ),
+        context: Type.Optional(
+          Type.Number({ description: "Number of lines to show before and after each match (default: 0)" }),
+        ),
+        limit: Type.Optional(Type.Number({ description: "Maximum number of matches to return (default: 100)" })),
+      }),
+  },
+  find: {
+    description: `Search for files by glob pattern. Returns matching file paths relative to the search directory. Respects .gitignore. Output is truncated to 1000 results or ${DEFAULT_MAX_BYTES / 1024}KB (whichever is hit first).`,
+    promptSnippet: "Find files by glob pattern (respects .gitignore)",
+    parameters: () =>
+      Type.Object({
+        pattern: Type.String({
+          description: "Glob pattern to match files, e.g. '*.ts', '**/*.json', or 'src/**/*.spec.ts'",
+        }),
+        path: Type.Optional(Type.String({ description: "Directory to search in (default: current directory)" })),
+        limit: Type.Optional(Type.Number({ description: "Maximum number of results (default: 1000)" })),
+      }),
+  },
+  ls: {
+    description: `List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories. Includes dotfiles. Output is truncated to 500 entries or ${DEFAULT_MAX_BYTES / 1024}KB (whichever is hit first).`,
+    promptSnippet: "List directory contents",
+    parameters: () =>
+      Type.Object({
+        path: Type.Optional(Type.String({ description: "Directory to list (default: current directory)" })),
+        limit: Type.Optional(Type.Number({ description: "Maximum number of entries to return (default: 500)" })),
+      }),
+  },
+};
+
+async function runBuiltIn(name) {
+  throw unavailable(`The built-in ${name} tool`);
+}
+
+function toolDefinition(name) {
+  const { description, promptSnippet, promptGuidelines, parameters, prepareArguments } = BUILT_IN_TOOLS[name];
+  const definition = { name, label: name, description, promptSnippet };
+  if (promptGuidelines) definition.promptGuidelines = [...promptGuidelines];
+  return Object.assign(definition, {
+    parameters: parameters(),
+    prepareArguments,
+    execute: () => runBuiltIn(name),
+  });
+}
+
+function tool(name) {
+  const { description, parameters, prepareArguments, execute } = toolDefinition(name);
+  return { name, label: name, description, parameters, prepareArguments, executionMode: undefined, execute };
+}
+
+export const createReadToolDefinition = () => toolDefinition("read");
+export const createBashToolDefinition = () => toolDefinition("bash");
+export const createEditToolDefinition = () => toolDefinition("edit");
+export const createWriteToolDefinition = () => toolDefinition("write");
+export const createGrepToolDefinition = () => toolDefinition("grep");
+export const createFindToolDefinition = () => toolDefinition("find");
+export const createLsToolDefinition = () => toolDefinition("ls");
+export const createReadTool = () => tool("read");
+export const createBashTool = () => tool("bash");
+export const createEditTool = () => tool("edit");
+export const createWriteTool = () => tool("write");
+export const createGrepTool = () => tool("grep");
+export const createFindTool = () => tool("find");
+export const createLsTool = () => tool("ls");
+export const createCodingTools = () => ["read", "bash", "edit", "write"].map(tool);
+export const createReadOnlyTools = () => ["read", "grep", "find", "ls"].map(tool);
+
+// ---- messages (simplified) -------------------------------------------------------------------
+
+const textOf = (content) =>
+  typeof content === "string"
+    ? content
+    : content
+        .filter((c) => c.type === "text")
+        .map((c) => c.text)
+        .join("");
+
+/** Turns pi's app messages into LLM messages (bash runs and summaries become user text). */
+export function convertToLlm(messages) {
+  const user = (text, m) => ({ role: "user", content: [{ type: "text", text }], timestamp: m.timestamp });
+  return messages.flatMap((m) => {
+    switch (m.role) {
+      case "user":
+      case "assistant":
+      case "toolResult":
+        return [m];
+      case "custom":
+        if (typeof m.content === "string") return [user(m.content, m)];
+        return [{ role: "user", content: m.content, timestamp: m.timestamp }];
+      case "bashExecution":
+        return m.excludeFromContext ? [] : [user(`Ran \`${m.command}\`\n\`\`\`\n${m.output}\n\`\`\``, m)];
+      case "branchSummary":
+      case "compactionSummary":
+        return [user(`<summary>\n${m.summary}\n</summary>`, m)];
+      default:
+        return [];
+    }
+  });
+}
+
+/** A plain-text transcript of LLM messages, as pi gives its summarizer. */
+export function serializeConversation(messages) {
+  const parts = [];
+  for (const m of messages) {
+    if (m.role === "user") {
+      const text = textOf(m.content);
+      if (text) parts.push(`[User]: ${text}`);
+    } else if (m.role === "assistant") {
+      const of = (type) => m.content.filter((c) => c.type === type);
+      const thinking = of("thinking").map((c) => c.thinking);
+      const text = of("text").map((c) => c.text);
+      const calls = of("toolCall").map(
+        (c) => `${c.name}(${Object.entries(c.arguments).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")})`,
+      );
+      if (thinking.length) parts.push(`[Assistant thinking]: ${thinking.join("\n")}`);
+      if (text.length) parts.push(`[Assistant]: ${text.join("\n")}`);
+      if (calls.length) parts.push(`[Assistant tool calls]: ${calls.join("; ")}`);
+    } else if (m.role === "toolResult") {
+      const text = textOf(m.content);
+      const cut = text.length > 2000 ? `\n\n[... ${text.length - 2000} more characters truncated]` : "";
+      if (text) parts.push(`[Tool result]: ${text.slice(0, 2000)}${cut}`);
+    }
+  }
+  return parts.join("\n\n");
+}
+
+export const createSyntheticSourceInfo = (path, options) => ({
+  path,
+  source: options.source,
+  scope: options.scope ?? "temporary",
+  origin: options.origin ?? "top-level",
+  baseDir: options.baseDir,
+});
+
+export function createEventBus() {
+  const channels = new Map();
+  return {
+    emit(channel, data) {
+      for (const handler of [...(channels.get(channel) ?? [])]) {
+        Promise.resolve()
+          .then(() => handler(data))
+          .catch((err) => console.error(`Event handler error (${channel}):`, err));
+      }
+    },
+    on(channel, handler) {
+      if (!channels.has(channel)) channels.set(channel, new Set());
+      const wrapped = (data) => handler(data);
+      channels.get(channel).add(wrapped);
+      return () => channels.get(channel)?.delete(wrapped);
+    },
+    clear: () => channels.clear(),
+  };
+}
+
+// ---- frontmatter: a YAML subset --------------------------------------------------------------
+// Block mappings and sequences by indentation, flow [..] and {..}, plain/quoted scalars with
+// YAML 1.2 core types, | and > block scalars with -/+ chomping, # comments.
+
+const MAP_KEY = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"[\]{},][^#]*?)\s*:(?:\s+(.*))?$/;
+const isItem = (text) => text === "-" || text.startsWith("- ");
+const indentOf = (line) => line.length - line.trimStart().length;
+const stripComment = (text) => text.replace(/(^|\s)#.*$/, "").trim();
+
+function plainScalar(text) {
+  if (/^(~|null|Null|NULL|)$/.test(text)) return null;
+  if (/^(true|True|TRUE)$/.test(text)) return true;
+  if (/^(false|False|FALSE)$/.test(text)) return false;
+  if (/^0o[0-7]+$/.test(text)) return parseInt(text.slice(2), 8);
+  if (/^0x[0-9a-fA-F]+$/.test(text)) return parseInt(text.slice(2), 16);
+  if (/^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$/.test(text)) return Number(text);
+  if (/^[-+]?\.(inf|Inf|INF)$/.test(text)) return text.startsWith("-") ? -Infinity : Infinity;
+  if (/^\.(nan|NaN|NAN)$/.test(text)) return NaN;
+  return text;
+}
+
+const ESCAPES = { n: "\n", t: "\t", r: "\r", 0: "\0", b: "\b", e: "\x1b", a: "\x07", f: "\f", v: "\v" };
+function quoted(text) {
+  if (text.startsWith("'")) return text.slice(1, -1).replace(/''/g, "'");
+  return text
+    .slice(1, -1)
+    .replace(/\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[\s\S])/g, (_, e) =>
+      e.length > 1 ? String.fromCodePoint(parseInt(e.slice(1), 16)) : (ESCAPES[e] ?? e),
+    );
+}
+const QUOTED = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*')/;
+
+function parseFlow(text) {
+  let pos = 0;
+  const skipSpace = () => {
+    while (/\s/.test(text[pos] ?? "")) pos++;
+  };
+  const scalar = (stop) => {
+    const q = QUOTED.exec(text.slice(pos));
+    if (q) {
+      pos += q[0].length;
+      return quoted(q[0]);
+    }
+    const start = pos;
+    while (pos < text.length && !stop.test(text.slice(pos))) pos++;
+    return plainScalar(text.slice(start, pos).trim());
+  };
+  const collection = (close, entry) => {
+    const out = close === "]" ? [] : {};
+    pos++;
+    for (;;) {
+      skipSpace();
+      if (text[pos] === close) {
+        pos++;
+        return out;
+      }
+      entry(out);
+      skipSpace();
+      if (text[pos] === ",") pos++;
+      else if (text[pos] !== close) throw new Error(`Unterminated flow collection in frontmatter: ${text}`);
+    }
+  };
+  const value = () => {
+    skipSpace();
+    if (text[pos] === "[") return collection("]", (out) => out.push(value()));
+    if (text[pos] === "{")
+      return collection("}", (out) => {
+        const key = scalar(/^(:\s|:$|[,}])/);
+        skipSpace();
+        if (text[pos] === ":") pos++;
+        out[String(key)] = text[pos - 1] === ":" ? value() : null;
+      });
+    return scalar(/^[,\]}]/);
+  };
+  const result = value();
+  skipSpace();
+  if (pos < text.length) throw new Error(`Unexpected text in frontmatter: ${text}`);
+  return result;
+}
+
+function parseYaml(source) {
+  const lines = source.split("\n");
+  let i = 0;
+  const peek = () => {
+    while (i < lines.length && /^\s*(#.*)?$/.test(lines[i])) i++;
+    return lines[i];
+  };
+
+  function node(minIndent) {
+    const line = peek();
+    if (line === undefined || indentOf(line) < minIndent) return null;
+    const text = line.trim();
+    if (isItem(text)) return sequence(indentOf(line));
+    if (MAP_KEY.test(text)) return mapping(indentOf(line));
+    i++;
+    return inlineValue(text, indentOf(line) - 1);
+  }
+
+  function sequence(indent) {
+    const out = [];
+    for (let line = peek(); line !== undefined && indentOf(line) === indent && isItem(line.trim()); line = peek()) {
+      const rest = line.trim().slice(1).trimStart();
+      if (rest === "" || rest.startsWith("#")) {
+        i++;
+        out.push(node(indent + 1));
+      } else if (isItem(rest) || MAP_KEY.test(rest)) {
+        const column = line.length - rest.length;
+        lines[i] = " ".repeat(column) + rest; // re-read the item's content as a nested block
+        out.push(node(column));
+      } else {
+        i++;
+        out.push(inlineValue(rest, indent));
+      }
+    }
+    return out;
+  }
+
+  function mapping(indent) {
+    const out = {};
+    for (let line = peek(); line !== undefined && indentOf(line) >= indent; line = peek()) {
+      const m = indentOf(line) === indent && MAP_KEY.exec(line.trim());
+      if (!m) throw new Error(`Invalid frontmatter line ${i + 1}: ${line.trim()}`);
+      i++;
+      const key = QUOTED.test(m[1]) ? quoted(m[1]) : m[1];
+      const rest = stripComment(m[2] ?? "");
+      if (rest !== "") out[key] = inlineValue(m[2].trim(), indent);
+      else {
+        const next = peek();
+        const listHere = next !== undefined && indentOf(next) === indent && isItem(next.trim());
+        out[key] = listHere ? sequence(indent) : node(indent + 1); // "key:\n- a" lists may share the key's indent
+      }
+    }
+    return out;
+  }
+
+  // A value that starts on the current line; continuation lines must be indented past `indent`.
+  function inlineValue(text, indent) {
+    if (/^[|>]/.test(text)) return blockScalar(stripComment(text), indent);
+    if (text.startsWith("[") || text.startsWith("{")) return parseFlow(stripComment(text));
+    const q = QUOTED.exec(text);
+    if (q) {
+      if (stripComment(text.slice(q[0].length)) !== "") throw new Error(`Unexpected text after ${q[0]}`);
+      return quoted(q[0]);
+    }
+    if (/^["']/.test(text)) throw new Error(`Unterminated quoted string in frontmatter: ${text}`);
+    let value = stripComment(text);
+    const single = value;
+    while (i < lines.length && !/^\s*(#.*)?$/.test(lines[i]) && indentOf(lines[i]) > indent) {
+      if (MAP_KEY.test(lines[i].trim())) throw new Error(`Invalid frontmatter line ${i + 1}: ${lines[i].trim()}`);
+      value += ` ${stripComment(lines[i])}`;
+      i++;
+    }
+    return value === single ? plainScalar(value) : value;
+  }
+
+  function blockScalar(header, indent) {
+    const body = [];
+    while (i < lines.length && (lines[i].trim() === "" || indentOf(lines[i]) > indent)) body.push(lines[i++]);
+    const firstText = body.find((l) => l.trim() !== "");
+    const cut = firstText === undefined ? 0 : indentOf(firstText);
+    const content = body.map((l) => l.slice(cut));
+    let trailing = 0;
+    while (content.length > 0 && content[content.length - 1].trim() === "") {
+      content.pop();
+      trailing++;
+    }
+    if (content.length === 0) return "";
+    // Literal (|) keeps line breaks; folded (>) joins lines with spaces, an empty line making a break.
+    let text = content[0];
+    for (const l of content.slice(1)) {
+      if (header.startsWith("|")) text += `\n${l}`;
+      else text += l === "" ? "\n" : text.endsWith("\n") ? l : ` ${l}`;
+    }
+    if (header.includes("-")) return text;
+    text += "\n";
+    return header.includes("+") ? text + "\n".repeat(trailing) : text;
+  }
+
+  const result = node(0);
+  if (peek() !== undefined) throw new Error(`Invalid frontmatter line ${i + 1}: ${lines[i].trim()}`);
+  return result;
+}
+
+/** Splits "---\n<yaml>\n---\n<body>" into the parsed YAML (an object, {} when absent) and body. */
+export function parseFrontmatter(content) {
+  const text = content.replace(/\r\n?/g, "\n");
+  const end = text.startsWith("---") ? text.indexOf("\n---", 3) : -1;
+  if (end === -1) return { frontmatter: {}, body: text };
+  const yaml = text.slice(4, end);
+  const body = text.slice(end + 4).trim();
+  return { frontmatter: yaml ? (parseYaml(yaml) ?? {}) : {}, body };
+}
+
+export const stripFrontmatter = (content) => parseFrontmatter(content).body;
+
+// ---- themes and key hints (plain text) -------------------------------------------------------
+
+const plain = (s) => s;
+const plainFns = (names) => Object.fromEntries(names.split(" ").map((n) => [n, plain]));
+
+/** pi's Theme, without colors: every styling method returns the text unchanged. */
+export class Theme {
+  constructor(fgColors = {}, bgColors = {}, mode = "truecolor") {
+    Object.assign(this, { fgColors, bgColors, mode });
+  }
+  fg(_color, text) {
+    return text;
+  }
+  bg(_color, text) {
+    return text;
+  }
+  getColorMode() {
+    return this.mode;
+  }
+  getFgAnsi() {
+    return "";
+  }
+  getBgAnsi() {
+    return "";
+  }
+  getThinkingBorderColor() {
+    return plain;
+  }
+  getBashModeBorderColor() {
+    return plain;
+  }
+}
+for (const style of ["bold", "italic", "underline", "inverse", "strikethrough"]) Theme.prototype[style] = plain;
+
+export function initTheme() {}
+export const getMarkdownTheme = () => ({
+  ...plainFns("heading link linkUrl code codeBlock codeBlockBorder quote quoteBorder hr listBullet"),
+  ...plainFns("bold italic underline strikethrough"),
+  highlightCode: (code) => code.split("\n"),
+});
+export const getSelectListTheme = () => plainFns("selectedPrefix selectedText description scrollInfo noMatch");
+export const getSettingsListTheme = () => ({ ...plainFns("label value description"), cursor: "→ ", hint: plain });
+export const highlightCode = (code) => code.split("\n");
+
+const LANGUAGES = {
+  typescript: "ts tsx mts cts",
+  javascript: "js jsx mjs cjs",
+  python: "py",
+  ruby: "rb",
+  rust: "rs",
+  go: "go",
+  java: "java",
+  kotlin: "kt",
+  swift: "swift",
+  c: "c h",
+  cpp: "cpp cc cxx hpp",
+  csharp: "cs",
+  php: "php",
+  bash: "sh bash zsh",
+  sql: "sql",
+  html: "html htm",
+  css: "css scss",
+  json: "json",
+  yaml: "yaml yml",
+  toml: "toml",
+  xml: "xml",
+  markdown: "md markdown",
+  lua: "lua",
+};
+const EXTENSION_LANGUAGE = Object.fromEntries(
+  Object.entries(LANGUAGES).flatMap(([lang, exts]) => exts.split(" ").map((ext) => [ext, lang])),
+);
+/** A highlight language id for common source file extensions, else undefined. */
+export function getLanguageFromPath(filePath) {
+  const ext = /\.([^./]+)$/.exec(filePath)?.[1].toLowerCase();
+  return ext ? EXTENSION_LANGUAGE[ext] : undefined;
+}
+
+// Default keys of pi's app keybindings (the tui.* ones come from pi-tui's keybindings).
+const APP_KEYS = {
+  "app.interrupt": "escape",
+  "app.clear": "ctrl+c",
+  "app.exit": "ctrl+d",
+  "app.suspend": "ctrl+z",
+  "app.thinking.cycle": "shift+tab",
+  "app.model.cycleForward": "ctrl+p",
+  "app.model.cycleBackward": "shift+ctrl+p",
+  "app.model.select": "ctrl+l",
+  "app.tools.expand": "ctrl+o",
+  "app.thinking.toggle": "ctrl+t",
+  "app.editor.external": "ctrl+g",
+  "app.message.followUp": "alt+enter",
+  "app.message.dequeue": "alt+up",
+  "app.clipboard.pasteImage": "ctrl+v",
+};
+const keysFor = (id) => (APP_KEYS[id] ? [APP_KEYS[id]] : getKeybindings().getKeys(id));
+
+export const keyText = (id) => keysFor(id).join("/");
+export const keyHint = (id, description) => `${keyText(id)} ${description}`;
+export const rawKeyHint = (key, description) => `${key} ${description}`;
+
+// ---- TUI components (inert) ------------------------------------------------------------------
+
+/** A horizontal rule across the full width. */
+export class DynamicBorder extends Container {
+  constructor(color = plain) {
+    super();
+    this.color = color;
+  }
+  render(width) {
+    return [this.color("─".repeat(Math.max(1, width)))];
+  }
+}
+
+/** A loader between two rules; escape aborts `signal` unless created with cancellable: false. */
+export class BorderedLoader extends Container {
+  constructor(tui, theme, message, options = {}) {
+    super();
+    this.cancellable = options.cancellable ?? true;
+    const LoaderClass = this.cancellable ? CancellableLoader : Loader;
+    this.loader = new LoaderClass(tui, plain, plain, message);
+    this.controller = new AbortController();
+    this.addChild(new DynamicBorder());
+    this.addChild(this.loader);
+    if (this.cancellable) {
+      this.addChild(new Spacer(1));
+      this.addChild(new Text(keyHint("tui.select.cancel", "cancel"), 1, 0));
+    }
+    this.addChild(new Spacer(1));
+    this.addChild(new DynamicBorder());
+  }
+  get signal() {
+    return this.cancellable ? this.loader.signal : this.controller.signal;
+  }
+  set onAbort(fn) {
+    if (this.cancellable) this.loader.onAbort = fn;
+  }
+  handleInput(data) {
+    if (this.cancellable) this.loader.handleInput(data);
+  }
+  dispose() {
+    this.loader.stop();
+  }
+}
+
+/** pi's editor with app actions: escape, ctrl+d on an empty editor, and onAction handlers. */
+export class CustomEditor extends Editor {
+  actionHandlers = new Map();
+  constructor(tui, theme, keybindings, options) {
+    super(tui, theme, options);
+    this.keybindings = keybindings;
+  }
+  onAction(action, handler) {
+    this.actionHandlers.set(action, handler);
+  }
+  handleInput(data) {
+    if (this.onExtensionShortcut?.(data)) return;
+    const matches = (action) => keysFor(action).some((key) => matchesKey(data, key));
+    if (matches("app.interrupt")) {
+      const handler = this.onEscape ?? this.actionHandlers.get("app.interrupt");
+      if (handler) return void handler();
+    } else if (matches("app.exit") && this.getText() === "") {
+      return void (this.onCtrlD ?? this.actionHandlers.get("app.exit"))?.();
+    } else {
+      for (const [action, handler] of this.actionHandlers) {
+        if (action !== "app.exit" && matches(action)) return void handler();
+      }
+    }
+    super.handleInput(data);
+  }
+}
+
+const inertComponent = (name) => ({ [name]: class extends Container {} })[name];
+export const ArminComponent = inertComponent("ArminComponent");
+export const AssistantMessageComponent = inertComponent("AssistantMessageComponent");
+export const BashExecutionComponent = inertComponent("BashExecutionComponent");
+export const BranchSummaryMessageComponent = inertComponent("BranchSummaryMessageComponent");
+export const CompactionSummaryMessageComponent = inertComponent("CompactionSummaryMessageComponent");
+export const CustomMessageComponent = inertComponent("CustomMessageComponent");
+export const ExtensionEditorComponent = inertComponent("ExtensionEditorComponent");
+export const ExtensionInputComponent = inertComponent("ExtensionInputComponent");
+export const ExtensionSelectorComponent = inertComponent("ExtensionSelectorComponent");
+export const FooterComponent = inertComponent("FooterComponent");
+export const LoginDialogComponent = inertComponent("LoginDialogComponent");
+export const ModelSelectorComponent = inertComponent("ModelSelectorComponent");
+export const OAuthSelectorComponent = inertComponent("OAuthSelectorComponent");
+export const SessionSelectorComponent = inertComponent("SessionSelectorComponent");
+export const SettingsSelectorComponent = inertComponent("SettingsSelectorComponent");
+export const ShowImagesSelectorComponent = inertComponent("ShowImagesSelectorComponent");
+export const SkillInvocationMessageComponent = inertComponent("SkillInvocationMessageComponent");
+export const ThemeSelectorComponent = inertComponent("ThemeSelectorComponent");
+export const ThinkingSelectorComponent = inertComponent("ThinkingSelectorComponent");
+export const ToolExecutionComponent = inertComponent("ToolExecutionComponent");
+export const TreeSelectorComponent = inertComponent("TreeSelectorComponent");
+export const UserMessageComponent = inertComponent("UserMessageComponent");
+export const UserMessageSelectorComponent = inertComponent("UserMessageSelectorComponent");
+
+// ---- host-only -------------------------------------------------------------------------------
+
+export const AgentSession = hostOnlyClass("AgentSession");
+export const AgentSessionRuntime = hostOnlyClass("AgentSessionRuntime");
+export const AuthStorage = hostOnlyClass("AuthStorage");
+export const DefaultPackageManager = hostOnlyClass("DefaultPackageManager");
+export const DefaultResourceLoader = hostOnlyClass("DefaultResourceLoader");
+export const ExtensionRunner = hostOnlyClass("ExtensionRunner");
+export const FileAuthStorageBackend = hostOnlyClass("FileAuthStorageBackend");
+export const InMemoryAuthStorageBackend = hostOnlyClass("InMemoryAuthStorageBackend");
+export const InteractiveMode = hostOnlyClass("InteractiveMode");
+export const ModelRegistry = hostOnlyClass("ModelRegistry");
+export const RpcClient = hostOnlyClass("RpcClient");
+export const SessionManager = hostOnlyClass("SessionManager");
+export const SettingsManager = hostOnlyClass("SettingsManager");
+
+export const buildSessionContext = hostOnly("buildSessionContext");
+export const calculateContextTokens = hostOnly("calculateContextTokens");
+export const collectEntriesForBranchSummary = hostOnly("collectEntriesForBranchSummary");
+export const compact = hostOnly("compact");
+export const copyToClipboard = hostOnly("copyToClipboard");
+export const createAgentSession = hostOnly("createAgentSession");
+export const createAgentSessionFromServices = hostOnly("createAgentSessionFromServices");
+export const createAgentSessionRuntime = hostOnly("createAgentSessionRuntime");
+export const createAgentSessionServices = hostOnly("createAgentSessionServices");
+export const createExtensionRuntime = hostOnly("createExtensionRuntime");
+export const createLocalBashOperations = hostOnly("createLocalBashOperations");
+export const discoverAndLoadExtensions = hostOnly("discoverAndLoadExtensions");
+export const estimateTokens = hostOnly("estimateTokens");
+export const findCutPoint = hostOnly("findCutPoint");
+export const findTurnStartIndex = hostOnly("findTurnStartIndex");
+export const formatSkillsForPrompt = hostOnly("formatSkillsForPrompt");
+export const generateBranchSummary = hostOnly("generateBranchSummary");
+export const generateSummary = hostOnly("generateSummary");
+export const getLastAssistantUsage = hostOnly("getLastAssistantUsage");
+export const getLatestCompactionEntry = hostOnly("getLatestCompactionEntry");
+export const getShellConfig = hostOnly("getShellConfig");
+export const loadProjectContextFiles = hostOnly("loadProjectContextFiles");
+export const loadSkills = hostOnly("loadSkills");
+export const loadSkillsFromDir = hostOnly("loadSkillsFromDir");
+export const main = hostOnly("main");
+export const migrateSessionEntries = hostOnly("migrateSessionEntries");
+export const parseSessionEntries = hostOnly("parseSessionEntries");
+export const parseSkillBlock = hostOnly("parseSkillBlock");
+export const prepareBranchEntries = hostOnly("prepareBranchEntries");
+export const renderDiff = hostOnly("renderDiff");
+export const runPrintMode = hostOnly("runPrintMode");
+export const runRpcMode = hostOnly("runRpcMode");
+export const shouldCompact = hostOnly("shouldCompact");
+export const truncateToVisualLines = hostOnly("truncateToVisualLines");
+export const wrapRegisteredTool = hostOnly("wrapRegisteredTool");
+export const wrapRegisteredTools = hostOnly("wrapRegisteredTools");

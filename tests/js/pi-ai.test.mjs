@@ -1,0 +1,114 @@
+// Run from the repo root: node --import ./tests/js/register.mjs --test tests/js/
+// pi-ai.js against @mariozechner/pi-ai 0.73.1 from the oracle ($PI_ORACLE_DIR).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as mine from "pichamber:pi-ai";
+import { Type as TypeboxType } from "pichamber:typebox";
+import { importOracle, oracleSkip } from "./oracle.mjs";
+
+const real = await importOracle("@mariozechner/pi-ai/dist/index.js");
+
+function describe(value) {
+  if (typeof value !== "object" || value === null) return value;
+  if (Array.isArray(value)) return value.map(describe);
+  const out = {};
+  for (const key of Reflect.ownKeys(value)) {
+    const d = Object.getOwnPropertyDescriptor(value, key);
+    out[`${d.enumerable ? "" : "(hidden)"}${String(key)}`] = describe(d.value);
+  }
+  return out;
+}
+
+test("Type is the typebox module's Type; StringEnum matches pi-ai", (t) => {
+  assert.equal(mine.Type, TypeboxType);
+  if (!real) return t.skip(oracleSkip("@mariozechner/pi-ai"));
+  const inputs = [
+    [["add", "subtract"]],
+    [["a"], { description: "The operation" }],
+    [["x", "y"], { description: "d", default: "y" }],
+    [["x"], { default: "" }],
+    [[]],
+  ];
+  for (const args of inputs) {
+    const a = mine.StringEnum(...args);
+    const b = real.StringEnum(...args);
+    assert.equal(JSON.stringify(a), JSON.stringify(b));
+    assert.deepEqual(describe(a), describe(b));
+  }
+  const schema = (T, SE) => T.Object({ op: SE(["a", "b"], { description: "op" }), n: T.Optional(T.Number()) });
+  assert.equal(JSON.stringify(schema(mine.Type, mine.StringEnum)), JSON.stringify(schema(real.Type, real.StringEnum)));
+});
+
+test("calculateCost fills and returns usage.cost like pi-ai", (t) => {
+  const model = { cost: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 } };
+  const usage = () => ({ input: 1234, output: 567, cacheRead: 89, cacheWrite: 10, cost: {} });
+  const u = usage();
+  const cost = mine.calculateCost(model, u);
+  assert.equal(cost, u.cost);
+  assert.equal(cost.input, (3 / 1e6) * 1234);
+  assert.equal(cost.total, cost.input + cost.output + cost.cacheRead + cost.cacheWrite);
+  if (!real) return t.skip(oracleSkip("@mariozechner/pi-ai"));
+  assert.deepEqual(mine.calculateCost(model, usage()), real.calculateCost(model, usage()));
+});
+
+test("event streams deliver events in order and resolve the final result", async () => {
+  const s = mine.createAssistantMessageEventStream();
+  const seen = [];
+  const consumer = (async () => {
+    for await (const ev of s) seen.push(ev.type);
+  })();
+  s.push({ type: "start" });
+  s.push({ type: "text_delta" });
+  await Promise.resolve();
+  s.push({ type: "done", message: { role: "assistant", content: [] } });
+  s.push({ type: "ignored-after-done" });
+  s.end();
+  await consumer;
+  assert.deepEqual(seen, ["start", "text_delta", "done"]);
+  assert.deepEqual(await s.result(), { role: "assistant", content: [] });
+  assert.ok(s instanceof mine.EventStream);
+});
+
+test("event streams: error events settle the result, end() releases waiting readers", async (t) => {
+  const s = mine.createAssistantMessageEventStream();
+  const pending = s[Symbol.asyncIterator]().next();
+  s.push({ type: "error", error: { role: "assistant", stopReason: "error" } });
+  assert.deepEqual(await pending, { value: { type: "error", error: { role: "assistant", stopReason: "error" } }, done: false });
+  assert.deepEqual(await s.result(), { role: "assistant", stopReason: "error" });
+  const open = new mine.EventStream(() => false, () => undefined);
+  const waiting = open[Symbol.asyncIterator]().next();
+  open.end("final");
+  assert.deepEqual(await waiting, { value: undefined, done: true });
+  assert.equal(await open.result(), "final");
+  if (!real) return t.skip(oracleSkip("@mariozechner/pi-ai"));
+  const collect = async (lib) => {
+    const st = lib.createAssistantMessageEventStream();
+    const seen = [];
+    st.push({ type: "start" });
+    const consumer = (async () => {
+      for await (const ev of st) seen.push(ev.type);
+    })();
+    st.push({ type: "text_delta" });
+    st.push({ type: "done", message: { n: 1 } });
+    st.end();
+    await consumer;
+    return [seen, await st.result()];
+  };
+  assert.deepEqual(await collect(mine), await collect(real));
+});
+
+test("network and catalogue functions throw clearly; export names cover pi-ai's", (t) => {
+  assert.throws(
+    () => mine.getModel("anthropic", "claude"),
+    /getModel\(\) is not available inside a pichamber extension/,
+  );
+  assert.throws(() => mine.getModels("anthropic"), /not available inside a pichamber extension/);
+  assert.throws(() => mine.streamAnthropic(), /not available inside a pichamber extension/);
+  assert.throws(() => mine.validateToolArguments({}, {}), /not available inside a pichamber extension/);
+  assert.throws(() => mine.complete({}, { messages: [] }), /complete\(\) is not available/);
+  assert.throws(() => mine.streamSimple({}, {}), /streamSimple\(\) is not available/);
+  assert.throws(() => mine.parseStreamingJson("{"), /not available/);
+  if (!real) return t.skip(oracleSkip("@mariozechner/pi-ai"));
+  const missing = Object.keys(real).filter((k) => !(k in mine));
+  assert.deepEqual(missing, [], "every runtime export of pi-ai exists");
+});
