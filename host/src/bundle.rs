@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
-    Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, Program, Statement,
+    Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, Program,
     StringLiteral,
 };
 use oxc_ast_visit::{VisitMut, walk_mut};
@@ -18,7 +18,7 @@ use oxc_codegen::Codegen;
 use oxc_parser::Parser;
 use oxc_resolver::{ResolveOptions, Resolver};
 use oxc_semantic::SemanticBuilder;
-use oxc_span::{GetSpan, SourceType};
+use oxc_span::SourceType;
 use oxc_transformer::{TransformOptions, Transformer};
 use serde::Deserialize;
 
@@ -276,20 +276,12 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
     let mut queue = VecDeque::from([layout.entry.clone()]);
     let mut done: HashMap<PathBuf, ()> = HashMap::new();
     let mut modules = Vec::new();
-    let mut is_cjs_cache: HashMap<PathBuf, bool> = HashMap::new();
 
     while let Some(path) = queue.pop_front() {
         if done.insert(path.clone(), ()).is_some() {
             continue;
         }
-        let module = transform_module(
-            &path,
-            &layout,
-            &aliases,
-            &resolver,
-            &mut ids,
-            &mut is_cjs_cache,
-        )?;
+        let module = transform_module(&path, &layout, &aliases, &resolver, &mut ids)?;
         for dep in module.dependencies {
             if !done.contains_key(&dep) {
                 queue.push_back(dep);
@@ -412,7 +404,6 @@ fn transform_module(
     aliases: &BTreeMap<String, String>,
     resolver: &Resolver,
     ids: &mut ModuleIds,
-    is_cjs_cache: &mut HashMap<PathBuf, bool>,
 ) -> Result<TransformedModule, BuildError> {
     let shown = display_path(path, layout);
     let source =
@@ -478,7 +469,6 @@ fn transform_module(
     }
 
     let is_cjs = !has_module_syntax && looks_commonjs(path, &source, layout);
-    is_cjs_cache.insert(path.to_path_buf(), is_cjs);
 
     let mut rewriter = SpecifierRewriter {
         allocator: &allocator,
@@ -518,7 +508,7 @@ fn transform_module(
 
     let code = if is_cjs {
         let export_names = commonjs_export_names(&program);
-        wrap_commonjs(&code, &requires, &export_names, is_cjs_cache, &dependencies)
+        wrap_commonjs(&code, &requires, &export_names)
     } else {
         code
     };
@@ -626,15 +616,13 @@ fn is_identifier(name: &str) -> bool {
 /// the detected names become named exports.
 fn wrap_commonjs(
     code: &str,
-    requires: &[(String, Option<(String, PathBuf)>)],
+    requires: &[(String, Option<String>)],
     export_names: &[String],
-    is_cjs: &HashMap<PathBuf, bool>,
-    _deps: &[PathBuf],
 ) -> String {
     let mut out = String::new();
     let mut table = Vec::new();
     for (i, (specifier, target)) in requires.iter().enumerate() {
-        if let Some((id, _path)) = target {
+        if let Some(id) = target {
             out.push_str(&format!(
                 "import * as __pichamber_dep{i} from {};\n",
                 json_str(id)
@@ -642,9 +630,8 @@ fn wrap_commonjs(
             table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
         }
     }
-    // Whether a dependency is CommonJS is only known once it was transformed; decide at run
-    // time instead: a wrapped CommonJS module marks its namespace with __pichamber_cjs.
-    let _ = is_cjs;
+    // A wrapped CommonJS dependency marks its namespace with __pichamber_cjs: `require` then
+    // returns its module.exports; an ES module dependency is returned as its namespace.
     out.push_str(&format!(
         "const __pichamber_deps = {{{}}};\n\
          const module = {{ exports: {{}} }};\n\
@@ -678,7 +665,7 @@ struct SpecifierRewriter<'a, 'b> {
     shown: &'b str,
     dependencies: Vec<PathBuf>,
     /// `require("x")` calls of a CommonJS module: specifier and, when it resolved, its target.
-    requires: Vec<(String, Option<(String, PathBuf)>)>,
+    requires: Vec<(String, Option<String>)>,
     error: Option<BuildError>,
     in_cjs: bool,
 }
@@ -745,7 +732,7 @@ impl<'a> SpecifierRewriter<'a, '_> {
 impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
     fn visit_program(&mut self, program: &mut Program<'a>) {
         for statement in program.body.iter_mut() {
-            if let Some(decl) = statement_module_declaration(statement) {
+            if let Some(decl) = statement.as_module_declaration_mut() {
                 match decl {
                     ModuleDeclaration::ImportDeclaration(d) => self.rewrite(&mut d.source),
                     ModuleDeclaration::ExportAllDeclaration(d) => self.rewrite(&mut d.source),
@@ -775,20 +762,10 @@ impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
             if !self.requires.iter().any(|(s, _)| *s == specifier) {
                 // An unresolvable require (an optional dependency) throws when it runs,
                 // as in Node, instead of failing the build.
-                let target = self.resolve(&specifier).ok().map(|id| {
-                    let path = self.dependencies.last().cloned().unwrap_or_default();
-                    (id, path)
-                });
+                let target = self.resolve(&specifier).ok();
                 self.requires.push((specifier, target));
             }
         }
-        let _ = it.span();
         walk_mut::walk_call_expression(self, it);
     }
-}
-
-fn statement_module_declaration<'s, 'a>(
-    statement: &'s mut Statement<'a>,
-) -> Option<&'s mut ModuleDeclaration<'a>> {
-    statement.as_module_declaration_mut()
 }

@@ -7,17 +7,17 @@ several times each, and prints median wall time, peak RSS and the ratios.
 
     python3 tests/bench/command_startup.py [--runs N] [--pichamber PATH]
 
-Needs a release build (cargo build --release) and real pi in tests/oracle
-(npm ci --prefix tests/oracle).
+Needs a release build (cargo build --release), real pi in tests/oracle
+(npm ci --prefix tests/oracle) and GNU time (apt-get install time), which measures the peak
+resident memory of each process. Wall time is measured around each process, so it includes
+the same small overhead of GNU time for both.
 """
 
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -26,27 +26,39 @@ ORACLE = os.path.join(REPO, "tests", "oracle", "node_modules")
 EXAMPLE = os.path.join(ORACLE, "@mariozechner", "pi-coding-agent", "examples", "extensions", "rpc-demo.ts")
 COMMAND = "/rpc-input"
 ANSWER = "benchmark"
+TIME = "/usr/bin/time"  # GNU time: reports the peak RSS of exactly the process it runs
 
 
-def run_isolated(argv_json):
-    """Runs this script in --child mode for one measurement; returns (seconds, rss KiB)."""
-    out = subprocess.run([sys.executable, __file__, "--child", argv_json], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout)
-    return result["seconds"], result["rss_kib"]
+def measured(argv):
+    """argv prefixed with GNU time writing the peak RSS (KiB) to a file; returns (argv, file).
+
+    The peak RSS of a child started directly from Python would include Python's own memory:
+    the kernel carries the forking process's high-water mark across exec."""
+    fd, path = tempfile.mkstemp(prefix="pichamber-bench-rss-")
+    os.close(fd)
+    return [TIME, "-f", "%M", "-o", path] + argv, path
 
 
-def child(spec):
-    spec = json.loads(spec)
+def read_rss(path):
+    with open(path) as f:
+        value = int(f.read().strip().splitlines()[-1])
+    os.unlink(path)
+    return value
+
+
+def run_once(spec):
+    """One measurement: (seconds from start to exit, peak RSS KiB)."""
+    argv, rss_file = measured(spec["argv"])
     start = time.perf_counter()
     if spec["kind"] == "pichamber":
-        proc = subprocess.run(spec["argv"], capture_output=True, text=True, env=spec["env"])
+        proc = subprocess.run(argv, capture_output=True, text=True, env=spec["env"])
+        elapsed = time.perf_counter() - start
         if proc.returncode != 0 or ANSWER not in proc.stdout:
             raise SystemExit(f"pichamber run failed: {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     else:
-        drive_pi(spec["argv"], spec["env"], spec["cwd"])
-    elapsed = time.perf_counter() - start
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"seconds": elapsed, "rss_kib": rss}))
+        drive_pi(argv, spec["env"], spec["cwd"])
+        elapsed = time.perf_counter() - start
+    return elapsed, read_rss(rss_file)
 
 
 def drive_pi(argv, env, cwd):
@@ -76,13 +88,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(args.child)
-        return
     pi = os.path.join(ORACLE, ".bin", "pi")
-    for needed, how in [(args.pichamber, "cargo build --release"), (pi, "npm ci --prefix tests/oracle")]:
+    for needed, how in [
+        (args.pichamber, "cargo build --release"),
+        (pi, "npm ci --prefix tests/oracle"),
+        (TIME, "apt-get install time"),
+    ]:
         if not os.path.exists(needed):
             raise SystemExit(f"missing {needed}: run `{how}` first")
 
@@ -94,11 +106,11 @@ def main():
     ours = {"kind": "pichamber", "argv": [args.pichamber, "run", wasm, "--command", COMMAND, "--answer", ANSWER], "env": env}
     theirs = {"kind": "pi", "argv": [pi, "--mode", "rpc", "--no-session", "-e", EXAMPLE], "env": env, "cwd": work}
 
-    cold = run_isolated(json.dumps(ours))  # first run compiles the component into the cache
+    cold = run_once(ours)  # the first run compiles the component into the cache
     results = {}
     for name, spec in [("pichamber", ours), ("pi", theirs)]:
-        run_isolated(json.dumps(spec))  # warm-up (file cache, JIT cache)
-        samples = [run_isolated(json.dumps(spec)) for _ in range(args.runs)]
+        run_once(spec)  # warm-up (page cache, compile cache)
+        samples = [run_once(spec) for _ in range(args.runs)]
         results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
 
     (ps, pm), (ns, nm) = results["pichamber"], results["pi"]
