@@ -248,9 +248,7 @@ fn tool_details_keep_their_key_order() {
     let (_dir, wasm) = build_example("hello-tool");
     let (_, events, _) = run(&[&wasm, "--tool", "greet", "--args", r#"{"name":"Ada"}"#]);
     let result = tool_results(&events)[0];
-    // BUG: the guest shim's serde_json lacks `preserve_order`, so every object an extension
-    // hands over (details, entry data, form fields, content blocks) comes out with its keys
-    // sorted. pi (JSON.stringify) keeps insertion order.
+    // Objects an extension hands over keep their key order, as JSON.stringify in pi does.
     assert_eq!(
         keys(&result["details"]),
         ["name", "greeting", "message", "length"]
@@ -709,10 +707,7 @@ fn tool_gate_patches_the_input_of_real_tool_calls() {
     ]);
     assert!(ok, "{stderr}");
     let result = tool_results(&events)[0];
-    // BUG: pichamber drops `event.input` mutations made by tool_call handlers: Session::execute_tool
-    // (host/src/session/mod.rs) runs the tool with the arguments it had before the gate, and
-    // emit() returns only the handlers' result, not the updated event. pi documents "Mutations
-    // to event.input affect the actual tool execution".
+    // pi: "Mutations to event.input affect the actual tool execution".
     assert_eq!(
         text_of(&result["content"]),
         "ran: npm install left-pad --no-audit --no-fund"
@@ -1294,9 +1289,7 @@ fn runtime_errors_point_at_source_lines() {
     let (_, events, _) = run(&[&src]);
     let error = errors_of(&events)[0]["error"].as_str().unwrap().to_owned();
     assert!(error.contains("boom"), "{error}");
-    // BUG: stack positions refer to the bundler's regenerated JavaScript (type-only lines
-    // dropped, code reformatted by oxc_codegen), not the source: this reports typed.ts:2:12 for
-    // a throw on line 6, column 3. No source map is applied.
+    // Positions come from the source, not the bundler's regenerated code (source maps).
     assert!(
         error.contains("typed.ts:6:"),
         "the stack names the throwing line of the source: {error}"
