@@ -361,3 +361,34 @@ fn oversized_values_from_an_extension_are_refused_and_the_session_goes_on() {
     assert!(common::of_type(&events, "entry").is_empty());
     assert_eq!(common::text_of(&results[1]["content"]), "fine");
 }
+
+#[test]
+fn node_globals_and_import_meta_are_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "src/meta.ts",
+        r#"export default function (pi: any) {
+  pi.registerCommand("meta", { handler: async () => {
+    const u = new URL("../c?x=1", "https://example.com/a/b");
+    pi.appendEntry("meta", {
+      url: import.meta.url, dirname: import.meta.dirname, filename: import.meta.filename,
+      href: u.href, x: u.searchParams.get("x"),
+      b64: btoa("hi"), back: atob("aGk="), hex: Buffer.from("hi").toString("hex"),
+      env: process.env.PICHAMBER, marker: (globalThis as any).__PICHAMBER__,
+    });
+  } });
+}"#,
+    );
+    let (ok, events, stderr) = common::run_json(&[&ext, "--command", "/meta"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        common::of_type(&events, "entry")[0]["entry"]["data"],
+        json!({
+            "url": "file:///ext/meta.ts", "dirname": "/ext", "filename": "/ext/meta.ts",
+            "href": "https://example.com/c?x=1", "x": "1",
+            "b64": "aGk=", "back": "hi", "hex": "6869",
+            "env": "1", "marker": { "version": 1 },
+        })
+    );
+}

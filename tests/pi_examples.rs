@@ -170,3 +170,56 @@ fn todo_keeps_state_across_calls() {
     );
     assert_eq!(results[4]["details"]["error"], "id required");
 }
+
+/// Every example pi ships builds and loads (its factory runs and registers), except those
+/// that need something no sandbox offers.
+#[test]
+fn pi_examples_load() {
+    let Some(hello) = example("hello.ts") else {
+        return;
+    };
+    let dir = hello.parent().unwrap();
+    // Not expected to load, and why:
+    let exceptions = [
+        (
+            "doom-overlay",
+            "imports node:module (createRequire) to load a native WebAssembly build",
+        ),
+        (
+            "sandbox",
+            "depends on @anthropic-ai/sandbox-runtime, which pi's package does not install",
+        ),
+    ];
+    let mut failures = Vec::new();
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !(path.is_dir() || path.extension().is_some_and(|e| e == "ts")) {
+            continue;
+        }
+        let out = common::pichamber(&["inspect", path.to_str().unwrap(), "--json"]);
+        let ok = out.status.success()
+            && serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .is_ok_and(|r| r["loaded"] == json!(true));
+        let expected_to_fail = exceptions.iter().any(|(n, _)| *n == name);
+        match (ok, expected_to_fail) {
+            (true, false) => loaded += 1,
+            (false, true) => {}
+            (true, true) => {
+                failures.push(format!("{name} now loads: remove it from the exceptions"))
+            }
+            (false, false) => failures.push(format!(
+                "{name}: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| l.contains("failed"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(loaded >= 68, "only {loaded} examples loaded");
+}

@@ -3,6 +3,9 @@
 // extensions expect (timers, AbortController, process, console). Runs once per instance before
 // the extension's modules. Every effect goes through `__host(name, argsJson)`.
 
+import { Buffer, atob, btoa } from "pichamber:node/buffer";
+import { URLPolyfill, URLSearchParamsPolyfill } from "pichamber:node/url";
+
 const hostCall = (name, ...args) => JSON.parse(globalThis.__host(name, JSON.stringify(args)));
 const loadContext = JSON.parse(globalThis.__pichamber_load_context);
 delete globalThis.__pichamber_load_context;
@@ -186,6 +189,11 @@ if (typeof globalThis.AbortController !== "function") {
   globalThis.AbortSignal = AbortSignalLite;
 }
 if (typeof globalThis.DOMException !== "function") globalThis.DOMException = DOMExceptionLite;
+// Node's globals that extensions use without importing them.
+if (typeof globalThis.Buffer !== "function") globalThis.Buffer = Buffer;
+if (typeof globalThis.atob !== "function") Object.assign(globalThis, { atob, btoa });
+if (typeof globalThis.URL !== "function") globalThis.URL = URLPolyfill;
+if (typeof globalThis.URLSearchParams !== "function") globalThis.URLSearchParams = URLSearchParamsPolyfill;
 if (typeof globalThis.structuredClone !== "function") {
   globalThis.structuredClone = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
 }

@@ -259,6 +259,29 @@ unsafe extern "C" fn load_module(
         }
         let module = qjs::JS_VALUE_GET_PTR(value).cast::<qjs::JSModuleDef>();
         qjs::JS_FreeValue(ctx, value);
+        set_import_meta(ctx, module, &module_name);
         module
+    }
+}
+
+/// `import.meta.url` / `filename` / `dirname` as Node sets them, in the sandbox's own terms
+/// (`file:///ext/src/index.ts`): extensions compute paths relative to themselves.
+unsafe fn set_import_meta(ctx: *mut qjs::JSContext, module: *mut qjs::JSModuleDef, name: &str) {
+    let dirname = match name.rfind('/') {
+        Some(0) => "/",
+        Some(i) => &name[..i],
+        None => ".",
+    };
+    let url = if name.starts_with('/') { format!("file://{name}") } else { name.to_owned() };
+    unsafe {
+        let meta = qjs::JS_GetImportMeta(ctx, module);
+        if qjs::JS_VALUE_GET_TAG(meta) == qjs::JS_TAG_EXCEPTION {
+            return;
+        }
+        for (key, value) in [(c"url", url.as_str()), (c"filename", name), (c"dirname", dirname)] {
+            let text = qjs::JS_NewStringLen(ctx, value.as_ptr().cast(), value.len() as _);
+            qjs::JS_SetPropertyStr(ctx, meta, key.as_ptr(), text);
+        }
+        qjs::JS_FreeValue(ctx, meta);
     }
 }
