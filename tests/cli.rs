@@ -392,3 +392,48 @@ fn node_globals_and_import_meta_are_there() {
         })
     );
 }
+
+#[test]
+fn work_left_running_by_a_handler_runs_between_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "later.js",
+        r#"export default (pi) => {
+             pi.registerCommand("later", { handler: async (_a, ctx) => {
+               setTimeout(() => pi.appendEntry("timer", { fired: true }), 0);
+               // A dialog nobody awaits: its answer arrives after the handler returned.
+               ctx.ui.confirm("Later?", "answered after the handler").then((ok) => pi.appendEntry("late-answer", { ok }));
+             } });
+             pi.registerCommand("next", { handler: async () => pi.appendEntry("next", {}) });
+           };"#,
+    );
+    let (ok, events, stderr) = common::run_json(&[
+        &ext,
+        "--command",
+        "/later",
+        "--answer",
+        "yes",
+        "--command",
+        "/next",
+    ]);
+    assert!(ok, "{stderr}");
+    let kinds: Vec<&str> = common::of_type(&events, "entry")
+        .iter()
+        .map(|e| e["entry"]["customType"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"timer") && kinds.contains(&"late-answer"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.last(),
+        Some(&"next"),
+        "background work ran before the next step: {kinds:?}"
+    );
+    let late = common::of_type(&events, "entry")
+        .into_iter()
+        .find(|e| e["entry"]["customType"] == "late-answer")
+        .unwrap();
+    assert_eq!(late["entry"]["data"], json!({ "ok": true }));
+}

@@ -110,6 +110,48 @@ pub fn call_prelude(name: &str, args: &[&str]) -> Result<String, String> {
     })
 }
 
+/// Background work between calls: due timers and completed operations, without blocking.
+pub fn poll() -> Option<u64> {
+    RUNTIME.with(|r| {
+        let guard = r.borrow();
+        let runtime = guard.as_ref()?;
+        runtime.context().with(|ctx| {
+            let event_loop: Object = ctx.globals().get("__pichamber_loop").ok()?;
+            // Bounded: an interval of 0 ms must not keep this call busy forever.
+            for _ in 0..1000 {
+                while ctx.execute_pending_job() {}
+                let mut progressed = false;
+                if let Some(done) = host::wait(Some(0)) {
+                    let outcome = outcome_json(done.outcome);
+                    let _ = event_loop
+                        .get::<_, Function>("complete")
+                        .and_then(|f| f.call::<_, ()>((done.id, outcome)));
+                    progressed = true;
+                }
+                let state: Vec<f64> = event_loop
+                    .get::<_, Function>("state")
+                    .and_then(|f| f.call(()))
+                    .ok()?;
+                if state[0] == 0.0 {
+                    let _ = event_loop
+                        .get::<_, Function>("fireTimers")
+                        .and_then(|f| f.call::<_, ()>(()));
+                    progressed = true;
+                }
+                if !progressed {
+                    while ctx.execute_pending_job() {}
+                    break;
+                }
+            }
+            let state: Vec<f64> = event_loop
+                .get::<_, Function>("state")
+                .and_then(|f| f.call(()))
+                .ok()?;
+            (state[0] >= 0.0).then(|| state[0].ceil() as u64)
+        })
+    })
+}
+
 /// Runs microtasks, timers and host operations until `value` (a promise or a plain value)
 /// settles, and returns what it resolved to.
 fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, String> {

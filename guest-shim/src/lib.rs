@@ -113,6 +113,10 @@ impl Guest for Extension {
         engine::call_prelude("deliverBusEvent", &[&channel, &data]).map(|_| ())
     }
 
+    fn poll() -> Option<u64> {
+        engine::poll()
+    }
+
     fn shutdown() {
         // Nothing to flush: the host drops the instance, which frees all guest memory.
     }

@@ -373,6 +373,8 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         )
         .await;
     for step in steps {
+        // Work an extension left running (a due timer, an answered dialog) runs between steps.
+        session.poll().await;
         if session.shutdown_requested() {
             break;
         }
@@ -404,6 +406,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             },
         }
     }
+    session.poll().await;
     session.shutdown().await;
     // A scripted run that did not go as scripted is a failed run.
     for problem in scripted.problems() {

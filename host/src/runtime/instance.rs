@@ -281,6 +281,11 @@ impl ExtensionInstance {
         .map_err(|e| self.guest_error(e))
     }
 
+    /// Runs due timers and completed operations; the delay until the next timer, if any.
+    pub async fn poll(&mut self) -> Result<Option<u64>, CallError> {
+        guest_call!(self, |g, s| g.call_poll(s))
+    }
+
     pub async fn shutdown(&mut self) -> Result<(), CallError> {
         guest_call!(self, |g, s| g.call_shutdown(s))
     }

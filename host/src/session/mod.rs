@@ -503,6 +503,27 @@ impl Session {
         self.shared.state.lock().unwrap().bus.clear();
     }
 
+    /// Gives every extension a chance to run work it left behind (due timers, completed
+    /// operations) and returns the time until the earliest next timer.
+    pub async fn poll(&mut self) -> Option<std::time::Duration> {
+        let mut next: Option<u64> = None;
+        for i in 0..self.extensions.len() {
+            if self.extensions[i].is_broken() {
+                continue;
+            }
+            match self.extensions[i].poll().await {
+                Ok(Some(ms)) => next = Some(next.map_or(ms, |n| n.min(ms))),
+                Ok(None) => {}
+                Err(e) => {
+                    let name = self.extensions[i].name.clone();
+                    self.error(&name, "timer", &e);
+                }
+            }
+        }
+        self.flush_bus().await;
+        next.map(std::time::Duration::from_millis)
+    }
+
     pub fn shutdown_requested(&self) -> bool {
         self.shared.state.lock().unwrap().shutdown_requested
     }
