@@ -30,7 +30,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use pichamber::extension::types as wit;
+pub use self::pichamber::extension::types as wit;
 
 /// How often the epoch advances; per-call deadlines are measured in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
