@@ -3,8 +3,6 @@
 // extensions expect (timers, AbortController, process, console). Runs once per instance before
 // the extension's modules. Every effect goes through `__host(name, argsJson)`.
 
-import { Buffer, atob, btoa } from "pichamber:node/buffer";
-import { URLPolyfill, URLSearchParamsPolyfill } from "pichamber:node/url";
 
 const hostCall = (name, ...args) => JSON.parse(globalThis.__host(name, JSON.stringify(args)));
 const loadContext = JSON.parse(globalThis.__pichamber_load_context);
@@ -189,11 +187,36 @@ if (typeof globalThis.AbortController !== "function") {
   globalThis.AbortSignal = AbortSignalLite;
 }
 if (typeof globalThis.DOMException !== "function") globalThis.DOMException = DOMExceptionLite;
-// Node's globals that extensions use without importing them.
-if (typeof globalThis.Buffer !== "function") globalThis.Buffer = Buffer;
-if (typeof globalThis.atob !== "function") Object.assign(globalThis, { atob, btoa });
-if (typeof globalThis.URL !== "function") globalThis.URL = URLPolyfill;
-if (typeof globalThis.URLSearchParams !== "function") globalThis.URLSearchParams = URLSearchParamsPolyfill;
+// Node's globals that extensions use without importing them, loaded on first use: most
+// extensions never touch them, and compiling their modules would slow every start.
+const requireModule = globalThis.__pichamber_require;
+delete globalThis.__pichamber_require;
+const loadingGlobals = new Set();
+const lazyGlobal = (name, id, exportName) => {
+  if (name in globalThis) return;
+  const settle = (value) => Object.defineProperty(globalThis, name, { value, writable: true, configurable: true });
+  Object.defineProperty(globalThis, name, {
+    configurable: true,
+    get() {
+      // A module that reads its own global while it is being loaded sees it as absent.
+      if (loadingGlobals.has(id)) return undefined;
+      loadingGlobals.add(id);
+      try {
+        const value = requireModule(id)[exportName];
+        settle(value);
+        return value;
+      } finally {
+        loadingGlobals.delete(id);
+      }
+    },
+    set: settle,
+  });
+};
+lazyGlobal("Buffer", "pichamber:node/buffer", "Buffer");
+lazyGlobal("atob", "pichamber:node/buffer", "atob");
+lazyGlobal("btoa", "pichamber:node/buffer", "btoa");
+lazyGlobal("URL", "pichamber:node/url", "URLPolyfill");
+lazyGlobal("URLSearchParams", "pichamber:node/url", "URLSearchParamsPolyfill");
 if (typeof globalThis.structuredClone !== "function") {
   globalThis.structuredClone = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
 }

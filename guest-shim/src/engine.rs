@@ -2,6 +2,7 @@
 //! JavaScript promise to completion through the host's `start` / `wait` imports.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 
 use javy::quickjs::{Ctx, Function, Object, Value, function::Args, promise::PromiseState, qjs};
@@ -13,6 +14,8 @@ use crate::{hostcall, modules};
 
 thread_local! {
     static RUNTIME: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    /// Compiled modules by id, for `__pichamber_require`.
+    static MODULE_DEFS: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
 }
 
 /// QuickJS's own heap limit; the host's StoreLimits bound the whole instance anyway, this makes
@@ -43,6 +46,7 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
             qjs::JS_SetModuleLoaderFunc(rt, None, Some(load_module), std::ptr::null_mut());
         }
         hostcall::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         let context_json = serde_json::json!({
             "extensionName": context.extension_name,
             "cwd": context.cwd,
@@ -302,7 +306,38 @@ unsafe extern "C" fn load_module(
         let module = qjs::JS_VALUE_GET_PTR(value).cast::<qjs::JSModuleDef>();
         qjs::JS_FreeValue(ctx, value);
         set_import_meta(ctx, module, &module_name);
+        MODULE_DEFS.with(|m| m.borrow_mut().insert(module_name, module as usize));
         module
+    }
+}
+
+/// `__pichamber_require(id)`: a module's namespace, loaded and evaluated synchronously. The
+/// prelude uses it for Node's globals (Buffer, URL...), so a run pays for compiling those
+/// modules only when an extension touches them.
+fn install_require(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
+    let require = Function::new(ctx.clone(), require_module)?;
+    ctx.globals().set("__pichamber_require", require)
+}
+
+fn require_module<'js>(ctx: Ctx<'js>, id: String) -> javy::quickjs::Result<Value<'js>> {
+    // Loading links and evaluates the module (and its imports) before it returns; only the
+    // promise's bookkeeping is left to the job queue.
+    javy::quickjs::Module::import(&ctx, id.clone())?;
+    let Some(module) = MODULE_DEFS.with(|m| m.borrow().get(&id).copied()) else {
+        return Err(javy::quickjs::Exception::throw_reference(
+            &ctx,
+            &format!("Cannot find module '{id}'"),
+        ));
+    };
+    // SAFETY: `module` was returned by JS_Eval for this context and modules live as long as
+    // the context; the namespace is a new reference handed over to rquickjs.
+    unsafe {
+        let namespace =
+            qjs::JS_GetModuleNamespace(ctx.as_raw().as_ptr(), module as *mut qjs::JSModuleDef);
+        if qjs::JS_VALUE_GET_TAG(namespace) == qjs::JS_TAG_EXCEPTION {
+            return Err(javy::quickjs::Error::Exception);
+        }
+        Ok(Value::from_raw(ctx, namespace))
     }
 }
 

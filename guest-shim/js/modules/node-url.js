@@ -555,8 +555,10 @@ export class URLPolyfill {
   }
 }
 
-export const URL = globalThis.URL ?? URLPolyfill;
-export const URLSearchParams = globalThis.URLSearchParams ?? URLSearchParamsPolyfill;
+// Read the globals without triggering the prelude's lazy getters (which load this module).
+const nativeGlobal = (name) => Object.getOwnPropertyDescriptor(globalThis, name)?.value;
+export const URL = nativeGlobal("URL") ?? URLPolyfill;
+export const URLSearchParams = nativeGlobal("URLSearchParams") ?? URLSearchParamsPolyfill;
 
 function nodeError(Ctor, code, message) {
   const err = new Ctor(message);
