@@ -629,6 +629,12 @@ export function getCurves() {
 
 // ---- Hash / Hmac -------------------------------------------------------------------------
 
+function digestAlreadyCalled() {
+  const err = new Error("Digest already called");
+  err.code = "ERR_CRYPTO_HASH_FINALIZED";
+  return err;
+}
+
 export class Hash {
   #impl;
   #finalized = false;
@@ -638,31 +644,19 @@ export class Hash {
   }
 
   update(data, inputEncoding) {
-    if (this.#finalized) {
-      const err = new Error("Digest already called");
-      err.code = "ERR_CRYPTO_HASH_FINALIZED";
-      throw err;
-    }
+    if (this.#finalized) throw digestAlreadyCalled();
     this.#impl.update(toBytes(data, inputEncoding));
     return this;
   }
 
   digest(encoding) {
-    if (this.#finalized) {
-      const err = new Error("Digest already called");
-      err.code = "ERR_CRYPTO_HASH_FINALIZED";
-      throw err;
-    }
+    if (this.#finalized) throw digestAlreadyCalled();
     this.#finalized = true;
     return encodeOutput(this.#impl.digest(), encoding);
   }
 
   copy() {
-    if (this.#finalized) {
-      const err = new Error("Digest already called");
-      err.code = "ERR_CRYPTO_HASH_FINALIZED";
-      throw err;
-    }
+    if (this.#finalized) throw digestAlreadyCalled();
     return new Hash(null, undefined, this.#impl.clone());
   }
 }
@@ -708,11 +702,7 @@ export class Hmac {
   }
 
   update(data, inputEncoding) {
-    if (this.#finalized) {
-      const err = new Error("Digest already called");
-      err.code = "ERR_CRYPTO_HASH_FINALIZED";
-      throw err;
-    }
+    if (this.#finalized) throw digestAlreadyCalled();
     this.#impl.update(toBytes(data, inputEncoding));
     return this;
   }

@@ -198,33 +198,15 @@ function readBytes(abs, shown, syscall = "open") {
 
 // ---- Stats / Dirent ----------------------------------------------------------------------
 
-export class Stats {
-  constructor(raw) {
-    const mode = raw.isSymbolicLink ? 0o120777 : (raw.mode ?? (raw.isDirectory ? 0o40755 : 0o100644));
-    this.dev = 0;
-    this.mode = mode;
-    this.nlink = 1;
-    this.uid = 1000;
-    this.gid = 1000;
-    this.rdev = 0;
-    this.blksize = 4096;
-    this.ino = 0;
-    this.size = raw.size ?? 0;
-    this.blocks = Math.ceil(this.size / 512);
-    this.atimeMs = raw.atimeMs ?? 0;
-    this.mtimeMs = raw.mtimeMs ?? 0;
-    this.ctimeMs = raw.mtimeMs ?? 0;
-    this.birthtimeMs = raw.birthtimeMs ?? 0;
-    this.atime = new Date(this.atimeMs);
-    this.mtime = new Date(this.mtimeMs);
-    this.ctime = new Date(this.ctimeMs);
-    this.birthtime = new Date(this.birthtimeMs);
-    Object.defineProperty(this, "_kind", {
-      value: raw.isSymbolicLink ? "link" : raw.isDirectory ? "dir" : raw.isFile ? "file" : "other",
-      enumerable: false,
-    });
-  }
+// What Stats and Dirent share: the kind of the entry, and Node's is*() predicates over it.
+function setKind(target, raw) {
+  Object.defineProperty(target, "_kind", {
+    value: raw.isSymbolicLink ? "link" : raw.isDirectory ? "dir" : raw.isFile ? "file" : "other",
+    enumerable: false,
+  });
+}
 
+class EntryKind {
   isFile() {
     return this._kind === "file";
   }
@@ -254,44 +236,42 @@ export class Stats {
   }
 }
 
-export class Dirent {
+export class Stats extends EntryKind {
+  constructor(raw) {
+    super();
+    const mode = raw.isSymbolicLink ? 0o120777 : (raw.mode ?? (raw.isDirectory ? 0o40755 : 0o100644));
+    this.dev = 0;
+    this.mode = mode;
+    this.nlink = 1;
+    this.uid = 1000;
+    this.gid = 1000;
+    this.rdev = 0;
+    this.blksize = 4096;
+    this.ino = 0;
+    this.size = raw.size ?? 0;
+    this.blocks = Math.ceil(this.size / 512);
+    this.atimeMs = raw.atimeMs ?? 0;
+    this.mtimeMs = raw.mtimeMs ?? 0;
+    this.ctimeMs = raw.mtimeMs ?? 0;
+    this.birthtimeMs = raw.birthtimeMs ?? 0;
+    this.atime = new Date(this.atimeMs);
+    this.mtime = new Date(this.mtimeMs);
+    this.ctime = new Date(this.ctimeMs);
+    this.birthtime = new Date(this.birthtimeMs);
+    setKind(this, raw);
+  }
+
+}
+
+export class Dirent extends EntryKind {
   constructor(name, parentPath, raw) {
+    super();
     this.name = name;
     this.parentPath = parentPath;
     this.path = parentPath;
-    Object.defineProperty(this, "_kind", {
-      value: raw.isSymbolicLink ? "link" : raw.isDirectory ? "dir" : raw.isFile ? "file" : "other",
-      enumerable: false,
-    });
+    setKind(this, raw);
   }
 
-  isFile() {
-    return this._kind === "file";
-  }
-
-  isDirectory() {
-    return this._kind === "dir";
-  }
-
-  isSymbolicLink() {
-    return this._kind === "link";
-  }
-
-  isBlockDevice() {
-    return false;
-  }
-
-  isCharacterDevice() {
-    return false;
-  }
-
-  isFIFO() {
-    return false;
-  }
-
-  isSocket() {
-    return false;
-  }
 }
 
 // ---- synchronous API ---------------------------------------------------------------------
