@@ -12,8 +12,15 @@ fn main() {
         let path = dir.join(file.as_str().unwrap());
         assert!(path.exists(), "{} is listed but missing", path.display());
         println!("cargo:rerun-if-changed={}", path.display());
-        out.push_str(&format!("    ({id:?}, include_str!({:?})),\n", path.display().to_string()));
+        out.push_str(&format!(
+            "    ({id:?}, include_str!({:?})),\n",
+            path.display().to_string()
+        ));
     }
     out.push_str("];\n");
-    fs::write(PathBuf::from(env::var("OUT_DIR").unwrap()).join("virtual_modules.rs"), out).unwrap();
+    fs::write(
+        PathBuf::from(env::var("OUT_DIR").unwrap()).join("virtual_modules.rs"),
+        out,
+    )
+    .unwrap();
 }

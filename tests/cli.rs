@@ -437,3 +437,75 @@ fn work_left_running_by_a_handler_runs_between_steps() {
         .unwrap();
     assert_eq!(late["entry"]["data"], json!({ "ok": true }));
 }
+
+#[test]
+fn files_outside_the_grants_are_denied_with_the_flag_that_grants_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let ro = root.join("ro");
+    let rw = root.join("rw");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::create_dir_all(&rw).unwrap();
+    std::fs::write(ro.join("a.txt"), "secret").unwrap();
+    std::fs::write(root.join("outside.txt"), "not yours").unwrap();
+    let ext = write(
+        &dir,
+        "ext/fsx.ts",
+        &format!(
+            r#"import {{ readFileSync, writeFileSync }} from "node:fs";
+export default function (pi: any) {{
+  pi.registerCommand("fs", {{ handler: async () => {{
+    const out: Record<string, string> = {{}};
+    const attempt = (name: string, f: () => unknown) => {{
+      try {{ out[name] = String(f()); }} catch (e: any) {{ out[name] = `${{e.code}} | ${{e.message}}`; }}
+    }};
+    attempt("read-granted", () => readFileSync("{ro}/a.txt", "utf8"));
+    attempt("read-outside", () => readFileSync("{root}/outside.txt", "utf8"));
+    attempt("escape", () => readFileSync("{ro}/../outside.txt", "utf8"));
+    attempt("write-read-only", () => writeFileSync("{ro}/b.txt", "x"));
+    attempt("write-granted", () => {{ writeFileSync("{rw}/b.txt", "written"); return "ok"; }});
+    attempt("missing", () => readFileSync("{ro}/nope.txt", "utf8"));
+    pi.appendEntry("fs", out);
+  }} }});
+}}"#,
+            ro = ro.display(),
+            rw = rw.display(),
+            root = root.display()
+        ),
+    );
+    let ro_flag = format!("--allow-read={}", ro.display());
+    let rw_flag = format!("--allow-write={}", rw.display());
+    let (ok, events, stderr) = common::run_json(&[&ext, &ro_flag, &rw_flag, "--command", "/fs"]);
+    assert!(ok, "{stderr}");
+    let out = &common::of_type(&events, "entry")[0]["entry"]["data"];
+    assert_eq!(out["read-granted"], "secret");
+    let outside = format!(
+        "EACCES | EACCES: permission denied, open '{0}/outside.txt' — {0}/outside.txt is outside the directories this extension may read: grant it with --allow-read={0}",
+        root.display()
+    );
+    assert_eq!(out["read-outside"], json!(outside));
+    assert!(
+        out["escape"].as_str().unwrap().contains("--allow-read="),
+        "{out}"
+    );
+    assert_eq!(
+        out["write-read-only"],
+        json!(format!(
+            "EACCES | EACCES: permission denied, open '{0}/b.txt' — {0} is granted read-only: grant writing with --allow-write={0}",
+            ro.display()
+        ))
+    );
+    assert_eq!(out["write-granted"], "ok");
+    assert_eq!(
+        std::fs::read_to_string(rw.join("b.txt")).unwrap(),
+        "written"
+    );
+    assert!(!ro.join("b.txt").exists());
+    assert!(
+        out["missing"]
+            .as_str()
+            .unwrap()
+            .starts_with("ENOENT | ENOENT: no such file or directory"),
+        "{out}"
+    );
+}

@@ -9,7 +9,9 @@ use javy::quickjs::{Ctx, Function, Object, Value, function::Args, promise::Promi
 use javy::{Config, Runtime};
 
 use crate::bindings::pichamber::extension::host;
-use crate::bindings::pichamber::extension::types::{DialogAnswer, LoadContext, ModuleSource, Outcome};
+use crate::bindings::pichamber::extension::types::{
+    DialogAnswer, LoadContext, ModuleSource, Outcome,
+};
 use crate::{hostcall, modules};
 
 thread_local! {
@@ -100,7 +102,10 @@ pub fn call_prelude(name: &str, args: &[&str]) -> Result<String, String> {
             match parsed {
                 serde_json::Value::Object(mut map) => {
                     if let Some(error) = map.remove("error") {
-                        Err(error.as_str().map(str::to_owned).unwrap_or_else(|| error.to_string()))
+                        Err(error
+                            .as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| error.to_string()))
                     } else {
                         Ok(map
                             .remove("ok")
@@ -274,7 +279,9 @@ unsafe extern "C" fn load_module(
     name: *const c_char,
     _opaque: *mut c_void,
 ) -> *mut qjs::JSModuleDef {
-    let module_name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    let module_name = unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
     let Some(source) = modules::take_source(&module_name) else {
         unsafe {
             qjs::JS_ThrowReferenceError(
@@ -349,13 +356,21 @@ unsafe fn set_import_meta(ctx: *mut qjs::JSContext, module: *mut qjs::JSModuleDe
         Some(i) => &name[..i],
         None => ".",
     };
-    let url = if name.starts_with('/') { format!("file://{name}") } else { name.to_owned() };
+    let url = if name.starts_with('/') {
+        format!("file://{name}")
+    } else {
+        name.to_owned()
+    };
     unsafe {
         let meta = qjs::JS_GetImportMeta(ctx, module);
         if qjs::JS_VALUE_GET_TAG(meta) == qjs::JS_TAG_EXCEPTION {
             return;
         }
-        for (key, value) in [(c"url", url.as_str()), (c"filename", name), (c"dirname", dirname)] {
+        for (key, value) in [
+            (c"url", url.as_str()),
+            (c"filename", name),
+            (c"dirname", dirname),
+        ] {
             let text = qjs::JS_NewStringLen(ctx, value.as_ptr().cast(), value.len() as _);
             qjs::JS_SetPropertyStr(ctx, meta, key.as_ptr(), text);
         }

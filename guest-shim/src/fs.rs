@@ -14,7 +14,24 @@ use crate::hostcall::Args;
 
 pub fn call(op: &str, a: &Args) -> Result<Value, String> {
     let path = a.str(0);
-    let fail = |e: std::io::Error| node_error(&e, op, &path);
+    let fail = |e: std::io::Error| {
+        let second = a.opt_str(1).filter(|_| matches!(op, "rename" | "copyFile"));
+        let mut text = node_error(&e, op, &path);
+        // Say which capability is missing when a path lies outside what was granted.
+        let hint = capability_hint(&path, writes(op))
+            .or_else(|| second.as_deref().and_then(|to| capability_hint(to, true)));
+        if let Some(hint) = hint {
+            text = format!(
+                "{} — {hint}",
+                text.replacen(
+                    "ENOENT: no such file or directory",
+                    "EACCES: permission denied",
+                    1
+                )
+            );
+        }
+        text
+    };
     match op {
         "readFile" => {
             let bytes = fs::read(&path).map_err(fail)?;
@@ -26,7 +43,10 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
         }
         "writeFile" => {
             let data: Vec<u8> = match a.value(1) {
-                Value::Array(items) => items.iter().map(|v| v.as_u64().unwrap_or(0) as u8).collect(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|v| v.as_u64().unwrap_or(0) as u8)
+                    .collect(),
                 Value::String(s) => s.clone().into_bytes(),
                 other => other.to_string().into_bytes(),
             };
@@ -109,12 +129,95 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
         }
         "unlink" => fs::remove_file(&path).map(|()| Value::Null).map_err(fail),
         "rmdir" => fs::remove_dir(&path).map(|()| Value::Null).map_err(fail),
-        "rename" => fs::rename(&path, a.str(1)).map(|()| Value::Null).map_err(fail),
+        "rename" => fs::rename(&path, a.str(1))
+            .map(|()| Value::Null)
+            .map_err(fail),
         "copyFile" => fs::copy(&path, a.str(1)).map(|_| Value::Null).map_err(fail),
         "realpath" => fs::canonicalize(&path)
             .map(|p| Value::String(p.to_string_lossy().into_owned()))
             .map_err(fail),
         other => Err(format!("ENOSYS: fs.{other} is not supported")),
+    }
+}
+
+/// Whether an operation changes the filesystem (and so needs a writable grant).
+fn writes(op: &str) -> bool {
+    matches!(
+        op,
+        "writeFile" | "mkdir" | "rm" | "unlink" | "rmdir" | "rename" | "copyFile"
+    )
+}
+
+/// A directory tree the host granted (a WASI preopen), and whether it may be written.
+struct Grant {
+    path: String,
+    writable: bool,
+}
+
+fn grants() -> &'static [Grant] {
+    static GRANTS: std::sync::OnceLock<Vec<Grant>> = std::sync::OnceLock::new();
+    GRANTS.get_or_init(|| {
+        use wasip2::filesystem::types::DescriptorFlags;
+        wasip2::filesystem::preopens::get_directories()
+            .into_iter()
+            .map(|(descriptor, path)| Grant {
+                writable: descriptor
+                    .get_flags()
+                    .is_ok_and(|f| f.contains(DescriptorFlags::MUTATE_DIRECTORY)),
+                path: path.trim_end_matches('/').to_owned(),
+            })
+            .collect()
+    })
+}
+
+/// `/a/./b/../c` → `/a/c` (lexically; symlinks are the host's business).
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Names the missing capability and the flag that grants it, when `path` is outside the
+/// granted trees (or inside a read-only one and `write` is wanted).
+fn capability_hint(path: &str, write: bool) -> Option<String> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let path = normalize(path);
+    let inside = grants()
+        .iter()
+        .filter(|g| {
+            g.path.is_empty() || path == g.path || path.starts_with(&format!("{}/", g.path))
+        })
+        .max_by_key(|g| g.path.len());
+    let directory = |p: &str| {
+        p.rsplit_once('/')
+            .map(|(d, _)| if d.is_empty() { "/" } else { d })
+            .unwrap_or("/")
+            .to_owned()
+    };
+    match inside {
+        None if write => Some(format!(
+            "{path} is outside the directories this extension may write: grant it with --allow-write={}",
+            directory(&path)
+        )),
+        None => Some(format!(
+            "{path} is outside the directories this extension may read: grant it with --allow-read={}",
+            directory(&path)
+        )),
+        Some(g) if write && !g.writable => Some(format!(
+            "{} is granted read-only: grant writing with --allow-write={}",
+            g.path, g.path
+        )),
+        Some(_) => None,
     }
 }
 

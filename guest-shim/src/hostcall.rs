@@ -76,7 +76,11 @@ impl Args {
             .as_array()
             .map(|a| {
                 a.iter()
-                    .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| v.to_string())
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -121,10 +125,7 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
         "registerCommand" => unit(host::register_command(&CommandDefinition {
             name: a.field_str("name").unwrap_or_default(),
             description: a.field_str("description"),
-            has_argument_completions: a
-                .field("hasArgumentCompletions")
-                .as_bool()
-                .unwrap_or(false),
+            has_argument_completions: a.field("hasArgumentCompletions").as_bool().unwrap_or(false),
         })),
         "subscribe" => unit(host::subscribe(&a.str(0))),
         "registerFlag" => unit(host::register_flag(&FlagDefinition {
@@ -161,7 +162,9 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
             unit(host::append_entry(&a.str(0), data.as_deref()))
         }
         "setSessionName" => unit(host::set_session_name(&a.str(0))),
-        "getSessionName" => Ok(host::get_session_name().map(Value::String).unwrap_or(Value::Null)),
+        "getSessionName" => Ok(host::get_session_name()
+            .map(Value::String)
+            .unwrap_or(Value::Null)),
         "setLabel" => unit(host::set_label(&a.str(0), a.opt_str(1).as_deref())),
         "sessionRead" => host::session_read(&a.str(0), &a.json(1)).map(|s| parse(&s)),
         "getActiveTools" => Ok(json!(host::get_active_tools())),

@@ -25,11 +25,7 @@ use serde_json::{Value, json};
 struct Extension;
 
 impl Guest for Extension {
-    fn load(
-        modules: Vec<ModuleSource>,
-        entry: String,
-        context: LoadContext,
-    ) -> Result<(), String> {
+    fn load(modules: Vec<ModuleSource>, entry: String, context: LoadContext) -> Result<(), String> {
         engine::load(modules, &entry, context)
     }
 
@@ -51,14 +47,14 @@ impl Guest for Extension {
 
     fn execute_tool(tool: String, tool_call_id: String, params: String, ctx: String) -> ToolResult {
         let out = engine::call_prelude("executeTool", &[&tool, &tool_call_id, &params, &ctx]);
-        let value: Value = match out.and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
-        {
-            Ok(v) => v,
-            Err(message) => json!({
-                "content": [{"type": "text", "text": message}],
-                "isError": true,
-            }),
-        };
+        let value: Value =
+            match out.and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string())) {
+                Ok(v) => v,
+                Err(message) => json!({
+                    "content": [{"type": "text", "text": message}],
+                    "isError": true,
+                }),
+            };
         ToolResult {
             content: value
                 .get("content")
@@ -69,7 +65,10 @@ impl Guest for Extension {
                 .get("details")
                 .filter(|d| !d.is_null())
                 .map(Value::to_string),
-            is_error: value.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            is_error: value
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             terminate: value
                 .get("terminate")
                 .and_then(Value::as_bool)

@@ -107,7 +107,9 @@ function fsError(code, text, syscall, path, dest) {
 // Node-shaped error reporting the path as the caller gave it.
 function convertHostError(e, syscallOverride, shownPath, hostPath, dest) {
   const msg = String(e?.message ?? e);
-  const m = /^([A-Z][A-Z0-9_]*): ([^,]*), (\w+)(?: '([\s\S]*?)')?(?: \([\s\S]*\))?$/.exec(msg);
+  // An optional " — hint" (a missing capability and the flag that grants it) is kept.
+  const [detail, hint] = msg.split(" — ", 2);
+  const m = /^([A-Z][A-Z0-9_]*): ([^,]*), (\w+)(?: '([\s\S]*?)')?(?: \([\s\S]*\))?$/.exec(detail);
   if (!m) {
     const err = new Error(msg);
     err.code = /^([A-Z][A-Z0-9_]+):/.exec(msg)?.[1] ?? "EIO";
@@ -117,7 +119,9 @@ function convertHostError(e, syscallOverride, shownPath, hostPath, dest) {
   const [, code, text, syscall, reportedPath] = m;
   let path = reportedPath;
   if (shownPath !== undefined && (reportedPath === undefined || reportedPath === hostPath)) path = shownPath;
-  return fsError(code, text, syscallOverride ?? syscall, path, dest);
+  const err = fsError(code, text, syscallOverride ?? syscall, path, dest);
+  if (hint) err.message += ` — ${hint}`;
+  return err;
 }
 
 function hostCall(op, args, syscall, shownPath, dest) {
