@@ -509,3 +509,78 @@ export default function (pi: any) {{
         "{out}"
     );
 }
+
+#[test]
+fn memory_and_stack_exhaustion_stop_only_the_offending_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = write(
+        &dir,
+        "hostile.js",
+        r#"export default (pi) => {
+             pi.registerCommand("bomb", { handler: async () => { const a = []; for (;;) a.push(new Array(1e6).fill(1)); } });
+             pi.registerCommand("recurse", { handler: async () => { const f = (n) => f(n + 1) + 1; f(0); } });
+             pi.registerCommand("strbomb", { handler: async () => { let s = "x"; for (;;) s += s; } });
+             pi.registerCommand("still", { handler: async () => pi.appendEntry("hostile-alive", {}) });
+           };"#,
+    );
+    let bystander = write(
+        &dir,
+        "bystander.js",
+        r#"export default (pi) => pi.registerCommand("ok", { handler: async () => pi.appendEntry("bystander-alive", {}) });"#,
+    );
+    let errors_of = |events: &[Value]| -> Vec<String> {
+        common::of_type(events, "extension_error")
+            .iter()
+            .map(|e| e["error"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let alive = |events: &[Value], kind: &str| {
+        common::of_type(events, "entry")
+            .iter()
+            .any(|e| e["entry"]["customType"] == kind)
+    };
+
+    // Memory: the instance limit stops it, the message names the flag; the other extension goes on.
+    let (ok, events, _) = common::run_json(&[
+        &hostile,
+        &bystander,
+        "--memory-limit",
+        "64",
+        "--command",
+        "/bomb",
+        "--command",
+        "/ok",
+    ]);
+    assert!(!ok);
+    assert_eq!(
+        errors_of(&events)[0],
+        "the extension was stopped: exceeded its memory limit (raise it with --memory-limit=MIB)"
+    );
+    assert!(alive(&events, "bystander-alive"));
+
+    // Unbounded recursion: stopped, reported, the other extension goes on.
+    let (_, events, _) = common::run_json(&[
+        &hostile,
+        &bystander,
+        "--command",
+        "/recurse",
+        "--command",
+        "/ok",
+    ]);
+    assert!(
+        errors_of(&events)[0].contains("unbounded recursion"),
+        "{:?}",
+        errors_of(&events)
+    );
+    assert!(alive(&events, "bystander-alive"));
+
+    // A string that outgrows QuickJS is an ordinary exception: the extension itself goes on.
+    let (_, events, _) =
+        common::run_json(&[&hostile, "--command", "/strbomb", "--command", "/still"]);
+    assert!(
+        errors_of(&events)[0].starts_with("string too long"),
+        "{:?}",
+        errors_of(&events)
+    );
+    assert!(alive(&events, "hostile-alive"));
+}

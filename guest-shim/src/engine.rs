@@ -20,9 +20,12 @@ thread_local! {
     static MODULE_DEFS: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
 }
 
-/// QuickJS's own heap limit; the host's StoreLimits bound the whole instance anyway, this makes
-/// running out a catchable JS error instead of a trap where possible.
-const JS_MEMORY_LIMIT: usize = 192 << 20;
+/// QuickJS's own heap limit as a share of the instance's memory limit: running out of heap is
+/// then a catchable JS error, and the instance limit (the host's StoreLimits) still bounds
+/// allocator overhead and fragmentation.
+fn js_memory_limit(instance_limit: u64) -> usize {
+    ((instance_limit / 4 * 3) as usize).max(8 << 20)
+}
 /// Collect garbage every few MiB of allocation: instances live as long as a session.
 const JS_GC_THRESHOLD: usize = 8 << 20;
 const JS_STACK_LIMIT: usize = 512 << 10;
@@ -37,7 +40,7 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
     config
         .text_encoding(true)
         .gc_threshold(JS_GC_THRESHOLD)
-        .memory_limit(JS_MEMORY_LIMIT)
+        .memory_limit(js_memory_limit(context.memory_limit))
         .max_stack_size(JS_STACK_LIMIT);
     let runtime = Runtime::new(config).map_err(|e| format!("cannot start QuickJS: {e}"))?;
     runtime.context().with(|ctx| -> Result<(), String> {

@@ -190,6 +190,7 @@ impl ExtensionInstance {
             mode: session.mode.clone(),
             has_ui: session.has_ui,
             env: options.grants.env_pairs(),
+            memory_limit: options.memory_limit as u64,
         };
         let entry = artifact.manifest.entry.clone();
         let loaded = guest_call!(instance, |g, s| g.call_load(s, &modules, &entry, &context))?;
@@ -327,20 +328,30 @@ fn describe_trap(error: &wasmtime::Error) -> String {
     if let Some(deadline) = error.downcast_ref::<DeadlineExceeded>() {
         return deadline.to_string();
     }
+    // The causes, without wasmtime's wasm backtrace (function indices mean nothing to a user).
+    let causes: Vec<String> = error.chain().map(|c| c.to_string()).collect();
+    if causes.iter().any(|c| c.contains("growing memory")) {
+        return "exceeded its memory limit (raise it with --memory-limit=MIB)".into();
+    }
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         return match trap {
             wasmtime::Trap::StackOverflow => "stack overflow (unbounded recursion?)".into(),
+            // QuickJS does no stack checks on WASI: deep recursion runs off the stack, which
+            // sits at the bottom of linear memory, and lands here.
+            wasmtime::Trap::MemoryOutOfBounds => {
+                "ran out of stack or touched memory outside its sandbox (unbounded recursion?)"
+                    .into()
+            }
             wasmtime::Trap::UnreachableCodeReached => {
                 "the guest aborted (out of memory or an internal error)".into()
             }
             other => format!("trap: {other}"),
         };
     }
-    let text = format!("{error:#}");
-    if text.contains("forcing a memory growth failure")
-        || text.contains("memory") && text.contains("limit")
-    {
-        return "exceeded its memory limit (raise it with --memory-limit=MIB)".into();
-    }
-    text
+    causes
+        .iter()
+        .rev()
+        .find(|c| !c.starts_with("error while executing at wasm backtrace"))
+        .cloned()
+        .unwrap_or_else(|| format!("{error:#}"))
 }
