@@ -187,6 +187,16 @@ function abortError(signal) {
   return err;
 }
 
+// The program ended: record its status and deliver its whole output on the streams.
+function settleOutput(child, r) {
+  child.exitCode = r.code;
+  child.signalCode = r.signal;
+  child.stdout._push(r.stdout);
+  child.stderr._push(r.stderr);
+  child.stdout._finish();
+  child.stderr._finish();
+}
+
 function runWithCallback(command, args, options, callback, displayCmd) {
   const child = new ChildProcess();
   const encoding = options.encoding === undefined ? "utf8" : options.encoding;
@@ -195,12 +205,7 @@ function runWithCallback(command, args, options, callback, displayCmd) {
     (r) => {
       const stdout = decode(r.stdout, encoding);
       const stderr = decode(r.stderr, encoding);
-      child.exitCode = r.code;
-      child.signalCode = r.signal;
-      child.stdout._push(r.stdout);
-      child.stderr._push(r.stderr);
-      child.stdout._finish();
-      child.stderr._finish();
+      settleOutput(child, r);
       child.emit("exit", r.code, r.signal);
       child.emit("close", r.code, r.signal);
       if (!callback) return;
@@ -296,12 +301,7 @@ export function spawn(command, args, options) {
   queueMicrotask(() => child.emit("spawn"));
   start(child, cmd, argv, opts).then(
     (r) => {
-      child.exitCode = r.code;
-      child.signalCode = r.signal;
-      child.stdout._push(r.stdout);
-      child.stderr._push(r.stderr);
-      child.stdout._finish();
-      child.stderr._finish();
+      settleOutput(child, r);
       if (r.killed && opts.signal?.aborted && child.listenerCount("error") > 0)
         child.emit("error", abortError(opts.signal));
       child.emit("exit", r.code, r.signal);
