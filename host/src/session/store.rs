@@ -308,7 +308,8 @@ impl std::fmt::Debug for SessionStore {
 
 impl SessionStore {
     /// A new session file `<timestamp>_<uuidv7>.jsonl` in `dir` (created if missing), with
-    /// its header already on disk.
+    /// its header already on disk. pi creates the file only with the first assistant message;
+    /// we write at once because every append must be durable before it is reported.
     pub fn create(dir: impl AsRef<Path>, cwd: &str, policy: SyncPolicy) -> Result<Self> {
         Self::create_with_parent(dir, cwd, None, policy)
     }
@@ -649,7 +650,8 @@ impl SessionStore {
         self.entries.push(entry);
     }
 
-    /// Writes the entry (durably, per the policy) and only then adds it to the session.
+    /// Writes the entry (durably, per the policy) and only then adds it to the session, so a
+    /// failed write leaves the session as it was. (pi adds first and writes later.)
     fn append_entry(&mut self, entry: Value) -> Result<Value> {
         if let Some(backing) = &mut self.backing {
             let mut line = serde_json::to_string(&entry).context("cannot serialise entry")?;
