@@ -9,12 +9,14 @@
 //! - [`source_map`]: runtime error positions mapped back to the extension's sources.
 //! - [`tools`]: pi's built-in tools (read, bash, edit, write, grep, find, ls), confined to the
 //!   session's workspace.
+//! - [`model`]: model providers (OpenAI-compatible, scripted, a mock endpoint).
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
 pub mod bundle;
 pub mod capabilities;
 pub mod cli;
+pub mod model;
 pub mod runtime;
 pub mod session;
 pub mod source_map;
