@@ -472,12 +472,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             .set_active_tools(names)
             .map_err(anyhow::Error::msg)?;
     }
-    let _ = session
-        .emit(
-            "session_start",
-            json!({ "type": "session_start", "reason": "startup" }),
-        )
-        .await;
+    session.start().await;
     for step in steps {
         // Work an extension left running (a due timer, an answered dialog) runs between steps.
         session.poll().await;

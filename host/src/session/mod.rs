@@ -6,6 +6,7 @@
 pub mod agent_loop;
 pub mod dialogs;
 pub mod events;
+pub mod lifecycle;
 pub mod messages;
 pub mod state;
 pub mod store;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 pub use agent_loop::{PromptOptions, QueueMode};
 pub use dialogs::{DialogResponder, NoDialogs, ScriptedAnswers, TerminalDialogs};
 pub use events::{EventSink, SessionEvent, UiRequest};
+pub use lifecycle::{ForkOutcome, ForkPosition, TreeOutcome};
 pub use state::{SessionShared, SessionState};
 pub use system_prompt::SystemPromptOptions;
 pub use tool_calls::ToolExecution;
@@ -79,6 +81,8 @@ pub struct Session {
     workspace: Option<Arc<Workspace>>,
     /// pi's turnIndex: counts turn_end events within one agent run.
     turn_index: u64,
+    /// What was loaded, in order, to load again on reload and session switches.
+    artifacts: Vec<Artifact>,
 }
 
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
@@ -150,6 +154,7 @@ impl Session {
             settings: config.agent,
             workspace,
             turn_index: 0,
+            artifacts: Vec::new(),
         }
     }
 
@@ -228,6 +233,16 @@ impl Session {
     /// Loads one extension. A failure is reported as an error entry and the session goes on
     /// without it; the error is returned too.
     pub async fn load(&mut self, artifact: &Artifact) -> Result<(), String> {
+        self.load_shared(artifact.clone()).await
+    }
+
+    async fn load_shared(&mut self, artifact: Artifact) -> Result<(), String> {
+        let result = self.load_instance(&artifact).await;
+        self.artifacts.push(artifact);
+        result
+    }
+
+    async fn load_instance(&mut self, artifact: &Artifact) -> Result<(), String> {
         let index = self.extensions.len();
         let prepared = match self.runtime.prepare(artifact) {
             Ok(p) => p,
@@ -539,10 +554,13 @@ impl Session {
         self.shared.state.lock().unwrap().shutdown_requested
     }
 
-    /// Emits `session_shutdown` and lets every instance finish.
+    /// Emits `session_shutdown` (reason "quit") and lets every instance finish.
     pub async fn shutdown(&mut self) {
         let _ = self
-            .emit("session_shutdown", json!({ "type": "session_shutdown" }))
+            .emit(
+                "session_shutdown",
+                json!({ "type": "session_shutdown", "reason": "quit" }),
+            )
             .await;
         for extension in &mut self.extensions {
             if !extension.is_broken()

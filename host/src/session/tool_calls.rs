@@ -78,7 +78,7 @@ impl Session {
                 let done = match self.preflight(&call, true).await {
                     Preflight::Immediate(f) => f,
                     Preflight::Ready(p) => {
-                        let running = self.start(p);
+                        let running = self.start_tool(p);
                         self.finish(running).await
                     }
                 };
@@ -95,7 +95,7 @@ impl Session {
                         self.tool_execution_end(&f).await;
                         running.push(Running::Done(f));
                     }
-                    Preflight::Ready(p) => running.push(self.start(p)),
+                    Preflight::Ready(p) => running.push(self.start_tool(p)),
                 }
             }
             for run in running {
@@ -209,7 +209,7 @@ impl Session {
     }
 
     /// Starts a prepared call: built-in tools begin running on the host at once.
-    fn start(&mut self, prepared: Prepared) -> Running {
+    fn start_tool(&mut self, prepared: Prepared) -> Running {
         self.shared
             .state
             .lock()
@@ -376,7 +376,7 @@ impl Session {
             match self.preflight(&call, false).await {
                 Preflight::Immediate(f) => f,
                 Preflight::Ready(p) => {
-                    let running = self.start(p);
+                    let running = self.start_tool(p);
                     self.finish(running).await
                 }
             }
