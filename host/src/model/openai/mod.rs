@@ -220,6 +220,9 @@ impl OpenAiModel {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => return asm.fail(is_cancelled(&cancel), format!("{e}")),
             };
+            if event.data.is_empty() {
+                continue;
+            }
             if event.data.starts_with("[DONE]") {
                 break;
             }
