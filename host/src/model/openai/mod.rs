@@ -1,6 +1,6 @@
 //! OpenAI-compatible chat completions, as pi-ai's `openai-completions` provider speaks it:
-//! the payload ([`payload`]), the request with the OpenAI SDK's retries, and the SSE stream
-//! read into pi-ai events ([`response`]).
+//! the payload (`payload`), the request with the OpenAI SDK's retries, and the SSE stream
+//! read into pi-ai events (`response`).
 //!
 //! Like pi (through the OpenAI SDK) a request is retried up to `max_retries` times (default
 //! 2) on connection errors, timeouts and statuses 408, 409, 429 and 5xx, honouring
@@ -118,7 +118,7 @@ impl OpenAiConfig {
         Value::Object(m)
     }
 
-    /// The request body pi would send (see [`payload`]).
+    /// The request body pi would send (pi-ai's `buildParams`).
     pub fn build_payload(&self, ctx: &LlmContext, opts: &StreamOptions) -> Value {
         payload::build(self, ctx, opts)
     }
