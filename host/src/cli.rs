@@ -512,6 +512,8 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
                 }
             }
         }
+        // Turns a step asked for (sendUserMessage, sendMessage with triggerTurn) run now.
+        session.run_requests().await;
     }
     session.poll().await;
     session.shutdown().await;

@@ -57,12 +57,28 @@ fn file_name(store: &SessionStore) -> Value {
 impl Session {
     /// `session_start` for a session that just loaded (reason "startup").
     pub async fn start(&mut self) {
-        let _ = self
-            .emit(
-                "session_start",
-                json!({ "type": "session_start", "reason": "startup" }),
-            )
+        self.session_started(json!({ "type": "session_start", "reason": "startup" }))
             .await;
+    }
+
+    /// `session_start`, then `resources_discover` as pi follows it ("reload" after a
+    /// reload, "startup" otherwise). pichamber has no skills, prompt templates or themes
+    /// to extend, so what extensions discover is not used.
+    async fn session_started(&mut self, event: Value) {
+        let reason = if event["reason"] == "reload" {
+            "reload"
+        } else {
+            "startup"
+        };
+        let _ = self.emit("session_start", event).await;
+        if self.has_handlers("resources_discover") {
+            let _ = self
+                .emit(
+                    "resources_discover",
+                    json!({ "type": "resources_discover", "cwd": self.shared.cwd, "reason": reason }),
+                )
+                .await;
+        }
     }
 
     async fn cancelled_by(&mut self, event: &str, body: Value) -> bool {
@@ -96,12 +112,10 @@ impl Session {
             state.bus.clear();
         }
         self.reload_extensions().await;
-        let _ = self
-            .emit(
-                "session_start",
-                json!({ "type": "session_start", "reason": reason, "previousSessionFile": previous }),
-            )
-            .await;
+        self.session_started(
+            json!({ "type": "session_start", "reason": reason, "previousSessionFile": previous }),
+        )
+        .await;
     }
 
     /// `session_shutdown`, then every instance stops and its registrations go.
@@ -136,11 +150,7 @@ impl Session {
         self.stop_extensions(json!({ "type": "session_shutdown", "reason": "reload" }))
             .await;
         self.reload_extensions().await;
-        let _ = self
-            .emit(
-                "session_start",
-                json!({ "type": "session_start", "reason": "reload" }),
-            )
+        self.session_started(json!({ "type": "session_start", "reason": "reload" }))
             .await;
     }
 
