@@ -2074,4 +2074,398 @@ mod tests {
             None
         );
     }
+
+    // -----------------------------------------------------------------------------------------
+    // Real pi as the oracle (tests/oracle/compaction.mjs)
+
+    /// Runs the oracle script on `request` and returns what pi computed.
+    fn oracle(request: &Value) -> Value {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .join("tests/oracle");
+        assert!(
+            dir.join("node_modules/@mariozechner/pi-coding-agent")
+                .exists(),
+            "real pi is missing: run `npm ci --prefix tests/oracle`"
+        );
+        let mut child = Command::new("node")
+            .arg("compaction.mjs")
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run node (Node.js >= 20 is required)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(request.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "compaction.mjs failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("oracle output is JSON")
+    }
+
+    /// Branches that exercise every rule: turns with tool calls, split turns, earlier
+    /// compactions, custom messages, branch summaries, settings entries, odd text.
+    fn oracle_branches() -> Vec<Vec<Value>> {
+        let mut branches = vec![coding_session().entries];
+
+        let mut b = Branch::default();
+        b.user(&tokens(10));
+        b.assistant(&tokens(10), &[]);
+        b.user(&tokens(10));
+        b.assistant("", &[("c1", "read", json!({ "path": "x.md" }))]);
+        b.result("c1", "read", &tokens(400));
+        b.assistant("", &[("c2", "read", json!({ "path": "y.md" }))]);
+        b.result("c2", "read", &tokens(400));
+        b.assistant(&tokens(10), &[]);
+        branches.push(b.entries);
+
+        let mut b = Branch::default();
+        b.user(&tokens(100));
+        b.assistant(&tokens(100), &[]);
+        let kept = b.user(&tokens(100));
+        b.assistant("", &[("c1", "read", json!({ "path": "new.txt" }))]);
+        b.result("c1", "read", "text");
+        b.compaction(
+            "S1",
+            &kept,
+            json!({ "readFiles": ["old.txt", "new.txt"], "modifiedFiles": ["m.txt"] }),
+        );
+        b.user(&tokens(100));
+        b.assistant_with_usage(&tokens(100), 5000);
+        b.assistant(
+            "",
+            &[("c2", "write", json!({ "path": "m.txt", "content": "x" }))],
+        );
+        b.result("c2", "write", "ok");
+        b.user(&tokens(7));
+        branches.push(b.entries.clone());
+        let mut hooked = b.entries.clone();
+        hooked[5]["fromHook"] = true.into();
+        branches.push(hooked);
+        let mut gone = b.entries.clone();
+        gone[5]["firstKeptEntryId"] = "gone".into();
+        branches.push(gone);
+        // A second compaction on top of the first.
+        let kept2 = b.entries[8]["id"].as_str().unwrap().to_owned();
+        b.compaction(
+            "S2",
+            &kept2,
+            json!({ "readFiles": ["new.txt"], "modifiedFiles": ["m.txt"] }),
+        );
+        b.user(&tokens(30));
+        b.assistant(&tokens(30), &[]);
+        branches.push(b.entries);
+
+        let mut b = Branch::default();
+        b.branch_summary("Tried approach A; it failed.");
+        b.other("label");
+        b.user("fix it");
+        b.assistant("", &[("c1", "bash", json!({ "command": "make" }))]);
+        b.result("c1", "bash", &tokens(500));
+        b.custom_message("Steer: prefer small diffs");
+        b.assistant(&tokens(10), &[]);
+        b.user(&tokens(50));
+        b.custom_message("reminder");
+        b.other("custom");
+        b.assistant(&tokens(50), &[]);
+        b.other("model_change");
+        b.other("thinking_level_change");
+        b.user(&tokens(50));
+        b.assistant(&tokens(50), &[]);
+        branches.push(b.entries);
+
+        // Odd content: UTF-16 lengths, images, thinking, bash executions, custom-role messages,
+        // numbers in arguments, a long tool result, a failed answer, an empty summary.
+        let mut b = Branch::default();
+        b.other("model_change");
+        b.user("héllo 😀 世界 — ok");
+        b.message(json!({ "role": "user", "content": [
+            { "type": "text", "text": "look" },
+            { "type": "image", "data": "AAAA", "mimeType": "image/png" },
+        ]}));
+        b.message(json!({ "role": "assistant", "content": [
+            { "type": "thinking", "thinking": "Let me think 🤔" },
+            { "type": "text", "text": "Reading." },
+            { "type": "toolCall", "id": "c1", "name": "read", "arguments": { "path": "ü.txt", "offset": 2.0, "limit": 1.5, "deep": { "a": [1, null, "x\ny"] } } },
+            { "type": "toolCall", "id": "c2", "name": "grep", "arguments": { "pattern": "\"q\"", "path": "src" } },
+        ], "api": "a", "provider": "p", "model": "m", "stopReason": "toolUse",
+           "usage": { "input": 100, "output": 20, "cacheRead": 5, "cacheWrite": 0, "totalTokens": 0 } }));
+        b.message(json!({ "role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": false, "content": [
+            { "type": "text", "text": format!("{}€", "y".repeat(2500)) },
+            { "type": "image", "data": "AAAA", "mimeType": "image/png" },
+        ]}));
+        b.message(json!({ "role": "toolResult", "toolCallId": "c2", "toolName": "grep", "isError": true, "content": [] }));
+        b.message(json!({ "role": "bashExecution", "command": "ls -la", "output": "a\nb", "exitCode": 1, "cancelled": false, "truncated": false }));
+        b.message(json!({ "role": "bashExecution", "command": "secret", "output": "x", "exitCode": 0, "cancelled": false, "truncated": false, "excludeFromContext": true }));
+        b.message(json!({ "role": "custom", "customType": "n", "content": [{ "type": "text", "text": "injected" }], "display": false }));
+        b.message(json!({ "role": "assistant", "content": [{ "type": "text", "text": "partial" }], "api": "a", "provider": "p", "model": "m",
+            "stopReason": "error", "errorMessage": "boom",
+            "usage": { "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0 } }));
+        b.branch_summary("");
+        b.user(&tokens(20));
+        b.assistant(&"ж".repeat(120), &[]);
+        branches.push(b.entries);
+
+        let mut b = Branch::default();
+        b.other("model_change");
+        b.user("hi");
+        b.assistant("hello", &[]);
+        branches.push(b.entries.clone());
+        let kept = b.entries[1]["id"].as_str().unwrap().to_owned();
+        b.compaction("S", &kept, json!({}));
+        branches.push(b.entries);
+        branches.push(Vec::new());
+        branches
+    }
+
+    #[test]
+    fn oracle_preparations_match_pis() {
+        let keeps = [
+            0, 1, 5, 20, 50, 100, 150, 220, 300, 355, 412, 600, 900, 20000,
+        ];
+        let mut cases = Vec::new();
+        for branch in oracle_branches() {
+            for keep in keeps {
+                cases.push(json!({ "branch": branch, "settings": settings(keep).to_json() }));
+            }
+        }
+        let pi = oracle(&json!({ "cases": cases }));
+        let pi_cases = pi["cases"].as_array().unwrap();
+        assert_eq!(pi_cases.len(), cases.len());
+        let mut prepared = 0;
+        for (case, expected) in cases.iter().zip(pi_cases) {
+            let branch = case["branch"].as_array().unwrap();
+            let keep = &case["settings"]["keepRecentTokens"];
+            let ours = prepare(branch, &CompactionSettings::from_json(&case["settings"]));
+            let at = || format!("branch {} with keep {keep}", branch.len());
+            let estimates: Vec<u64> = branch
+                .iter()
+                .filter(|e| e["type"] == "message")
+                .map(|e| estimate_tokens(&e["message"]))
+                .collect();
+            assert_eq!(
+                json!(estimates),
+                expected["estimates"],
+                "estimates, {}",
+                at()
+            );
+            let Some(ours) = ours else {
+                assert_eq!(expected["preparation"], Value::Null, "{}", at());
+                continue;
+            };
+            prepared += 1;
+            // Numbers as JavaScript holds them (2.0 is 2).
+            let ours_json: Value = serde_json::from_str(&js_stringify(&ours.to_json())).unwrap();
+            assert_eq!(ours_json, expected["preparation"], "{}", at());
+            let serialized = serialize_conversation(&convert_to_llm(&ours.messages_to_summarize));
+            assert_eq!(serialized, expected["serialized"], "{}", at());
+            let prefix = serialize_conversation(&convert_to_llm(&ours.turn_prefix_messages));
+            assert_eq!(prefix, expected["serializedPrefix"], "{}", at());
+        }
+        // The cases must reach the interesting paths, not only the refusals.
+        assert!(prepared > cases.len() / 2);
+        assert!(
+            pi_cases
+                .iter()
+                .any(|c| c["preparation"]["isSplitTurn"] == true)
+        );
+        assert!(
+            pi_cases
+                .iter()
+                .any(|c| c["preparation"]["previousSummary"].is_string())
+        );
+        assert!(pi_cases.iter().any(|c| {
+            c["serialized"]
+                .as_str()
+                .is_some_and(|s| s.contains("more characters truncated"))
+        }));
+    }
+
+    #[test]
+    fn oracle_thresholds_and_overflow_match_pis() {
+        let s = CompactionSettings::default();
+        let mut thresholds = Vec::new();
+        for (tokens, window) in [
+            (0, 0),
+            (83_616, 100_000),
+            (83_617, 100_000),
+            (10, 1000),
+            (200_000, 200_000),
+        ] {
+            for enabled in [true, false] {
+                let settings = CompactionSettings { enabled, ..s };
+                thresholds.push((tokens, window, settings));
+            }
+        }
+        let errors = [
+            "prompt is too long: 213462 tokens > 200000 maximum",
+            "413 {\"error\":{\"type\":\"request_too_large\"}}",
+            "Your input exceeds the context window of this model",
+            "The input token count (1196265) exceeds the maximum number of tokens allowed",
+            "This model's maximum prompt length is 131072 but the request contains 537812 tokens",
+            "400 status code (no body)",
+            "ThrottlingException: Too many tokens, please wait",
+            "Throttling error: Too many tokens",
+            "Rate limit reached: too many tokens",
+            "prompt too long; exceeded max context length by 5 tokens",
+            "CONTEXT_LENGTH_EXCEEDED",
+            "overloaded",
+            "",
+        ];
+        let mut overflow: Vec<(Value, u64)> = errors
+            .iter()
+            .map(|e| (answer("error", 0, Some(e)), 0))
+            .collect();
+        for (stop, input, output, window) in [
+            ("stop", 100_001, 5, 100_000),
+            ("stop", 100_000, 5, 100_000),
+            ("stop", 100_001, 5, 0),
+            ("length", 99_000, 0, 100_000),
+            ("length", 98_999, 0, 100_000),
+            ("length", 99_500, 1, 100_000),
+        ] {
+            let mut m = answer(stop, input, None);
+            m["usage"]["output"] = output.into();
+            overflow.push((m, window));
+        }
+        let pi = oracle(&json!({
+            "thresholds": thresholds.iter().map(|(t, w, s)| json!({ "contextTokens": t, "contextWindow": w, "settings": s.to_json() })).collect::<Vec<_>>(),
+            "overflow": overflow.iter().map(|(m, w)| json!({ "message": m, "contextWindow": w })).collect::<Vec<_>>(),
+        }));
+        let ours: Vec<bool> = thresholds
+            .iter()
+            .map(|(t, w, s)| should_compact(*t, *w, s))
+            .collect();
+        assert_eq!(json!(ours), pi["thresholds"]);
+        let ours: Vec<bool> = overflow
+            .iter()
+            .map(|(m, w)| is_context_overflow(m, *w))
+            .collect();
+        assert_eq!(json!(ours), pi["overflow"]);
+    }
+
+    /// A summarisation request with the instruction texts (ours are worded apart from pi's)
+    /// replaced by which instructions they are; everything else must match pi's exactly.
+    fn normalise_request(body: &Value) -> Value {
+        let mut body = body.clone();
+        let messages = body["messages"].as_array_mut().unwrap();
+        assert_eq!(messages.len(), 2, "system prompt and one user message");
+        messages[0]["content"] = "<system prompt>".into();
+        let text = match &messages[1]["content"] {
+            Value::String(s) => s.clone(),
+            other => other[0]["text"].as_str().unwrap().to_owned(),
+        };
+        let (conversation, rest) = text.split_once("</conversation>\n\n").unwrap();
+        let (previous, rest) = match rest.split_once("</previous-summary>\n\n") {
+            Some((p, r)) => (p.to_owned(), r),
+            None => (String::new(), rest),
+        };
+        let (instructions, focus) = match rest.split_once("\n\nAdditional focus: ") {
+            Some((i, f)) => (i, f),
+            None => (rest, ""),
+        };
+        let kind = if instructions == SUMMARY_PROMPT
+            || instructions.starts_with("The messages above are a conversation")
+        {
+            "initial"
+        } else if instructions == UPDATE_SUMMARY_PROMPT
+            || instructions.starts_with("The messages above are NEW")
+        {
+            "update"
+        } else if instructions == TURN_PREFIX_PROMPT
+            || instructions.starts_with("This is the PREFIX")
+        {
+            "turn prefix"
+        } else {
+            panic!("unknown instructions: {instructions}")
+        };
+        messages[1]["content"] = json!([conversation, previous, kind, focus]);
+        body
+    }
+
+    /// pi's `compact()` and ours, each calling the mock server with the same script: the
+    /// requests (up to the instruction wording) and the results must be the same.
+    async fn compare_summaries(
+        branch: Vec<Value>,
+        keep: u64,
+        custom_instructions: Option<&str>,
+        reasoning: bool,
+        thinking_level: &str,
+    ) {
+        use crate::model::OpenAiModel;
+        use crate::model::mock_server;
+        let script = Script {
+            turns: vec![Turn::text("## Goal\nS"), Turn::text("## Goal\nS")],
+        };
+        let config = |base_url: String| {
+            let mut c = crate::model::OpenAiConfig::new("mock", "mock-model", &base_url);
+            c.api_key = Some("k".into());
+            c.reasoning = reasoning;
+            c
+        };
+        let settings = settings(keep);
+
+        let pi_server = mock_server::start(script.clone()).await.unwrap();
+        let request = json!({ "compact": {
+            "branch": branch, "settings": settings.to_json(),
+            "model": config(pi_server.base_url()).info(), "apiKey": "k",
+            "customInstructions": custom_instructions, "thinkingLevel": thinking_level,
+        }});
+        let pi = tokio::task::spawn_blocking(move || oracle(&request))
+            .await
+            .unwrap();
+        let pi_result = &pi["compacted"]["result"];
+        assert!(pi_result.is_object(), "pi's compact failed: {pi}");
+
+        let our_server = mock_server::start(script).await.unwrap();
+        let model = ModelClient::OpenAi(OpenAiModel::new(config(our_server.base_url())).unwrap());
+        let prep = prepare(&branch, &settings).unwrap();
+        let ours = summarize_with_thinking(
+            &model,
+            &prep,
+            custom_instructions,
+            thinking_level,
+            not_cancelled(),
+        )
+        .await
+        .unwrap();
+
+        assert_eq!(&ours.to_json(), pi_result);
+        // pi sends a split turn's two requests at once: compare them in any order.
+        let sorted = |server: &mock_server::MockServer| {
+            let mut bodies: Vec<Value> = server.requests().iter().map(normalise_request).collect();
+            bodies.sort_by_key(|b| b.to_string());
+            bodies
+        };
+        assert_eq!(sorted(&our_server), sorted(&pi_server));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn oracle_summary_requests_match_pis() {
+        let branches = oracle_branches();
+        // An update of the previous summary with a custom focus, from a reasoning model.
+        compare_summaries(
+            branches[2].clone(),
+            150,
+            Some("the file layout"),
+            true,
+            "high",
+        )
+        .await;
+        // A split turn: history and turn prefix.
+        compare_summaries(branches[1].clone(), 412, None, false, "off").await;
+        // Odd content (truncation, images, bash executions, custom messages) in one turn.
+        compare_summaries(branches[7].clone(), 20, None, true, "off").await;
+    }
 }
