@@ -1952,6 +1952,53 @@ mod tests {
         assert_eq!(error.to_string(), COMPACTION_CANCELLED);
     }
 
+    #[tokio::test]
+    async fn a_store_branch_compacts_into_a_context_that_starts_with_the_summary() {
+        let mut store = crate::session::store::SessionStore::in_memory("/work");
+        let mut b = coding_session();
+        for e in b.entries.drain(..) {
+            match e["type"].as_str().unwrap() {
+                "message" => store.append_message(e["message"].clone()).unwrap(),
+                "model_change" => store.append_model_change("p", "m").unwrap(),
+                _ => store.append_thinking_level_change("low").unwrap(),
+            };
+        }
+        let branch = store.get_branch(None);
+        let prep = prepare(&branch, &settings(355)).unwrap();
+        let first_kept = branch
+            .iter()
+            .position(|e| e["id"] == prep.first_kept_entry_id.as_str())
+            .unwrap();
+        assert_eq!(first_kept, 8);
+        let (model, _) = scripted(vec![Turn::text("SUMMARY")]);
+        let r = summarize(&model, &prep, None, not_cancelled())
+            .await
+            .unwrap();
+        store
+            .append_compaction(
+                &r.summary,
+                &r.first_kept_entry_id,
+                r.tokens_before,
+                r.details,
+                None,
+            )
+            .unwrap();
+        let context = store.build_session_context();
+        assert_eq!(context.messages[0]["role"], "compactionSummary");
+        assert_eq!(context.messages[0]["summary"], r.summary.as_str());
+        assert_eq!(
+            roles(&context.messages[1..]),
+            ["user", "assistant", "toolResult", "toolResult", "assistant"]
+        );
+        let branch = store.get_branch(None);
+        assert_eq!(
+            prepare_manual(&branch, &settings(355))
+                .unwrap_err()
+                .to_string(),
+            ALREADY_COMPACTED
+        );
+    }
+
     #[test]
     fn threshold_leaves_the_reserve_free() {
         let s = CompactionSettings::default();
