@@ -1046,9 +1046,17 @@ async fn openai_request_follows_the_agent_options() {
     assert!(run.ok, "{}", run.dump());
     let request = &server.requests()[0];
     assert_eq!(tool_names(request), ["read", "grep"]);
+    // pi's shape for a custom prompt: it, the appended text, then date and directory.
     let system = &roles_and_texts(request)[0].1;
+    let (head, cwd) = system
+        .split_once("\nCurrent working directory: ")
+        .unwrap_or_else(|| panic!("no working directory line: {system}"));
+    assert_eq!(cwd, sb.ws().canonicalize().unwrap().to_string_lossy());
+    let date = head
+        .strip_prefix("You are a test double.\n\nAnswer in one word.\nCurrent date: ")
+        .unwrap_or_else(|| panic!("{system}"));
     assert!(
-        system.starts_with("You are a test double.\n\nAnswer in one word."),
+        date.len() == 10 && date.chars().filter(|c| *c == '-').count() == 2,
         "{system}"
     );
 }
