@@ -503,8 +503,9 @@ fn a_killed_session_resumes_from_its_last_surviving_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_killed_during_a_tool_call_resumes_with_the_call_answered() {
     let sb = Sandbox::new();
-    // The bash call waits for a flag the test sets after the kill, so no shell outlives it.
-    let wait = "while [ ! -e ../flag ]; do sleep 0.05; done; echo finished";
+    // The bash call waits for a flag the test sets after the kill, so the shell the kill
+    // orphans ends too (and gives up after a minute in any case).
+    let wait = "for i in $(seq 1200); do [ -e ../flag ] && break; sleep 0.05; done; echo finished";
     let script = sb.script(
         "hang.json",
         json!([{"toolCalls": [{"id": "b1", "name": "bash", "arguments": {"command": wait, "timeout": 60}}]}]),
