@@ -101,6 +101,15 @@ impl ModelClient {
         }
     }
 
+    /// Whether a request can authenticate (pi refuses a prompt before the run when a
+    /// provider has no API key). A scripted model needs none.
+    pub fn has_api_key(&self) -> bool {
+        match self {
+            ModelClient::Scripted(_) => true,
+            ModelClient::OpenAi(m) => m.config().api_key.is_some(),
+        }
+    }
+
     /// The request body pi would send for this context.
     pub fn build_payload(&self, ctx: &LlmContext, opts: &StreamOptions) -> Value {
         match self {

@@ -593,7 +593,15 @@ impl Host for ExtensionState {
             .clone())
     }
 
-    fn compact(&mut self, _options: String) -> Result<()> {
+    fn compact(&mut self, options: String) -> Result<()> {
+        // pi compacts in the background; here it runs once the current call returns.
+        let options = parse_json("compact options", &options).unwrap_or(Value::Null);
+        let instructions = options["customInstructions"].as_str().map(str::to_owned);
+        let mut state = self.session.state.lock().unwrap();
+        state
+            .agent
+            .requests
+            .push_back(AgentRequest::Compact(instructions));
         Ok(())
     }
 

@@ -106,6 +106,11 @@ impl Session {
                     }
                     self.run_agent(vec![message]).await;
                 }
+                AgentRequest::Compact(instructions) => {
+                    if let Err(e) = self.compact(instructions.as_deref(), "manual").await {
+                        self.error("<runtime>", "compact", e);
+                    }
+                }
             }
         }
         let dropped = std::mem::take(&mut self.shared.state.lock().unwrap().agent.requests);
@@ -141,8 +146,17 @@ impl Session {
         if self.is_streaming() {
             return self.queue_message(&text, &images, options.streaming_behavior.as_deref());
         }
-        if self.model.is_none() {
-            return Err(NO_MODEL.into());
+        match &self.model {
+            None => return Err(NO_MODEL.into()),
+            Some(model) if !model.has_api_key() => {
+                return Err(format!(
+                    "No API key found for {}.\n\nGive the key in an environment variable: --api-key-env VAR with --base-url, or the provider's apiKey in models.json.",
+                    model.info()["provider"]
+                        .as_str()
+                        .unwrap_or("the selected model")
+                ));
+            }
+            Some(_) => {}
         }
         let mut prompts = vec![messages::user_message(&text, &images)];
         prompts.extend(std::mem::take(
@@ -197,10 +211,17 @@ impl Session {
         let message = messages::user_message(text, images);
         {
             let mut state = self.shared.state.lock().unwrap();
+            let agent = &mut state.agent;
             match behavior {
                 None => return Err(ALREADY_PROCESSING.into()),
-                Some("followUp") => state.agent.follow_up.push_back(message),
-                Some(_) => state.agent.steering.push_back(message),
+                Some("followUp") => {
+                    agent.follow_up.push_back(message);
+                    agent.queued_follow_up.push(text.to_owned());
+                }
+                Some(_) => {
+                    agent.steering.push_back(message);
+                    agent.queued_steering.push(text.to_owned());
+                }
             }
         }
         self.emit_queue_update();
@@ -209,19 +230,37 @@ impl Session {
 
     fn emit_queue_update(&self) {
         let state = self.shared.state.lock().unwrap();
-        let texts = |q: &std::collections::VecDeque<Value>| -> Vec<String> {
-            q.iter()
-                .filter(|m| m["role"] == "user")
-                .map(messages::user_text)
-                .collect()
-        };
         let event = json!({
             "type": "queue_update",
-            "steering": texts(&state.agent.steering),
-            "followUp": texts(&state.agent.follow_up),
+            "steering": state.agent.queued_steering,
+            "followUp": state.agent.queued_follow_up,
         });
         drop(state);
         self.shared.emit(SessionEvent::Agent(event));
+    }
+
+    /// A queued user message is starting: it leaves pi's queue lists (and clients hear so).
+    fn unlist_queued(&self, message: &Value) {
+        if message["role"] != "user" {
+            return;
+        }
+        let text = messages::user_text(message);
+        let removed = {
+            let mut state = self.shared.state.lock().unwrap();
+            let agent = &mut state.agent;
+            if let Some(i) = agent.queued_steering.iter().position(|t| *t == text) {
+                agent.queued_steering.remove(i);
+                true
+            } else if let Some(i) = agent.queued_follow_up.iter().position(|t| *t == text) {
+                agent.queued_follow_up.remove(i);
+                true
+            } else {
+                false
+            }
+        };
+        if removed {
+            self.emit_queue_update();
+        }
     }
 
     /// `before_agent_start`: extensions may chain a new system prompt and inject messages.
@@ -270,6 +309,7 @@ impl Session {
         self.agent_event(json!({ "type": "agent_end", "messages": new_messages }))
             .await;
         self.shared.state.lock().unwrap().agent.streaming = false;
+        self.check_auto_compaction().await;
     }
 
     async fn run_turns(&mut self, new_messages: &mut Vec<Value>) {
@@ -355,22 +395,16 @@ impl Session {
         } else {
             self.settings.steering_mode
         };
-        let taken: Vec<Value> = {
-            let mut state = self.shared.state.lock().unwrap();
-            let queue = if follow_up {
-                &mut state.agent.follow_up
-            } else {
-                &mut state.agent.steering
-            };
-            match mode {
-                QueueMode::All => queue.drain(..).collect(),
-                QueueMode::OneAtATime => queue.pop_front().into_iter().collect(),
-            }
+        let mut state = self.shared.state.lock().unwrap();
+        let queue = if follow_up {
+            &mut state.agent.follow_up
+        } else {
+            &mut state.agent.steering
         };
-        if !taken.is_empty() {
-            self.emit_queue_update();
+        match mode {
+            QueueMode::All => queue.drain(..).collect(),
+            QueueMode::OneAtATime => queue.pop_front().into_iter().collect(),
         }
-        taken
     }
 
     /// message_start + message_end for a message that enters the context whole (prompts,
@@ -435,9 +469,15 @@ impl Session {
                 _ => event.clone(),
             };
             let _ = self.emit(&name, extension_event).await;
+            // pi handles a sendUserMessage inside the handler, before clients hear of the
+            // event, and sees the agent as busy until agent_end's handlers are done.
+            self.queue_streaming_requests().await;
         }
         if name == "turn_end" {
             self.turn_index += 1;
+        }
+        if name == "message_start" {
+            self.unlist_queued(&event["message"]);
         }
         self.shared.emit(SessionEvent::Agent(event));
     }

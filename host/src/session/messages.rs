@@ -27,15 +27,20 @@ pub fn user_message(text: &str, images: &[Value]) -> Value {
 }
 
 /// A custom message (`pi.sendMessage`, `before_agent_start` injections) in agent form.
+/// Fields the extension left out stay out, as pi leaves them undefined.
 pub fn custom_message(message: &Value) -> Value {
-    json!({
+    let mut out = json!({
         "role": "custom",
         "customType": message.get("customType").cloned().unwrap_or(json!("")),
         "content": message.get("content").cloned().unwrap_or(json!("")),
-        "display": message.get("display").cloned().unwrap_or(Value::Null),
-        "details": message.get("details").cloned().unwrap_or(Value::Null),
-        "timestamp": now_ms(),
-    })
+    });
+    for key in ["display", "details"] {
+        if let Some(v) = message.get(key).filter(|v| !v.is_null()) {
+            out[key] = v.clone();
+        }
+    }
+    out["timestamp"] = json!(now_ms());
+    out
 }
 
 /// The text of a user message (pi matches queued steer/follow-up messages by it).
@@ -134,60 +139,6 @@ pub fn empty_usage() -> Value {
 /// pi's error tool result: the message as text, empty details.
 pub fn error_result(message: &str) -> Value {
     json!({ "content": [{ "type": "text", "text": message }], "details": {} })
-}
-
-/// Total tokens of a usage record (pi's calculateContextTokens).
-fn usage_tokens(usage: &Value) -> u64 {
-    let n = |k: &str| usage[k].as_u64().unwrap_or(0);
-    match n("totalTokens") {
-        0 => n("input") + n("output") + n("cacheRead") + n("cacheWrite"),
-        total => total,
-    }
-}
-
-/// pi's chars/4 estimate of a message's tokens (conservative).
-fn estimate_tokens(message: &Value) -> u64 {
-    let mut chars = 0usize;
-    let mut count = |v: &Value| {
-        for key in ["text", "thinking"] {
-            if let Some(s) = v[key].as_str() {
-                chars += s.chars().count();
-            }
-        }
-        if v["type"] == "toolCall" {
-            chars += v["name"].as_str().map_or(0, str::len) + v["arguments"].to_string().len();
-        }
-        if v["type"] == "image" {
-            chars += 4800; // pi counts an image as ~1200 tokens
-        }
-    };
-    match &message["content"] {
-        Value::String(s) => chars += s.chars().count(),
-        Value::Array(blocks) => blocks.iter().for_each(&mut count),
-        _ => {}
-    }
-    if let Some(s) = message["summary"].as_str() {
-        chars += s.chars().count();
-    }
-    chars.div_ceil(4) as u64
-}
-
-/// pi's estimateContextTokens: the last valid assistant usage plus estimates of the messages
-/// after it (or an estimate of everything when no usage is known).
-pub fn estimate_context_tokens(messages: &[Value]) -> u64 {
-    let last = messages.iter().rposition(|m| {
-        m["role"] == "assistant"
-            && m["usage"].is_object()
-            && m["stopReason"] != "aborted"
-            && m["stopReason"] != "error"
-    });
-    match last {
-        Some(i) => {
-            usage_tokens(&messages[i]["usage"])
-                + messages[i + 1..].iter().map(estimate_tokens).sum::<u64>()
-        }
-        None => messages.iter().map(estimate_tokens).sum(),
-    }
 }
 
 #[cfg(test)]

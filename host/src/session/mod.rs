@@ -4,6 +4,7 @@
 //! extension receives.
 
 pub mod agent_loop;
+pub mod compact;
 pub mod compaction;
 pub mod dialogs;
 pub mod events;
@@ -58,6 +59,7 @@ pub struct AgentSettings {
     pub builtin_tools: bool,
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
+    pub compaction: compaction::CompactionSettings,
 }
 
 /// What a tool call produced (`pichamber run --tool`).

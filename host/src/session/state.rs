@@ -169,6 +169,10 @@ pub struct AgentState {
     pub steering: VecDeque<Value>,
     /// Delivered when the agent would otherwise stop.
     pub follow_up: VecDeque<Value>,
+    /// Texts of queued user messages, as pi lists them in `queue_update` (removed when the
+    /// message starts).
+    pub queued_steering: Vec<String>,
+    pub queued_follow_up: Vec<String>,
     /// Injected with the next user prompt (`deliverAs: "nextTurn"`).
     pub next_turn: Vec<Value>,
     /// Work extensions asked for that needs the session itself (a new prompt, a triggered
@@ -193,6 +197,8 @@ pub enum AgentRequest {
     },
     /// `pi.sendMessage(.., { triggerTurn: true })` while idle: a turn on a custom message.
     CustomTurn(Value),
+    /// `ctx.compact({ customInstructions })`.
+    Compact(Option<String>),
 }
 
 impl SessionState {
@@ -244,7 +250,7 @@ impl SessionState {
     /// what came after it, against the model's context window.
     pub fn context_usage(&self) -> Option<Value> {
         let window = self.agent.context_window.filter(|w| *w > 0)?;
-        let tokens = super::messages::estimate_context_tokens(&self.agent.messages);
+        let tokens = super::compaction::estimate_context_tokens(&self.agent.messages).tokens;
         Some(json!({
             "tokens": tokens,
             "contextWindow": window,

@@ -25,15 +25,21 @@ pub struct SystemPromptOptions {
 
 impl SystemPromptOptions {
     pub fn to_json(&self) -> Value {
-        json!({
+        // Unset options are left out, as pi leaves them undefined.
+        let mut out = json!({
             "cwd": self.cwd,
-            "customPrompt": self.custom_prompt,
-            "appendSystemPrompt": self.append,
             "selectedTools": self.selected_tools,
             "toolSnippets": self.tool_snippets.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>(),
             "promptGuidelines": self.guidelines,
             "contextFiles": self.context_files.iter().map(|(p, c)| json!({ "path": p, "content": c })).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(custom) = &self.custom_prompt {
+            out["customPrompt"] = json!(custom);
+        }
+        if let Some(append) = &self.append {
+            out["appendSystemPrompt"] = json!(append);
+        }
+        out
     }
 }
 

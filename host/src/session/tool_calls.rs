@@ -10,6 +10,8 @@
 //! one call at a time); result messages follow in source order. A tool with
 //! `executionMode: "sequential"` makes the whole batch sequential, as in pi.
 
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::{Value, json};
 
 use super::Session;
@@ -49,9 +51,24 @@ enum Preflight {
 }
 
 type BuiltinTask = tokio::task::JoinHandle<Result<ToolOutput, String>>;
+type BuiltinJoin = Result<Result<ToolOutput, String>, tokio::task::JoinError>;
+
+/// A built-in tool's outcome as a result value: an Err is pi's thrown error.
+fn builtin_result(name: &str, joined: BuiltinJoin) -> (Value, bool) {
+    match joined {
+        Ok(Ok(output)) => {
+            let mut result = json!({ "content": output.content });
+            if !output.details.is_null() {
+                result["details"] = output.details;
+            }
+            (result, false)
+        }
+        Ok(Err(message)) => (error_result(&message), true),
+        Err(e) => (error_result(&format!("tool {name} failed: {e}")), true),
+    }
+}
 
 enum Running {
-    Done(Finalized),
     Builtin(Prepared, BuiltinTask),
     Extension(Prepared),
 }
@@ -87,28 +104,41 @@ impl Session {
                 finalized.push(done);
             }
         } else {
-            let mut running = Vec::new();
-            for call in calls {
+            // Preflight in order; built-in tools start running at once.
+            let mut slots: Vec<Option<Finalized>> = Vec::new();
+            let mut extension_calls = Vec::new();
+            let mut builtins = FuturesUnordered::new();
+            for (i, call) in calls.into_iter().enumerate() {
+                slots.push(None);
                 self.tool_execution_start(&call).await;
                 match self.preflight(&call, true).await {
                     Preflight::Immediate(f) => {
                         self.tool_execution_end(&f).await;
-                        running.push(Running::Done(f));
+                        slots[i] = Some(f);
                     }
-                    Preflight::Ready(p) => running.push(self.start_tool(p)),
+                    Preflight::Ready(p) => match self.start_tool(p) {
+                        Running::Builtin(p, task) => {
+                            builtins.push(async move { (i, p, task.await) })
+                        }
+                        Running::Extension(p) => extension_calls.push((i, p)),
+                    },
                 }
             }
-            for run in running {
-                let done = match run {
-                    Running::Done(f) => f,
-                    run => {
-                        let f = self.finish(run).await;
-                        self.tool_execution_end(&f).await;
-                        f
-                    }
-                };
-                finalized.push(done);
+            // Calls end as they finish (pi's tool_execution_end order): extension tools run
+            // one at a time in their instances while built-in ones finish around them.
+            for (i, p) in extension_calls {
+                while let Some(Some((j, p, joined))) = builtins.next().now_or_never() {
+                    slots[j] = Some(self.end_builtin(p, joined).await);
+                }
+                let (result, is_error) = self.execute_extension_tool(&p).await;
+                let f = self.finalize(p, result, is_error).await;
+                self.tool_execution_end(&f).await;
+                slots[i] = Some(f);
             }
+            while let Some((j, p, joined)) = builtins.next().await {
+                slots[j] = Some(self.end_builtin(p, joined).await);
+            }
+            finalized.extend(slots.into_iter().flatten());
             for done in &finalized {
                 results.push(self.deliver_message(result_message(done)).await);
             }
@@ -241,27 +271,28 @@ impl Session {
 
     /// Waits for / runs a started call, then `tool_execution_update`s and `tool_result`.
     async fn finish(&mut self, running: Running) -> Finalized {
-        let (prepared, mut result, mut is_error) = match running {
-            Running::Done(f) => return f,
+        match running {
             Running::Builtin(p, task) => {
-                let (result, is_error) = match task.await {
-                    Ok(Ok(output)) => {
-                        let mut result = json!({ "content": output.content });
-                        if !output.details.is_null() {
-                            result["details"] = output.details;
-                        }
-                        (result, false)
-                    }
-                    Ok(Err(message)) => (error_result(&message), true),
-                    Err(e) => (error_result(&format!("tool {} failed: {e}", p.name)), true),
-                };
-                (p, result, is_error)
+                let (result, is_error) = builtin_result(&p.name, task.await);
+                self.finalize(p, result, is_error).await
             }
             Running::Extension(p) => {
                 let (result, is_error) = self.execute_extension_tool(&p).await;
-                (p, result, is_error)
+                self.finalize(p, result, is_error).await
             }
-        };
+        }
+    }
+
+    async fn end_builtin(&mut self, p: Prepared, joined: BuiltinJoin) -> Finalized {
+        let (result, is_error) = builtin_result(&p.name, joined);
+        let f = self.finalize(p, result, is_error).await;
+        self.tool_execution_end(&f).await;
+        f
+    }
+
+    /// A call's raw result through `tool_execution_update` and the `tool_result` middleware.
+    async fn finalize(&mut self, prepared: Prepared, result: Value, is_error: bool) -> Finalized {
+        let (mut result, mut is_error) = (result, is_error);
         self.shared
             .state
             .lock()
@@ -271,17 +302,16 @@ impl Session {
             .remove(&prepared.id);
         self.dispatch_tool_updates(&prepared).await;
         if self.has_handlers("tool_result") {
-            let patched = self
-                .emit(
-                    "tool_result",
-                    json!({
-                        "type": "tool_result", "toolName": prepared.name, "toolCallId": prepared.id,
-                        "input": prepared.args, "content": result["content"],
-                        "details": result.get("details").cloned().unwrap_or(Value::Null),
-                        "isError": is_error,
-                    }),
-                )
-                .await;
+            let mut event = json!({
+                "type": "tool_result", "toolName": prepared.name, "toolCallId": prepared.id,
+                "input": prepared.args, "content": result["content"],
+            });
+            // pi leaves `details` out when the tool gave none.
+            if let Some(details) = result.get("details") {
+                event["details"] = details.clone();
+            }
+            event["isError"] = json!(is_error);
+            let patched = self.emit("tool_result", event).await;
             if let Some(p) = patched.ok().filter(|p| !p.is_null()) {
                 if !p["content"].is_null() {
                     result["content"] = p["content"].clone();

@@ -1,0 +1,173 @@
+//! The session's side of compaction (pi's AgentSession.compact and _checkCompaction): the
+//! `session_before_compact` hook (cancel, or a summary of the extension's own), the summary
+//! from the model otherwise, the compaction entry, the rebuilt context, `session_compact`, and
+//! the automatic check after each agent run. The algorithm itself is in `compaction`.
+
+use serde_json::{Value, json};
+
+use super::Session;
+use super::compaction::{self, AutoCompactionReason};
+use super::events::SessionEvent;
+
+const CANCELLED: &str = "Compaction cancelled";
+
+impl Session {
+    /// Compacts the current branch; returns pi's compaction result
+    /// (`{summary, firstKeptEntryId, tokensBefore, details}`).
+    pub async fn compact(
+        &mut self,
+        custom_instructions: Option<&str>,
+        reason: &str,
+    ) -> Result<Value, String> {
+        self.shared.emit(SessionEvent::Agent(
+            json!({ "type": "compaction_start", "reason": reason }),
+        ));
+        let outcome = self.compact_inner(custom_instructions).await;
+        let end = match &outcome {
+            Ok(result) => json!({
+                "type": "compaction_end", "reason": reason, "result": result,
+                "aborted": false, "willRetry": false,
+            }),
+            Err(message) => {
+                let aborted = message == CANCELLED;
+                let mut end = json!({
+                    "type": "compaction_end", "reason": reason, "aborted": aborted, "willRetry": false,
+                });
+                if !aborted {
+                    end["errorMessage"] = json!(format!("Compaction failed: {message}"));
+                }
+                end
+            }
+        };
+        self.shared.emit(SessionEvent::Agent(end));
+        outcome
+    }
+
+    async fn compact_inner(&mut self, custom_instructions: Option<&str>) -> Result<Value, String> {
+        let model = self
+            .model
+            .clone()
+            .ok_or_else(|| super::agent_loop::NO_MODEL.to_owned())?;
+        let (branch, preparation) = {
+            let state = self.shared.state.lock().unwrap();
+            let branch: Vec<Value> = state.store.get_branch(None).into_iter().cloned().collect();
+            let preparation = compaction::prepare_manual(&branch, &self.settings.compaction)
+                .map_err(|e| e.to_string())?;
+            (branch, preparation)
+        };
+        let mut from_extension = false;
+        let mut result: Option<Value> = None;
+        if self.has_handlers("session_before_compact") {
+            let answer = self
+                .emit(
+                    "session_before_compact",
+                    json!({
+                        "type": "session_before_compact", "preparation": preparation.to_json(),
+                        "branchEntries": branch, "customInstructions": custom_instructions,
+                    }),
+                )
+                .await
+                .unwrap_or(Value::Null);
+            if answer["cancel"] == json!(true) {
+                return Err(CANCELLED.into());
+            }
+            if answer["compaction"].is_object() {
+                result = Some(answer["compaction"].clone());
+                from_extension = true;
+            }
+        }
+        let result = match result {
+            Some(r) => r,
+            None => {
+                let thinking = self.shared.state.lock().unwrap().thinking_level.clone();
+                compaction::summarize_with_thinking(
+                    &model,
+                    &preparation,
+                    custom_instructions,
+                    &thinking,
+                    self.shared.abort.subscribe(),
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .to_json()
+            }
+        };
+        let summary = result["summary"].as_str().unwrap_or_default().to_owned();
+        let first_kept = result["firstKeptEntryId"]
+            .as_str()
+            .unwrap_or(&preparation.first_kept_entry_id)
+            .to_owned();
+        let tokens_before = result["tokensBefore"]
+            .as_u64()
+            .unwrap_or(preparation.tokens_before);
+        let details = Some(result["details"].clone()).filter(|d| !d.is_null());
+        let entry = {
+            let mut state = self.shared.state.lock().unwrap();
+            let entry = state
+                .store
+                .append_compaction(
+                    &summary,
+                    &first_kept,
+                    tokens_before,
+                    details.clone(),
+                    Some(from_extension),
+                )
+                .map_err(|e| format!("{e:#}"))?;
+            state.agent.messages = state.store.build_session_context().messages;
+            entry
+        };
+        self.shared.emit(SessionEvent::Entry {
+            entry: entry.clone(),
+        });
+        let _ = self
+            .emit(
+                "session_compact",
+                json!({ "type": "session_compact", "compactionEntry": entry, "fromExtension": from_extension }),
+            )
+            .await;
+        let mut out = json!({
+            "summary": summary, "firstKeptEntryId": first_kept, "tokensBefore": tokens_before,
+        });
+        if let Some(details) = details {
+            out["details"] = details;
+        }
+        Ok(out)
+    }
+
+    /// After an agent run: compact when the context passed the threshold, or when the model
+    /// refused it as too large (pi then retries the turn; pichamber reports the error and
+    /// leaves the retry to the user).
+    pub(super) async fn check_auto_compaction(&mut self) {
+        if !self.settings.compaction.enabled {
+            return;
+        }
+        let reason = {
+            let state = self.shared.state.lock().unwrap();
+            let Some(assistant) = state
+                .agent
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "assistant")
+            else {
+                return;
+            };
+            compaction::check_auto_compaction(
+                assistant,
+                &state.agent.messages,
+                &state.store.get_branch(None),
+                state.model.as_ref(),
+                &self.settings.compaction,
+                false,
+            )
+        };
+        let reason = match reason {
+            Some(AutoCompactionReason::Overflow) => "overflow",
+            Some(AutoCompactionReason::Threshold) => "threshold",
+            None => return,
+        };
+        if let Err(e) = self.compact(None, reason).await {
+            tracing::debug!("auto-compaction ({reason}): {e}");
+        }
+    }
+}
