@@ -647,10 +647,10 @@ fn differential(scenario: Scenario) {
     );
     let pi = normalise(&pi_events, &workspace);
     let ours = normalise(&read_log(&our_log), &workspace);
+    let table = summary(&pi, &ours);
     eprintln!(
-        "{} — events as pichamber's extensions saw them, compared with pi's:\n{}",
-        scenario.name,
-        summary(&pi, &ours)
+        "{} — events as pichamber's extensions saw them, compared with pi's:\n{table}",
+        scenario.name
     );
     let mut problems: Vec<String> = [
         diverge("queued (agent loop)", &pi.queued, &ours.queued),
@@ -674,7 +674,7 @@ fn differential(scenario: Scenario) {
     }
     assert!(
         problems.is_empty(),
-        "{}: pichamber's extensions saw different events than pi's\n{}",
+        "{}: pichamber's extensions saw different events than pi's\n{}\nper event:\n{table}",
         scenario.name,
         problems.join("\n")
     );
