@@ -6,6 +6,7 @@
 pub mod dialogs;
 pub mod events;
 pub mod state;
+pub mod store;
 
 use std::sync::{Arc, Mutex};
 
