@@ -7,12 +7,14 @@
 //! - [`capabilities`]: what an extension may reach outside its sandbox.
 //! - [`session`]: a session's extensions and pi's event semantics across them.
 //! - [`source_map`]: runtime error positions mapped back to the extension's sources.
+//! - [`model`]: model providers (OpenAI-compatible, scripted, a mock endpoint).
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
 pub mod bundle;
 pub mod capabilities;
 pub mod cli;
+pub mod model;
 pub mod runtime;
 pub mod session;
 pub mod source_map;
