@@ -11,6 +11,11 @@
 //! pi's documentation section from the default prompt by design; a custom prompt is built the
 //! same way by both) and no discovered resources (`--no-extensions --no-skills ...` for pi).
 //!
+//! With AGENT_DIFF_PI_VS_PI set, the second side is another run of real pi instead of
+//! pichamber: a check of the harness (what normalise leaves must not vary between runs).
+//!
+//! With AGENT_DIFF_LOGS=DIR, both raw logs are kept there as <scenario>.{pi,pichamber}.jsonl.
+//!
 //! Real pi comes from tests/oracle (`npm ci --prefix tests/oracle`); without it these tests
 //! fail with a message saying so.
 
@@ -370,7 +375,8 @@ fn event_name(e: &Value) -> &str {
 }
 
 fn is_queued(e: &Value) -> bool {
-    QUEUED_EVENTS.contains(&event_name(e)) || (event_name(e) == "input" && e["source"] == "extension")
+    QUEUED_EVENTS.contains(&event_name(e))
+        || (event_name(e) == "input" && e["source"] == "extension")
 }
 
 /// The two event streams of one log, normalised.
@@ -515,13 +521,7 @@ fn first_difference(a: &Value, b: &Value, path: &str) -> Option<(String, Value, 
                     return Some(d);
                 }
             }
-            (x.len() != y.len()).then(|| {
-                (
-                    format!("{path}.length"),
-                    json!(x.len()),
-                    json!(y.len()),
-                )
-            })
+            (x.len() != y.len()).then(|| (format!("{path}.length"), json!(x.len()), json!(y.len())))
         }
         _ => (a != b).then(|| (path.to_owned(), a.clone(), b.clone())),
     }
@@ -634,10 +634,29 @@ fn differential(scenario: Scenario) {
     run_pi(&scenario, &workspace, &agent_dir, &pi_log);
 
     let our_mock = serve(&scenario.script);
-    let models = write_models_json(&root.join("pichamber-models"), &our_mock.server.base_url());
     let our_log = logs.join("pichamber.jsonl");
-    let run = run_pichamber(&scenario, &workspace, &models, &our_log);
+    let run = if std::env::var_os("AGENT_DIFF_PI_VS_PI").is_some() {
+        // Checks the harness: two runs of pi must compare equal.
+        let agent_dir = root.join("pi-agent-2");
+        write_models_json(&agent_dir, &our_mock.server.base_url());
+        run_pi(&scenario, &workspace, &agent_dir, &our_log);
+        PichamberRun {
+            success: true,
+            errors: vec![],
+            stderr: String::new(),
+        }
+    } else {
+        let models = write_models_json(&root.join("pichamber-models"), &our_mock.server.base_url());
+        run_pichamber(&scenario, &workspace, &models, &our_log)
+    };
 
+    if let Some(keep) = std::env::var_os("AGENT_DIFF_LOGS") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).unwrap();
+        for (log, side) in [(&pi_log, "pi"), (&our_log, "pichamber")] {
+            let _ = std::fs::copy(log, keep.join(format!("{}.{side}.jsonl", scenario.name)));
+        }
+    }
     let pi_events = read_log(&pi_log);
     assert!(
         pi_events.iter().any(|e| event_name(e) == "agent_end"),
@@ -847,7 +866,10 @@ fn normaliser_removes_noise_and_keeps_differences() {
     let same = normalise(&log("interactive", 2, "r-2", "hi"), cwd);
     assert_eq!(pi.queued, same.queued);
     assert_eq!(pi.inline, same.inline);
-    assert_eq!(pi.inline[1]["systemPrompt"], "X\nCurrent date: <date>\nCurrent working directory: <cwd>");
+    assert_eq!(
+        pi.inline[1]["systemPrompt"],
+        "X\nCurrent date: <date>\nCurrent working directory: <cwd>"
+    );
     // Concurrent tool events are ordered per call, each call's own order kept.
     let order: Vec<(&str, &str)> = pi.queued[3..]
         .iter()
