@@ -7,6 +7,8 @@
 //! - [`capabilities`]: what an extension may reach outside its sandbox.
 //! - [`session`]: a session's extensions and pi's event semantics across them.
 //! - [`source_map`]: runtime error positions mapped back to the extension's sources.
+//! - [`tools`]: pi's built-in tools (read, bash, edit, write, grep, find, ls), confined to the
+//!   session's workspace.
 //! - [`model`]: model providers (OpenAI-compatible, scripted, a mock endpoint).
 //! - [`cli`]: the `pichamber` command.
 
@@ -18,3 +20,4 @@ pub mod model;
 pub mod runtime;
 pub mod session;
 pub mod source_map;
+pub mod tools;

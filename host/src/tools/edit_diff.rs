@@ -1,0 +1,500 @@
+//! The edit tool's text work (pi's core/tools/edit-diff.js): line endings, exact-then-fuzzy
+//! matching of each `oldText` against the original file, pi's error messages, and the
+//! numbered context diff pi returns in `details.diff`.
+//!
+//! Fuzzy matching normalises both sides the way pi does: Unicode compatibility forms (pi
+//! applies NFKC; without a normalisation table here, the common compatibility characters
+//! are folded and text already in NFKC, such as ASCII, is unchanged), trailing whitespace
+//! per line, smart quotes, Unicode dashes and special spaces.
+
+use similar::{Algorithm, DiffOp, capture_diff_slices};
+
+pub(crate) fn detect_line_ending(content: &str) -> &'static str {
+    match (content.find("\r\n"), content.find('\n')) {
+        (Some(crlf), Some(lf)) if crlf < lf => "\r\n",
+        _ => "\n",
+    }
+}
+
+pub(crate) fn normalize_to_lf(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+pub(crate) fn restore_line_endings(text: &str, ending: &str) -> String {
+    if ending == "\r\n" {
+        text.replace('\n', "\r\n")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// JavaScript's `String.prototype.trimEnd` whitespace (WhiteSpace and LineTerminator).
+fn js_whitespace(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{B}' | '\u{C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
+    )
+}
+
+/// The compatibility decompositions (NFKC) most likely to differ between a model's text and
+/// a file: spaces, dots, ligatures, full-width ASCII, super/subscript digits, circled
+/// numbers.
+fn compatibility_fold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let u = c as u32;
+        match c {
+            '\u{A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => {
+                out.push(' ')
+            }
+            '\u{AA}' => out.push('a'),
+            '\u{BA}' => out.push('o'),
+            '\u{B2}' => out.push('2'),
+            '\u{B3}' => out.push('3'),
+            '\u{B9}' => out.push('1'),
+            '\u{B5}' => out.push('\u{3BC}'),
+            '\u{BC}' => out.push_str("1\u{2044}4"),
+            '\u{BD}' => out.push_str("1\u{2044}2"),
+            '\u{BE}' => out.push_str("3\u{2044}4"),
+            '\u{2011}' => out.push('\u{2010}'),
+            '\u{2024}' => out.push('.'),
+            '\u{2025}' => out.push_str(".."),
+            '\u{2026}' => out.push_str("..."),
+            '\u{2033}' => out.push_str("\u{2032}\u{2032}"),
+            '\u{2070}' => out.push('0'),
+            '\u{2074}'..='\u{2079}' => out.push(char::from(b'0' + (u - 0x2070) as u8)),
+            '\u{2080}'..='\u{2089}' => out.push(char::from(b'0' + (u - 0x2080) as u8)),
+            '\u{2122}' => out.push_str("TM"),
+            '\u{2460}'..='\u{2473}' => out.push_str(&(u - 0x2460 + 1).to_string()),
+            '\u{FB00}' => out.push_str("ff"),
+            '\u{FB01}' => out.push_str("fi"),
+            '\u{FB02}' => out.push_str("fl"),
+            '\u{FB03}' => out.push_str("ffi"),
+            '\u{FB04}' => out.push_str("ffl"),
+            '\u{FB05}' | '\u{FB06}' => out.push_str("st"),
+            '\u{FF01}'..='\u{FF5E}' => out.push(char::from_u32(u - 0xFEE0).unwrap_or(c)),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// pi's `normalizeForFuzzyMatch`.
+pub(crate) fn normalize_for_fuzzy_match(text: &str) -> String {
+    let folded = compatibility_fold(text);
+    let trimmed: Vec<&str> = folded
+        .split('\n')
+        .map(|line| line.trim_end_matches(js_whitespace))
+        .collect();
+    trimmed
+        .join("\n")
+        .chars()
+        .map(|c| match c {
+            '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' => '\'',
+            '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' => '"',
+            '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
+            '\u{A0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+/// Where `old` is in `content`: exact first, then in fuzzy-normalised space.
+/// Returns (index, length, used fuzzy) with byte offsets into the searched text.
+fn fuzzy_find(content: &str, old: &str) -> Option<(usize, usize, bool)> {
+    if let Some(i) = content.find(old) {
+        return Some((i, old.len(), false));
+    }
+    let fuzzy_content = normalize_for_fuzzy_match(content);
+    let fuzzy_old = normalize_for_fuzzy_match(old);
+    fuzzy_content
+        .find(&fuzzy_old)
+        .map(|i| (i, fuzzy_old.len(), true))
+}
+
+/// `content.split(old).length - 1` in fuzzy space, as pi counts (an empty needle splits
+/// into UTF-16 units).
+fn count_occurrences(content: &str, old: &str) -> isize {
+    let fuzzy_content = normalize_for_fuzzy_match(content);
+    let fuzzy_old = normalize_for_fuzzy_match(old);
+    if fuzzy_old.is_empty() {
+        return fuzzy_content.encode_utf16().count() as isize - 1;
+    }
+    fuzzy_content.matches(fuzzy_old.as_str()).count() as isize
+}
+
+/// pi's `stripBom`.
+pub(crate) fn strip_bom(content: &str) -> (&'static str, &str) {
+    match content.strip_prefix('\u{FEFF}') {
+        Some(rest) => ("\u{FEFF}", rest),
+        None => ("", content),
+    }
+}
+
+/// pi's `applyEditsToNormalizedContent`: every edit matched against the same original,
+/// unique and non-overlapping, applied from the end. Returns (base, new): the base is the
+/// fuzzy-normalised original when any edit needed fuzzy matching.
+pub(crate) fn apply_edits(
+    normalized: &str,
+    edits: &[(String, String)],
+    path: &str,
+) -> Result<(String, String), String> {
+    let total = edits.len();
+    let edits: Vec<(String, String)> = edits
+        .iter()
+        .map(|(o, n)| (normalize_to_lf(o), normalize_to_lf(n)))
+        .collect();
+    for (i, (old, _)) in edits.iter().enumerate() {
+        if old.is_empty() {
+            return Err(if total == 1 {
+                format!("oldText must not be empty in {path}.")
+            } else {
+                format!("edits[{i}].oldText must not be empty in {path}.")
+            });
+        }
+    }
+    let any_fuzzy = edits
+        .iter()
+        .any(|(old, _)| matches!(fuzzy_find(normalized, old), Some((_, _, true))));
+    let base = if any_fuzzy {
+        normalize_for_fuzzy_match(normalized)
+    } else {
+        normalized.to_owned()
+    };
+
+    struct Matched<'a> {
+        edit: usize,
+        at: usize,
+        len: usize,
+        new: &'a str,
+    }
+    let mut matched = Vec::new();
+    for (i, (old, new)) in edits.iter().enumerate() {
+        let Some((at, len, _)) = fuzzy_find(&base, old) else {
+            return Err(if total == 1 {
+                format!(
+                    "Could not find the exact text in {path}. The old text must match exactly including all whitespace and newlines."
+                )
+            } else {
+                format!(
+                    "Could not find edits[{i}] in {path}. The oldText must match exactly including all whitespace and newlines."
+                )
+            });
+        };
+        let occurrences = count_occurrences(&base, old);
+        if occurrences > 1 {
+            return Err(if total == 1 {
+                format!(
+                    "Found {occurrences} occurrences of the text in {path}. The text must be unique. Please provide more context to make it unique."
+                )
+            } else {
+                format!(
+                    "Found {occurrences} occurrences of edits[{i}] in {path}. Each oldText must be unique. Please provide more context to make it unique."
+                )
+            });
+        }
+        matched.push(Matched {
+            edit: i,
+            at,
+            len,
+            new,
+        });
+    }
+    matched.sort_by_key(|m| m.at);
+    for pair in matched.windows(2) {
+        if pair[0].at + pair[0].len > pair[1].at {
+            return Err(format!(
+                "edits[{}] and edits[{}] overlap in {path}. Merge them into one edit or target disjoint regions.",
+                pair[0].edit, pair[1].edit
+            ));
+        }
+    }
+    let mut new_content = base.clone();
+    for m in matched.iter().rev() {
+        new_content.replace_range(m.at..m.at + m.len, m.new);
+    }
+    if new_content == base {
+        return Err(if total == 1 {
+            format!(
+                "No changes made to {path}. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected."
+            )
+        } else {
+            format!("No changes made to {path}. The replacements produced identical content.")
+        });
+    }
+    Ok((base, new_content))
+}
+
+/// One run of a line diff: unchanged, removed or added lines (newlines stripped).
+#[derive(Debug, PartialEq)]
+enum Part<'a> {
+    Same(Vec<&'a str>),
+    Removed(Vec<&'a str>),
+    Added(Vec<&'a str>),
+}
+
+/// The line diff as jsdiff's `diffLines` reports it: runs of unchanged lines, and between
+/// them the removed lines before the added ones.
+fn line_parts<'a>(old: &'a str, new: &'a str) -> Vec<Part<'a>> {
+    // jsdiff's tokens: each line with its newline; a last line without one is its own token.
+    let old_lines: Vec<&'a str> = old.split_inclusive('\n').collect();
+    let new_lines: Vec<&'a str> = new.split_inclusive('\n').collect();
+    let ops = capture_diff_slices(Algorithm::Myers, &old_lines, &new_lines);
+    let strip = |s: &'a str| s.strip_suffix('\n').unwrap_or(s);
+    let mut parts: Vec<Part<'a>> = Vec::new();
+    let mut removed: Vec<&'a str> = Vec::new();
+    let mut added: Vec<&'a str> = Vec::new();
+    let flush =
+        |parts: &mut Vec<Part<'a>>, removed: &mut Vec<&'a str>, added: &mut Vec<&'a str>| {
+            if !removed.is_empty() {
+                parts.push(Part::Removed(std::mem::take(removed)));
+            }
+            if !added.is_empty() {
+                parts.push(Part::Added(std::mem::take(added)));
+            }
+        };
+    for op in &ops {
+        match *op {
+            DiffOp::Equal { old_index, len, .. } => {
+                flush(&mut parts, &mut removed, &mut added);
+                let lines = old_lines[old_index..old_index + len]
+                    .iter()
+                    .map(|s| strip(s));
+                match parts.last_mut() {
+                    Some(Part::Same(same)) => same.extend(lines),
+                    _ => parts.push(Part::Same(lines.collect())),
+                }
+            }
+            DiffOp::Delete {
+                old_index, old_len, ..
+            } => removed.extend(
+                old_lines[old_index..old_index + old_len]
+                    .iter()
+                    .map(|s| strip(s)),
+            ),
+            DiffOp::Insert {
+                new_index, new_len, ..
+            } => added.extend(
+                new_lines[new_index..new_index + new_len]
+                    .iter()
+                    .map(|s| strip(s)),
+            ),
+            DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } => {
+                removed.extend(
+                    old_lines[old_index..old_index + old_len]
+                        .iter()
+                        .map(|s| strip(s)),
+                );
+                added.extend(
+                    new_lines[new_index..new_index + new_len]
+                        .iter()
+                        .map(|s| strip(s)),
+                );
+            }
+        }
+    }
+    flush(&mut parts, &mut removed, &mut added);
+    parts
+}
+
+/// pi's `generateDiffString`: changed lines with `+`/`-` and line numbers, up to
+/// `context` unchanged lines around them, `...` for the rest. Returns the diff and the first
+/// changed line (in the new file).
+pub(crate) fn generate_diff_string(
+    old: &str,
+    new: &str,
+    context: usize,
+) -> (String, Option<usize>) {
+    let parts = line_parts(old, new);
+    let max_line = old.split('\n').count().max(new.split('\n').count());
+    let width = max_line.to_string().len();
+    let num = |n: usize| format!("{n:>width$}");
+    let gap = format!(" {} ...", " ".repeat(width));
+    let mut out: Vec<String> = Vec::new();
+    let (mut old_n, mut new_n) = (1usize, 1usize);
+    let mut last_was_change = false;
+    let mut first_changed = None;
+
+    for (i, part) in parts.iter().enumerate() {
+        match part {
+            Part::Removed(lines) | Part::Added(lines) => {
+                first_changed.get_or_insert(new_n);
+                for line in lines {
+                    if matches!(part, Part::Added(_)) {
+                        out.push(format!("+{} {line}", num(new_n)));
+                        new_n += 1;
+                    } else {
+                        out.push(format!("-{} {line}", num(old_n)));
+                        old_n += 1;
+                    }
+                }
+                last_was_change = true;
+            }
+            Part::Same(lines) => {
+                let next_is_change =
+                    matches!(parts.get(i + 1), Some(Part::Removed(_) | Part::Added(_)));
+                let show = |out: &mut Vec<String>,
+                            shown: &[&str],
+                            old_n: &mut usize,
+                            new_n: &mut usize| {
+                    for line in shown {
+                        out.push(format!(" {} {line}", num(*old_n)));
+                        *old_n += 1;
+                        *new_n += 1;
+                    }
+                };
+                if last_was_change && next_is_change {
+                    if lines.len() <= context * 2 {
+                        show(&mut out, lines, &mut old_n, &mut new_n);
+                    } else {
+                        let skipped = lines.len() - 2 * context;
+                        show(&mut out, &lines[..context], &mut old_n, &mut new_n);
+                        out.push(gap.clone());
+                        old_n += skipped;
+                        new_n += skipped;
+                        show(
+                            &mut out,
+                            &lines[lines.len() - context..],
+                            &mut old_n,
+                            &mut new_n,
+                        );
+                    }
+                } else if last_was_change {
+                    let shown = &lines[..lines.len().min(context)];
+                    let skipped = lines.len() - shown.len();
+                    show(&mut out, shown, &mut old_n, &mut new_n);
+                    if skipped > 0 {
+                        out.push(gap.clone());
+                        old_n += skipped;
+                        new_n += skipped;
+                    }
+                } else if next_is_change {
+                    let skipped = lines.len().saturating_sub(context);
+                    if skipped > 0 {
+                        out.push(gap.clone());
+                        old_n += skipped;
+                        new_n += skipped;
+                    }
+                    show(&mut out, &lines[skipped..], &mut old_n, &mut new_n);
+                } else {
+                    old_n += lines.len();
+                    new_n += lines.len();
+                }
+                last_was_change = false;
+            }
+        }
+    }
+    (out.join("\n"), first_changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edits(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn line_endings() {
+        assert_eq!(detect_line_ending("a\r\nb\n"), "\r\n");
+        assert_eq!(detect_line_ending("a\nb\r\n"), "\n");
+        assert_eq!(detect_line_ending("ab"), "\n");
+        assert_eq!(normalize_to_lf("a\r\nb\rc"), "a\nb\nc");
+        assert_eq!(restore_line_endings("a\nb", "\r\n"), "a\r\nb");
+    }
+
+    #[test]
+    fn exact_unique_and_error_messages() {
+        let (base, new) = apply_edits("a\nb\nc\n", &edits(&[("b", "B")]), "f").unwrap();
+        assert_eq!((base.as_str(), new.as_str()), ("a\nb\nc\n", "a\nB\nc\n"));
+
+        let err = apply_edits("x x", &edits(&[("x", "y")]), "f").unwrap_err();
+        assert_eq!(
+            err,
+            "Found 2 occurrences of the text in f. The text must be unique. Please provide more context to make it unique."
+        );
+        let err = apply_edits("abc", &edits(&[("zz", "y")]), "f").unwrap_err();
+        assert_eq!(
+            err,
+            "Could not find the exact text in f. The old text must match exactly including all whitespace and newlines."
+        );
+        let err = apply_edits("abc", &edits(&[("a", "1"), ("zz", "2")]), "f").unwrap_err();
+        assert_eq!(
+            err,
+            "Could not find edits[1] in f. The oldText must match exactly including all whitespace and newlines."
+        );
+        let err = apply_edits("abcdef", &edits(&[("abc", "1"), ("bcd", "2")]), "f").unwrap_err();
+        assert_eq!(
+            err,
+            "edits[0] and edits[1] overlap in f. Merge them into one edit or target disjoint regions."
+        );
+        let err = apply_edits("abc", &edits(&[("", "1")]), "f").unwrap_err();
+        assert_eq!(err, "oldText must not be empty in f.");
+        let err = apply_edits("abc", &edits(&[("b", "b")]), "f").unwrap_err();
+        assert!(
+            err.starts_with("No changes made to f. The replacement produced identical content.")
+        );
+    }
+
+    #[test]
+    fn multiple_edits_against_the_original() {
+        let (_, new) = apply_edits(
+            "one two three",
+            &edits(&[("three", "3"), ("one", "1")]),
+            "f",
+        )
+        .unwrap();
+        assert_eq!(new, "1 two 3");
+    }
+
+    #[test]
+    fn fuzzy_matching_normalises_the_file() {
+        // Smart quotes and trailing spaces in the file, plain text from the model.
+        let content = "say \u{201C}hi\u{201D}   \nnext\u{2014}line\n";
+        let (base, new) =
+            apply_edits(content, &edits(&[("say \"hi\"", "say \"bye\"")]), "f").unwrap();
+        assert_eq!(base, "say \"hi\"\nnext-line\n");
+        assert_eq!(new, "say \"bye\"\nnext-line\n");
+        assert_eq!(normalize_for_fuzzy_match("a\u{2026}\u{FB01}"), "a...fi");
+    }
+
+    #[test]
+    fn diff_with_numbers_and_context() {
+        let old: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let new = old.replace("line 10\n", "line ten\n");
+        let (diff, first) = generate_diff_string(&old, &new, 4);
+        assert_eq!(first, Some(10));
+        let expected = [
+            "    ...",
+            "  6 line 6",
+            "  7 line 7",
+            "  8 line 8",
+            "  9 line 9",
+            "-10 line 10",
+            "+10 line ten",
+            " 11 line 11",
+            " 12 line 12",
+            " 13 line 13",
+            " 14 line 14",
+            "    ...",
+        ]
+        .join("\n");
+        assert_eq!(diff, expected);
+    }
+}

@@ -1,0 +1,213 @@
+//! Images for the read tool: which files pi sends as image blocks (the `file-type` sniff of
+//! the first 4100 bytes, restricted to png, jpeg, gif and webp), their pixel size (pi keeps
+//! an image as is when it fits 2000x2000 and 4.5 MB of base64), and base64.
+
+/// Bytes pi sniffs (utils/mime.js).
+pub(crate) const SNIFF_BYTES: usize = 4100;
+/// pi's resize limits (utils/image-resize.js).
+pub(crate) const MAX_WIDTH: u32 = 2000;
+pub(crate) const MAX_HEIGHT: u32 = 2000;
+pub(crate) const MAX_BASE64_BYTES: usize = 4_718_592; // 4.5 MiB
+
+/// The supported image MIME type of a file starting with `head`, or `None` (text).
+pub(crate) fn sniff_mime(head: &[u8]) -> Option<&'static str> {
+    if head.is_empty() {
+        return None;
+    }
+    if head.starts_with(b"GIF") {
+        return Some("image/gif");
+    }
+    if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        // FF D8 FF F7 is JPEG-LS, which pi does not send.
+        return (head.get(3) != Some(&0xF7)).then_some("image/jpeg");
+    }
+    if head.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
+        return png_kind(head);
+    }
+    if head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
+        return Some("image/webp");
+    }
+    None
+}
+
+/// file-type's PNG chunk walk: an `acTL` chunk before the first `IDAT` makes it an APNG,
+/// which pi does not treat as an image.
+fn png_kind(head: &[u8]) -> Option<&'static str> {
+    let size = head.len();
+    let mut pos = 8usize;
+    let mut seen_header = false;
+    for _ in 0..512 {
+        let header = head.get(pos..pos + 8)?;
+        let length = i32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        let kind = &header[4..8];
+        pos += 8;
+        if length < 0 {
+            return None;
+        }
+        if kind == b"IHDR" {
+            if length != 13 {
+                return None;
+            }
+            seen_header = true;
+        }
+        match kind {
+            b"IDAT" => return Some("image/png"),
+            b"acTL" => return None,
+            _ => {
+                if !seen_header && kind != b"CgBI" {
+                    return None;
+                }
+                let skip = length as usize + 4;
+                if pos + skip > size {
+                    // The sniffed bytes end inside the chunk: file-type settles on PNG.
+                    return Some("image/png");
+                }
+                pos += skip;
+            }
+        }
+        if pos + 8 >= size {
+            break;
+        }
+    }
+    Some("image/png")
+}
+
+/// Width and height from the image header, when it can be read.
+pub(crate) fn dimensions(data: &[u8], mime: &str) -> Option<(u32, u32)> {
+    let be16 = |i: usize| Some(u16::from_be_bytes([*data.get(i)?, *data.get(i + 1)?]) as u32);
+    let le16 = |i: usize| Some(u16::from_le_bytes([*data.get(i)?, *data.get(i + 1)?]) as u32);
+    let be32 = |i: usize| {
+        let b = data.get(i..i + 4)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let le24 = |i: usize| {
+        let b = data.get(i..i + 3)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], 0]))
+    };
+    match mime {
+        "image/png" => Some((be32(16)?, be32(20)?)),
+        "image/gif" => Some((le16(6)?, le16(8)?)),
+        "image/webp" => match data.get(12..16)? {
+            b"VP8 " => Some((le16(26)? & 0x3FFF, le16(28)? & 0x3FFF)),
+            b"VP8L" => {
+                let b = data.get(21..25)?;
+                let bits = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1))
+            }
+            b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
+            _ => None,
+        },
+        "image/jpeg" => {
+            let mut i = 2usize;
+            loop {
+                while *data.get(i)? != 0xFF {
+                    i += 1;
+                }
+                while *data.get(i)? == 0xFF {
+                    i += 1;
+                }
+                let marker = *data.get(i)?;
+                i += 1;
+                if marker == 0xD8 || marker == 0x01 || (0xD0..=0xD7).contains(&marker) {
+                    continue;
+                }
+                let len = be16(i)? as usize;
+                let is_sof =
+                    (0xC0..=0xCF).contains(&marker) && ![0xC4, 0xC8, 0xCC].contains(&marker);
+                if is_sof {
+                    return Some((be16(i + 5)?, be16(i + 3)?));
+                }
+                if marker == 0xD9 || len < 2 {
+                    return None;
+                }
+                i += len;
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Standard base64 with padding.
+pub(crate) fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A valid 2x3 RGBA PNG (IHDR, IDAT, IEND).
+    pub(crate) fn tiny_png() -> Vec<u8> {
+        let mut v = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+        let chunk = |v: &mut Vec<u8>, kind: &[u8], data: &[u8]| {
+            v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            v.extend_from_slice(kind);
+            v.extend_from_slice(data);
+            v.extend_from_slice(&[0, 0, 0, 0]); // CRC: not checked by the sniff
+        };
+        let mut ihdr = Vec::new();
+        ihdr.extend_from_slice(&2u32.to_be_bytes());
+        ihdr.extend_from_slice(&3u32.to_be_bytes());
+        ihdr.extend_from_slice(&[8, 6, 0, 0, 0]);
+        chunk(&mut v, b"IHDR", &ihdr);
+        chunk(&mut v, b"IDAT", &[0x78, 0x9C, 0x63, 0, 0, 0, 1, 0, 1]);
+        chunk(&mut v, b"IEND", &[]);
+        v
+    }
+
+    #[test]
+    fn sniffs_like_file_type() {
+        assert_eq!(sniff_mime(&tiny_png()), Some("image/png"));
+        assert_eq!(sniff_mime(b"GIF89a\x02\x00\x03\x00"), Some("image/gif"));
+        assert_eq!(sniff_mime(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("image/jpeg"));
+        assert_eq!(sniff_mime(&[0xFF, 0xD8, 0xFF, 0xF7]), None);
+        assert_eq!(sniff_mime(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(sniff_mime(b"hello"), None);
+        assert_eq!(sniff_mime(b""), None);
+        let mut apng = tiny_png();
+        // Rename IDAT to acTL: an animated PNG.
+        let at = apng.windows(4).position(|w| w == b"IDAT").unwrap();
+        apng[at..at + 4].copy_from_slice(b"acTL");
+        assert_eq!(sniff_mime(&apng), None);
+    }
+
+    #[test]
+    fn reads_dimensions() {
+        assert_eq!(dimensions(&tiny_png(), "image/png"), Some((2, 3)));
+        assert_eq!(
+            dimensions(b"GIF89a\x02\x00\x03\x00", "image/gif"),
+            Some((2, 3))
+        );
+        let jpeg = [
+            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00,
+            0x03, 0x00, 0x02, 0x01, 0x01, 0x11, 0x00,
+        ];
+        assert_eq!(dimensions(&jpeg, "image/jpeg"), Some((2, 3)));
+    }
+
+    #[test]
+    fn base64_matches_the_standard() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+}

@@ -1,0 +1,276 @@
+//! Streaming command output with bounded memory (pi's core/tools/output-accumulator.js):
+//! bytes are decoded as UTF-8 as they arrive, only a rolling tail is kept for display, and
+//! once the output exceeds the limits all of it goes to a temp file whose path pi reports.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, truncate_tail};
+
+/// What the output looks like now.
+pub(crate) struct Snapshot {
+    pub content: String,
+    pub truncation: Truncation,
+    pub full_output_path: Option<PathBuf>,
+}
+
+pub(crate) struct OutputAccumulator {
+    max_lines: u64,
+    max_bytes: usize,
+    max_rolling_bytes: usize,
+    temp_prefix: &'static str,
+    /// Bytes of a character split across chunks.
+    pending: Vec<u8>,
+    raw_chunks: Vec<Vec<u8>>,
+    tail: String,
+    tail_starts_at_line_boundary: bool,
+    total_raw_bytes: usize,
+    total_decoded_bytes: usize,
+    total_lines: usize,
+    current_line_bytes: usize,
+    finished: bool,
+    temp_path: Option<PathBuf>,
+    temp_file: Option<std::fs::File>,
+}
+
+impl OutputAccumulator {
+    pub fn new(temp_prefix: &'static str) -> Self {
+        OutputAccumulator {
+            max_lines: DEFAULT_MAX_LINES,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_rolling_bytes: DEFAULT_MAX_BYTES * 2,
+            temp_prefix,
+            pending: Vec::new(),
+            raw_chunks: Vec::new(),
+            tail: String::new(),
+            tail_starts_at_line_boundary: true,
+            total_raw_bytes: 0,
+            total_decoded_bytes: 0,
+            total_lines: 1,
+            current_line_bytes: 0,
+            finished: false,
+            temp_path: None,
+            temp_file: None,
+        }
+    }
+
+    pub fn append(&mut self, data: &[u8]) {
+        if self.finished {
+            return;
+        }
+        self.total_raw_bytes += data.len();
+        let text = self.decode(data, false);
+        self.append_decoded(&text);
+        if self.temp_file.is_some() || self.should_use_temp_file() {
+            self.ensure_temp_file();
+            if let Some(f) = &mut self.temp_file {
+                let _ = f.write_all(data);
+            }
+        } else if !data.is_empty() {
+            self.raw_chunks.push(data.to_vec());
+        }
+    }
+
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let text = self.decode(&[], true);
+        self.append_decoded(&text);
+        if self.should_use_temp_file() {
+            self.ensure_temp_file();
+        }
+    }
+
+    pub fn snapshot(&mut self, persist_if_truncated: bool) -> Snapshot {
+        let tail = truncate_tail(self.snapshot_text(), self.max_lines, self.max_bytes);
+        let truncated =
+            self.total_lines as u64 > self.max_lines || self.total_decoded_bytes > self.max_bytes;
+        let truncated_by = if truncated {
+            tail.truncated_by
+                .or(Some(if self.total_decoded_bytes > self.max_bytes {
+                    "bytes"
+                } else {
+                    "lines"
+                }))
+        } else {
+            None
+        };
+        let truncation = Truncation {
+            truncated,
+            truncated_by,
+            total_lines: self.total_lines,
+            total_bytes: self.total_decoded_bytes,
+            max_lines: self.max_lines,
+            max_bytes: self.max_bytes,
+            ..tail
+        };
+        if persist_if_truncated && truncation.truncated {
+            self.ensure_temp_file();
+        }
+        Snapshot {
+            content: truncation.content.clone(),
+            truncation,
+            full_output_path: self.temp_path.clone(),
+        }
+    }
+
+    /// Closes the temp file (everything written so far stays).
+    pub fn close_temp_file(&mut self) {
+        if let Some(mut f) = self.temp_file.take() {
+            let _ = f.flush();
+        }
+    }
+
+    /// Bytes of the last (unterminated) line.
+    pub fn last_line_bytes(&self) -> usize {
+        self.current_line_bytes
+    }
+
+    /// Streaming UTF-8 decode: invalid sequences become U+FFFD; a sequence cut at the end
+    /// of a chunk waits for the next one (or becomes U+FFFD at the end).
+    fn decode(&mut self, data: &[u8], last: bool) -> String {
+        let mut bytes = std::mem::take(&mut self.pending);
+        bytes.extend_from_slice(data);
+        let mut out = String::new();
+        let mut rest = &bytes[..];
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    out.push_str(s);
+                    break;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match e.error_len() {
+                        Some(n) => {
+                            out.push('\u{FFFD}');
+                            rest = &after[n..];
+                        }
+                        None => {
+                            if last {
+                                out.push('\u{FFFD}');
+                            } else {
+                                self.pending = after.to_vec();
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn append_decoded(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.total_decoded_bytes += text.len();
+        self.tail.push_str(text);
+        if self.tail.len() > self.max_rolling_bytes * 2 {
+            self.trim_tail();
+        }
+        match text.rfind('\n') {
+            None => self.current_line_bytes += text.len(),
+            Some(last) => {
+                self.total_lines += text.matches('\n').count();
+                self.current_line_bytes = text.len() - last - 1;
+            }
+        }
+    }
+
+    fn trim_tail(&mut self) {
+        let len = self.tail.len();
+        if len <= self.max_rolling_bytes {
+            return;
+        }
+        let mut start = len - self.max_rolling_bytes;
+        while !self.tail.is_char_boundary(start) {
+            start += 1;
+        }
+        if start > 0 {
+            self.tail_starts_at_line_boundary = self.tail.as_bytes()[start - 1] == b'\n';
+        }
+        self.tail.drain(..start);
+    }
+
+    fn snapshot_text(&self) -> &str {
+        if self.tail_starts_at_line_boundary {
+            return &self.tail;
+        }
+        match self.tail.find('\n') {
+            Some(i) => &self.tail[i + 1..],
+            None => &self.tail,
+        }
+    }
+
+    fn should_use_temp_file(&self) -> bool {
+        self.total_raw_bytes > self.max_bytes
+            || self.total_decoded_bytes > self.max_bytes
+            || self.total_lines as u64 > self.max_lines
+    }
+
+    fn ensure_temp_file(&mut self) {
+        if self.temp_path.is_some() {
+            return;
+        }
+        let id = uuid::Uuid::new_v4();
+        let hex: String = id.as_bytes()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = std::env::temp_dir().join(format!("{}-{hex}.log", self.temp_prefix));
+        if let Ok(mut f) = std::fs::File::create(&path) {
+            for chunk in self.raw_chunks.drain(..) {
+                let _ = f.write_all(&chunk);
+            }
+            self.temp_file = Some(f);
+        }
+        self.temp_path = Some(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_across_chunks_and_counts_lines() {
+        let mut acc = OutputAccumulator::new("pi-test");
+        let bytes = "héllo\nwörld".as_bytes();
+        // Split inside the two-byte é.
+        acc.append(&bytes[..2]);
+        acc.append(&bytes[2..]);
+        acc.append(b"\xff");
+        acc.finish();
+        let snap = acc.snapshot(false);
+        assert_eq!(snap.content, "héllo\nwörld\u{FFFD}");
+        assert!(!snap.truncation.truncated);
+        assert_eq!(snap.truncation.total_lines, 2);
+        assert!(snap.full_output_path.is_none());
+    }
+
+    #[test]
+    fn long_output_keeps_the_tail_and_spills_to_a_file() {
+        let mut acc = OutputAccumulator::new("pi-test");
+        let all: String = (1..=3000).map(|i| format!("line {i}\n")).collect();
+        for chunk in all.as_bytes().chunks(1000) {
+            acc.append(chunk);
+        }
+        acc.finish();
+        let snap = acc.snapshot(true);
+        let t = &snap.truncation;
+        assert!(t.truncated);
+        assert_eq!(t.truncated_by, Some("lines"));
+        assert_eq!(t.total_lines, 3001);
+        assert_eq!(t.output_lines, 2000);
+        assert!(snap.content.ends_with("line 3000\n"));
+        acc.close_temp_file();
+        let path = snap.full_output_path.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), all);
+        std::fs::remove_file(path).unwrap();
+    }
+}
