@@ -21,10 +21,13 @@ macro_rules! say {
 }
 use crate::bundle;
 use crate::capabilities::Grants;
+use crate::model::models_json::{self, ModelsJson};
+use crate::model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
 use crate::runtime::{InstanceOptions, Runtime};
+use crate::session::store::{SessionStore, SyncPolicy};
 use crate::session::{
-    DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionConfig, SessionEvent,
-    TerminalDialogs, UiRequest,
+    AgentSettings, DialogResponder, EventSink, NoDialogs, PromptOptions, ScriptedAnswers, Session,
+    SessionConfig, SessionEvent, TerminalDialogs, ToolExecution, UiRequest,
 };
 
 #[derive(Parser)]
@@ -62,8 +65,14 @@ struct BuildArgs {
 struct RunArgs {
     /// The extension(s): a .wasm built by `pichamber build`, or sources (built on the fly).
     /// Several load into one session in the order given, as pi loads several -e options.
-    #[arg(required = true)]
     ext: Vec<PathBuf>,
+    /// An extension to load (repeatable; same as the positional EXT, as in pi's -e).
+    #[arg(short = 'e', long = "extension", value_name = "EXT")]
+    extension: Vec<PathBuf>,
+    /// Send a prompt to the agent and run it to completion (repeatable; "/name args" runs an
+    /// extension command as pi does). Needs a model: --script or --model.
+    #[arg(short, long, value_name = "TEXT")]
+    prompt: Vec<String>,
     /// Call a tool (repeatable; steps run in command-line order).
     #[arg(long, value_name = "NAME")]
     tool: Vec<String>,
@@ -103,6 +112,60 @@ struct RunArgs {
     limits: LimitArgs,
     #[command(flatten)]
     grants: GrantArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Record the session in this file, in pi's JSONL format; an existing file is resumed
+    /// (pi can open it too). Each entry is on disk before it is reported. [default: memory]
+    #[arg(long, value_name = "FILE")]
+    session: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// A scripted model: a JSON file of canned assistant turns (see docs in README).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "base_url"])]
+    script: Option<PathBuf>,
+    /// The model id. With --base-url: an OpenAI-compatible chat-completions model; otherwise
+    /// looked up in models.json (pi's format) under --provider.
+    #[arg(long, value_name = "ID")]
+    model: Option<String>,
+    /// The provider in models.json [default: the first that has --model].
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Environment variable holding the API key for --base-url.
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    api_key_env: String,
+    /// pi's models.json [default: ~/.pi/agent/models.json].
+    #[arg(long, value_name = "FILE")]
+    models: Option<PathBuf>,
+    /// Thinking level: off, minimal, low, medium, high, xhigh.
+    #[arg(long, value_name = "LEVEL", default_value = "off")]
+    thinking: String,
+}
+
+#[derive(Args)]
+struct AgentArgs {
+    /// Leave out pi's built-in tools (read, bash, edit, write, grep, find, ls).
+    #[arg(long)]
+    no_builtin_tools: bool,
+    /// The tools the model may use, comma-separated [default: read,bash,edit,write + every
+    /// extension tool].
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    tools: Option<Vec<String>>,
+    /// Run a turn's tool calls one after another instead of pi's parallel mode.
+    #[arg(long)]
+    sequential_tools: bool,
+    /// Replace the built-in system prompt.
+    #[arg(long, value_name = "TEXT")]
+    system_prompt: Option<String>,
+    /// Append to the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    append_system_prompt: Option<String>,
 }
 
 #[derive(Args)]
@@ -237,6 +300,7 @@ enum Step {
     Tool(String, Value),
     Command(String),
     Event(String, Value),
+    Prompt(String),
 }
 
 fn parse_json_arg(flag: &str, text: &str) -> Result<Value> {
@@ -292,6 +356,9 @@ fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
         map.insert("type".into(), json!(name));
         steps.push((at, Step::Event(name.clone(), body)));
     }
+    for (text, at) in args.prompt.iter().zip(indices("prompt")) {
+        steps.push((at, Step::Prompt(text.clone())));
+    }
     steps.sort_by_key(|(at, _)| *at);
     Ok(steps.into_iter().map(|(_, s)| s).collect())
 }
@@ -309,16 +376,34 @@ fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let steps = ordered_steps(&args, matches)?;
-    let artifacts = args
-        .ext
+    let sources: Vec<&PathBuf> = args.ext.iter().chain(&args.extension).collect();
+    if sources.is_empty() && args.prompt.is_empty() {
+        bail!(
+            "nothing to run: give an extension (pichamber run EXT, or -e EXT) and/or a prompt (--prompt TEXT with --script or --model)"
+        );
+    }
+    let artifacts = sources
         .iter()
         .map(|p| load_artifact(p))
         .collect::<Result<Vec<_>>>()?;
+    let model = model_from_args(&args.model)?;
     let cwd = match &args.cwd {
         Some(dir) => dir
             .canonicalize()
             .with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir()?,
+    };
+    let store = match &args.session {
+        Some(path) => {
+            let (store, report) =
+                SessionStore::open_or_create(path, &cwd.to_string_lossy(), SyncPolicy::EveryEntry)
+                    .with_context(|| format!("--session {}", path.display()))?;
+            if !report.is_clean() {
+                eprintln!("warning: {}: {report}", path.display());
+            }
+            Some(store)
+        }
+        None => None,
     };
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
@@ -354,8 +439,24 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             sink: sink.clone(),
             instance: options,
             flags: parse_flags(&args.flags)?,
+            model,
+            agent: AgentSettings {
+                tool_execution: if args.agent.sequential_tools {
+                    ToolExecution::Sequential
+                } else {
+                    ToolExecution::Parallel
+                },
+                builtin_tools: !args.agent.no_builtin_tools,
+                system_prompt: args.agent.system_prompt.clone(),
+                append_system_prompt: args.agent.append_system_prompt.clone(),
+                ..Default::default()
+            },
+            store,
         },
     );
+    session
+        .set_thinking_level(&args.model.thinking)
+        .map_err(anyhow::Error::msg)?;
     // An extension that fails to load is reported; the others still load and run (as in pi).
     let mut loaded = 0;
     for artifact in &artifacts {
@@ -363,15 +464,15 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             loaded += 1;
         }
     }
-    if loaded == 0 {
+    if loaded == 0 && !artifacts.is_empty() {
         return Ok(ExitCode::FAILURE);
     }
-    let _ = session
-        .emit(
-            "session_start",
-            json!({ "type": "session_start", "reason": "startup" }),
-        )
-        .await;
+    if let Some(names) = &args.agent.tools {
+        session
+            .set_active_tools(names)
+            .map_err(anyhow::Error::msg)?;
+    }
+    session.start().await;
     for step in steps {
         // Work an extension left running (a due timer, an answered dialog) runs between steps.
         session.poll().await;
@@ -404,7 +505,15 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
                 }),
                 Err(_) => failed.store(true, Ordering::Relaxed),
             },
+            Step::Prompt(text) => {
+                if let Err(e) = session.prompt(&text, PromptOptions::default()).await {
+                    eprintln!("error: {e}");
+                    failed.store(true, Ordering::Relaxed);
+                }
+            }
         }
+        // Turns a step asked for (sendUserMessage, sendMessage with triggerTurn) run now.
+        session.run_requests().await;
     }
     session.poll().await;
     session.shutdown().await;
@@ -426,11 +535,68 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     })
 }
 
+/// The model prompts go to: a scripted model, an OpenAI-compatible endpoint, or a model from
+/// pi's models.json. None without --script / --model: prompts then get a notice.
+fn model_from_args(args: &ModelArgs) -> Result<Option<Arc<ModelClient>>> {
+    if let Some(path) = &args.script {
+        let model = ScriptedModel::load(path)?;
+        return Ok(Some(Arc::new(ModelClient::Scripted(model))));
+    }
+    let Some(model_id) = &args.model else {
+        if args.base_url.is_some() || args.provider.is_some() {
+            bail!("--base-url and --provider need --model ID (the model to call)");
+        }
+        return Ok(None);
+    };
+    let config = if let Some(base_url) = &args.base_url {
+        let mut config = OpenAiConfig::new(
+            args.provider.as_deref().unwrap_or("openai-compatible"),
+            model_id,
+            base_url,
+        );
+        config.api_key = std::env::var(&args.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty());
+        config
+    } else {
+        let path = args
+            .models
+            .clone()
+            .unwrap_or_else(models_json::default_path);
+        let models = ModelsJson::load(&path)?;
+        let provider = match &args.provider {
+            Some(p) => p.clone(),
+            None => models
+                .models()
+                .into_iter()
+                .find(|m| &m.id == model_id)
+                .map(|m| m.provider)
+                .with_context(|| {
+                    format!(
+                        "model {model_id:?} is in no provider of {}; give --base-url URL for an OpenAI-compatible endpoint",
+                        path.display()
+                    )
+                })?,
+        };
+        models.openai_config(&provider, model_id)?
+    };
+    Ok(Some(Arc::new(ModelClient::OpenAi(OpenAiModel::new(
+        config,
+    )?))))
+}
+
 /// NDJSON on stdout with `--json`; otherwise a readable transcript (results on stdout,
 /// diagnostics on stderr). Any extension error marks the run failed.
 fn output_sink(json_output: bool, asks_on_terminal: bool, failed: Arc<AtomicBool>) -> EventSink {
     Arc::new(move |event: &SessionEvent| {
         if matches!(event, SessionEvent::ExtensionError { .. }) {
+            failed.store(true, Ordering::Relaxed);
+        }
+        // A model call that ended in an error fails the run too.
+        if let SessionEvent::Agent(e) = event
+            && e["type"] == "message_end"
+            && e["message"]["stopReason"] == "error"
+        {
             failed.store(true, Ordering::Relaxed);
         }
         if json_output {
@@ -495,6 +661,9 @@ fn print_event(event: &SessionEvent) {
         SessionEvent::ExtensionUiResponse { answer, .. } => {
             say!("  -> {}", serde_json::to_string(answer).unwrap_or_default())
         }
+        // Messages are shown by their message_end; other entries by kind.
+        SessionEvent::Entry { entry }
+            if entry["type"] == "message" || entry["type"] == "custom_message" => {}
         SessionEvent::Entry { entry } => say!(
             "entry {} {}",
             entry["type"].as_str().unwrap_or_default(),
@@ -504,12 +673,7 @@ fn print_event(event: &SessionEvent) {
                 .map(Value::to_string)
                 .unwrap_or_default()
         ),
-        SessionEvent::Message { message, .. } => {
-            say!("message: {}", content_text(&message["content"]))
-        }
-        SessionEvent::ToolExecutionUpdate { partial_result, .. } => {
-            say!("  … {}", content_text(&partial_result["content"]))
-        }
+        SessionEvent::Agent(event) => print_agent_event(event),
         SessionEvent::ToolResult {
             tool_name,
             content,
@@ -540,6 +704,58 @@ fn print_event(event: &SessionEvent) {
     }
 }
 
+/// The readable transcript of a run: what the user, the assistant and the tools said.
+fn print_agent_event(event: &Value) {
+    match event["type"].as_str().unwrap_or_default() {
+        "message_end" => {
+            let m = &event["message"];
+            match m["role"].as_str().unwrap_or_default() {
+                "user" => say!("> {}", content_text(&m["content"])),
+                "assistant" => {
+                    let text: Vec<&str> = m["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| b["type"] == "text")
+                        .filter_map(|b| b["text"].as_str())
+                        .collect();
+                    if !text.is_empty() {
+                        say!("{}", text.join("\n"));
+                    }
+                    if let Some(error) = m["errorMessage"].as_str() {
+                        eprintln!("error: model: {error}");
+                    }
+                }
+                "toolResult" => say!(
+                    "{}{}: {}",
+                    m["toolName"].as_str().unwrap_or_default(),
+                    if m["isError"] == json!(true) {
+                        " (error)"
+                    } else {
+                        ""
+                    },
+                    content_text(&m["content"])
+                ),
+                "custom" if m["display"] != json!(false) => {
+                    say!(
+                        "[{}] {}",
+                        m["customType"].as_str().unwrap_or_default(),
+                        content_text(&m["content"])
+                    )
+                }
+                _ => {}
+            }
+        }
+        "tool_execution_start" => say!(
+            "-> {} {}",
+            event["toolName"].as_str().unwrap_or_default(),
+            event["args"]
+        ),
+        "tool_execution_update" => say!("  … {}", content_text(&event["partialResult"]["content"])),
+        _ => {}
+    }
+}
+
 async fn inspect(args: InspectArgs) -> Result<ExitCode> {
     let artifact = load_artifact(&args.ext)?;
     let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -558,6 +774,9 @@ async fn inspect(args: InspectArgs) -> Result<ExitCode> {
             sink,
             instance: InstanceOptions::default(),
             flags: vec![],
+            model: None,
+            agent: AgentSettings::default(),
+            store: None,
         },
     );
     let loaded = session.load(&artifact).await;

@@ -71,8 +71,10 @@ impl Default for StreamOptions {
 /// What a running [`ModelClient::stream`] reports, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
-    /// The provider's HTTP status and headers (lower-case names, sorted), before the body is
-    /// read; only for a successful response, as pi's `onResponse`.
+    /// The provider's HTTP status and headers (lower-case names, sorted), before any event;
+    /// only for a successful response, as pi's `onResponse`. The body is read on meanwhile
+    /// (events queue up behind this item), so a consumer that handles this item before
+    /// reading further sees pi's order.
     Response {
         status: u16,
         headers: Map<String, Value>,

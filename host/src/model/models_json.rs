@@ -7,7 +7,10 @@
 //! `apiKey` and header values resolve as pi resolves them: `!command` runs the command with
 //! `sh -c` and uses its trimmed output, otherwise the value names an environment variable
 //! when one is set (and non-empty), else it is the literal value. pi resolves at request
-//! time; here it happens when [`ModelsJson::openai_config`] builds the model's config.
+//! time; here it happens when [`ModelsJson::openai_config`] builds the model's config. A
+//! built-in provider listed without `apiKey` falls back to its usual environment variable
+//! (`OPENAI_API_KEY`, ...) as in pi-ai. pi's `auth.json` (which takes precedence in pi) is
+//! not read here.
 
 use std::path::{Path, PathBuf};
 
@@ -176,6 +179,47 @@ fn strip_json_comments(input: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// The environment variables pi-ai reads a built-in provider's key from when none is
+/// configured (`getEnvApiKey`); the first one set wins.
+fn env_key_vars(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "github-copilot" => &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
+        "anthropic" => &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
+        "openai" => &["OPENAI_API_KEY"],
+        "azure-openai-responses" => &["AZURE_OPENAI_API_KEY"],
+        "deepseek" => &["DEEPSEEK_API_KEY"],
+        "google" => &["GEMINI_API_KEY"],
+        "google-vertex" => &["GOOGLE_CLOUD_API_KEY"],
+        "groq" => &["GROQ_API_KEY"],
+        "cerebras" => &["CEREBRAS_API_KEY"],
+        "xai" => &["XAI_API_KEY"],
+        "openrouter" => &["OPENROUTER_API_KEY"],
+        "vercel-ai-gateway" => &["AI_GATEWAY_API_KEY"],
+        "zai" => &["ZAI_API_KEY"],
+        "mistral" => &["MISTRAL_API_KEY"],
+        "minimax" => &["MINIMAX_API_KEY"],
+        "minimax-cn" => &["MINIMAX_CN_API_KEY"],
+        "moonshotai" | "moonshotai-cn" => &["MOONSHOT_API_KEY"],
+        "huggingface" => &["HF_TOKEN"],
+        "fireworks" => &["FIREWORKS_API_KEY"],
+        "opencode" | "opencode-go" => &["OPENCODE_API_KEY"],
+        "kimi-coding" => &["KIMI_API_KEY"],
+        "cloudflare-workers-ai" | "cloudflare-ai-gateway" => &["CLOUDFLARE_API_KEY"],
+        "xiaomi" => &["XIAOMI_API_KEY"],
+        "xiaomi-token-plan-cn" => &["XIAOMI_TOKEN_PLAN_CN_API_KEY"],
+        "xiaomi-token-plan-ams" => &["XIAOMI_TOKEN_PLAN_AMS_API_KEY"],
+        "xiaomi-token-plan-sgp" => &["XIAOMI_TOKEN_PLAN_SGP_API_KEY"],
+        _ => &[],
+    }
+}
+
+/// A built-in provider's key from its environment variable, as pi-ai's `getEnvApiKey`.
+pub fn env_api_key(provider: &str) -> Option<String> {
+    env_key_vars(provider)
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
 }
 
 /// pi's `resolveConfigValue`: `!command` output, an environment variable, or the literal.
@@ -371,7 +415,7 @@ impl ModelsJson {
                 key,
                 &format!("API key for provider \"{provider}\""),
             )?),
-            None => None,
+            None => env_api_key(provider),
         };
         let mut headers = Vec::new();
         if let Some(h) = &config.headers {

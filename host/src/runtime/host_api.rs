@@ -16,10 +16,13 @@ use super::wit::{
     Outcome,
 };
 use crate::session::events::{DialogAnswer, SessionEvent, UiRequest};
-use crate::session::state::{RegisteredCommand, RegisteredTool};
+use crate::session::messages;
+use crate::session::state::{AgentRequest, RegisteredCommand, RegisteredTool, ToolSource};
 
 /// Largest JSON value accepted from a guest in one call.
 pub const MAX_JSON_BYTES: usize = 4 << 20;
+/// Largest session `getTree` serves (its JSON nests one level per entry of a chain).
+pub const MAX_TREE_ENTRIES: usize = 2000;
 /// Longest console line kept.
 pub const MAX_LOG_BYTES: usize = 16 << 10;
 /// Longest name (tool, command, flag, entry type, status key).
@@ -156,9 +159,7 @@ impl Host for ExtensionState {
                 ));
             }
             let registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
-            let mut state = self.session.state.lock().unwrap();
-            state.tools.retain(|t| t.name != registered.name);
-            state.tools.push(registered);
+            self.session.state.lock().unwrap().register_tool(registered);
             Ok(())
         })())
     }
@@ -278,18 +279,42 @@ impl Host for ExtensionState {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             check_name("customType", custom_type)?;
-            let entry = self.session.state.lock().unwrap().append(
-                "custom_message",
-                json!({
-                    "customType": custom_type,
-                    "content": message.get("content").cloned().unwrap_or(json!("")),
-                    "display": message.get("display").cloned().unwrap_or(json!(true)),
-                    "details": message.get("details").cloned().unwrap_or(Value::Null),
-                }),
-            );
-            self.session
-                .emit(SessionEvent::Message { message, options });
-            self.session.emit(SessionEvent::Entry { entry });
+            let custom = messages::custom_message(&message);
+            let deliver_as = options.get("deliverAs").and_then(Value::as_str);
+            let mut state = self.session.state.lock().unwrap();
+            let agent = &mut state.agent;
+            // pi's sendCustomMessage: queue while a run streams, start a turn when asked to,
+            // otherwise just record the message in the context and the session.
+            if deliver_as == Some("nextTurn") {
+                agent.next_turn.push(custom);
+            } else if agent.streaming {
+                if deliver_as == Some("followUp") {
+                    agent.follow_up.push_back(custom);
+                } else {
+                    agent.steering.push_back(custom);
+                }
+            } else if options.get("triggerTurn") == Some(&json!(true)) {
+                agent.requests.push_back(AgentRequest::CustomTurn(custom));
+            } else {
+                agent.messages.push(custom.clone());
+                let entry = state
+                    .store
+                    .append_custom_message_entry(
+                        custom_type,
+                        custom["content"].clone(),
+                        custom["display"] != json!(false),
+                        Some(custom["details"].clone()).filter(|d| !d.is_null()),
+                    )
+                    .map_err(|e| format!("sendMessage: {e:#}"))?;
+                drop(state);
+                self.session.emit(SessionEvent::Entry { entry });
+                self.session.emit(SessionEvent::Agent(
+                    json!({ "type": "message_start", "message": custom }),
+                ));
+                self.session.emit(SessionEvent::Agent(
+                    json!({ "type": "message_end", "message": custom }),
+                ));
+            }
             Ok(())
         })())
     }
@@ -301,17 +326,34 @@ impl Host for ExtensionState {
     ) -> Result<Result<(), String>> {
         Ok((|| {
             let content = parse_json("user message", &content)?;
-            if !(content.is_string() || content.is_array()) {
-                return Err(
-                    "sendUserMessage: content must be a string or an array of content blocks"
-                        .into(),
-                );
-            }
             let options = parse_json("message options", &options)?;
-            self.session.emit(SessionEvent::Message {
-                message: json!({ "role": "user", "content": content }),
-                options,
-            });
+            // pi normalises the content to text (text blocks joined by newlines) plus images.
+            let (text, images) = match content {
+                Value::String(text) => (text, Vec::new()),
+                Value::Array(blocks) => {
+                    let (texts, images): (Vec<Value>, Vec<Value>) =
+                        blocks.into_iter().partition(|b| b["type"] == "text");
+                    let text: Vec<&str> = texts.iter().filter_map(|b| b["text"].as_str()).collect();
+                    (text.join("\n"), images)
+                }
+                _ => {
+                    return Err(
+                        "sendUserMessage: content must be a string or an array of content blocks"
+                            .into(),
+                    );
+                }
+            };
+            let deliver_as = options
+                .get("deliverAs")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            self.session.state.lock().unwrap().agent.requests.push_back(
+                AgentRequest::UserMessage {
+                    text,
+                    images,
+                    deliver_as,
+                },
+            );
             Ok(())
         })())
     }
@@ -328,16 +370,15 @@ impl Host for ExtensionState {
                 None => Value::Null,
             };
             let mut state = self.session.state.lock().unwrap();
-            if state.entries.len() >= MAX_ENTRIES {
+            if state.store.get_entries().len() >= MAX_ENTRIES {
                 return Err(format!(
                     "the session holds {MAX_ENTRIES} entries; no more can be appended"
                 ));
             }
-            let mut fields = json!({ "customType": custom_type });
-            if !data.is_null() {
-                fields["data"] = data;
-            }
-            let entry = state.append("custom", fields);
+            let entry = state
+                .store
+                .append_custom_entry(&custom_type, Some(data).filter(|d| !d.is_null()))
+                .map_err(|e| format!("appendEntry: {e:#}"))?;
             drop(state);
             self.session.emit(SessionEvent::Entry { entry });
             Ok(())
@@ -347,27 +388,29 @@ impl Host for ExtensionState {
     fn set_session_name(&mut self, name: String) -> Result<Result<(), String>> {
         let name = truncate(name.trim(), 256);
         let mut state = self.session.state.lock().unwrap();
-        state.name = Some(name.clone());
-        let entry = state.append("session_info", json!({ "name": name }));
+        let entry = match state.store.append_session_info(&name) {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(format!("setSessionName: {e:#}"))),
+        };
         drop(state);
         self.session.emit(SessionEvent::Entry { entry });
         Ok(Ok(()))
     }
 
     fn get_session_name(&mut self) -> Result<Option<String>> {
-        Ok(self.session.state.lock().unwrap().name.clone())
+        Ok(self.session.state.lock().unwrap().store.get_session_name())
     }
 
     fn set_label(&mut self, entry_id: String, label: Option<String>) -> Result<Result<(), String>> {
         let mut state = self.session.state.lock().unwrap();
-        if !state.entries.iter().any(|e| e["id"] == json!(entry_id)) {
+        if state.store.get_entry(&entry_id).is_none() {
             return Ok(Err(format!("setLabel: no entry with id {entry_id:?}")));
         }
-        match &label {
-            Some(l) => state.labels.insert(entry_id.clone(), truncate(l, 256)),
-            None => state.labels.remove(&entry_id),
+        let label = label.map(|l| truncate(&l, 256));
+        let entry = match state.store.append_label_change(&entry_id, label.as_deref()) {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(format!("setLabel: {e:#}"))),
         };
-        let entry = state.append("label", json!({ "targetId": entry_id, "label": label }));
         drop(state);
         self.session.emit(SessionEvent::Entry { entry });
         Ok(Ok(()))
@@ -380,47 +423,35 @@ impl Host for ExtensionState {
         };
         let arg = |i: usize| args.get(i).and_then(Value::as_str).map(str::to_owned);
         let state = self.session.state.lock().unwrap();
-        let find = |id: &str| state.entries.iter().find(|e| e["id"] == json!(id)).cloned();
+        let store = &state.store;
+        let list = |entries: Vec<&Value>| Value::Array(entries.into_iter().cloned().collect());
         let value = match method.as_str() {
-            "getEntries" | "buildContextEntries" => Value::Array(state.entries.clone()),
-            "getBranch" => {
-                // Walk parentId links from the given entry (or the leaf) back to the root.
-                let mut branch = Vec::new();
-                let mut cursor = arg(0).or_else(|| state.leaf.clone());
-                while let Some(id) = cursor {
-                    let Some(entry) = find(&id) else { break };
-                    cursor = entry["parentId"].as_str().map(str::to_owned);
-                    branch.push(entry);
-                }
-                branch.reverse();
-                Value::Array(branch)
+            "getEntries" => Value::Array(store.get_entries().to_vec()),
+            "buildContextEntries" | "buildSessionContext" => {
+                store.build_session_context().to_json()
             }
-            "getLeafId" => json!(state.leaf),
-            "getLeafEntry" => state.leaf.as_deref().and_then(find).unwrap_or(Value::Null),
-            "getEntry" => arg(0).as_deref().and_then(find).unwrap_or(Value::Null),
-            "getLabel" => arg(0)
-                .and_then(|id| state.labels.get(&id).cloned())
-                .map(Value::String)
+            "getBranch" => list(store.get_branch(arg(0).as_deref())),
+            "getLeafId" => json!(store.get_leaf_id()),
+            "getLeafEntry" => store.get_leaf_entry().cloned().unwrap_or(Value::Null),
+            "getEntry" => arg(0)
+                .and_then(|id| store.get_entry(&id).cloned())
                 .unwrap_or(Value::Null),
-            "getChildren" => {
-                let parent = arg(0);
-                Value::Array(
-                    state
-                        .entries
-                        .iter()
-                        .filter(|e| e["parentId"].as_str().map(str::to_owned) == parent)
-                        .cloned()
-                        .collect(),
-                )
+            "getLabel" => json!(arg(0).and_then(|id| store.get_label(&id).map(str::to_owned))),
+            "getChildren" => list(store.get_children(arg(0).as_deref().unwrap_or_default())),
+            // A host path is the operator's business: extensions see no file location.
+            "getSessionFile" | "getSessionDir" => Value::Null,
+            "getSessionId" => json!(store.get_session_id()),
+            "getSessionName" => json!(store.get_session_name()),
+            "getHeader" => store.get_header().clone(),
+            "getCwd" => json!(self.session.cwd),
+            // pi's tree nests as deep as the longest chain; building and serialising it
+            // recurses, so a session an extension grew very long is refused, not a crash.
+            "getTree" if store.get_entries().len() > MAX_TREE_ENTRIES => {
+                return Ok(Err(format!(
+                    "sessionManager.getTree: the session has more than {MAX_TREE_ENTRIES} entries; use getEntries() or getBranch()"
+                )));
             }
-            "getSessionFile" => Value::Null,
-            "getSessionId" => json!(self.session.id),
-            "getSessionDir" => Value::Null,
-            "getSessionName" => json!(state.name),
-            "getHeader" => {
-                json!({ "type": "session", "version": 3, "id": self.session.id, "cwd": self.session.cwd })
-            }
-            "getTree" => Value::Array(state.entries.clone()),
+            "getTree" => store.get_tree().to_json(),
             other => {
                 return Ok(Err(format!(
                     "sessionManager.{other} is not available to extensions"
@@ -440,9 +471,17 @@ impl Host for ExtensionState {
             .tools
             .iter()
             .map(|t| {
+                let source_info = match t.source {
+                    ToolSource::Builtin => {
+                        json!({ "path": format!("<builtin:{}>", t.name), "source": "builtin" })
+                    }
+                    ToolSource::Extension(_) => {
+                        json!({ "path": format!("extension:{}", t.extension_name), "source": "extension" })
+                    }
+                };
                 json!({
                     "name": t.name, "description": t.description, "parameters": t.parameters,
-                    "sourceInfo": { "path": format!("extension:{}", t.extension_name), "source": "extension" },
+                    "sourceInfo": source_info,
                 })
             })
             .collect();
@@ -451,11 +490,14 @@ impl Host for ExtensionState {
 
     fn set_active_tools(&mut self, names: Vec<String>) -> Result<Result<(), String>> {
         let mut state = self.session.state.lock().unwrap();
-        let known: Vec<String> = names
-            .into_iter()
-            .filter(|n| state.tools.iter().any(|t| &t.name == n))
-            .collect();
-        state.active_tools = Some(known);
+        // pi ignores names it does not know.
+        let mut known: Vec<String> = Vec::new();
+        for name in names {
+            if state.tool(&name).is_some() && !known.contains(&name) {
+                known.push(name);
+            }
+        }
+        state.active_tools = known;
         Ok(Ok(()))
     }
 
@@ -517,15 +559,17 @@ impl Host for ExtensionState {
     }
 
     fn is_idle(&mut self) -> Result<bool> {
-        Ok(true)
+        Ok(!self.session.state.lock().unwrap().agent.streaming)
     }
 
     fn abort(&mut self) -> Result<()> {
+        self.session.abort.send_replace(true);
         Ok(())
     }
 
     fn has_pending_messages(&mut self) -> Result<bool> {
-        Ok(false)
+        let state = self.session.state.lock().unwrap();
+        Ok(!state.agent.steering.is_empty() || !state.agent.follow_up.is_empty())
     }
 
     fn shutdown(&mut self) -> Result<()> {
@@ -534,11 +578,19 @@ impl Host for ExtensionState {
     }
 
     fn get_context_usage(&mut self) -> Result<Option<String>> {
-        Ok(None)
+        let state = self.session.state.lock().unwrap();
+        Ok(state.context_usage().map(|u| u.to_string()))
     }
 
     fn get_system_prompt(&mut self) -> Result<String> {
-        Ok(String::new())
+        Ok(self
+            .session
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .system_prompt
+            .clone())
     }
 
     fn compact(&mut self, _options: String) -> Result<()> {
@@ -612,10 +664,7 @@ impl Host for ExtensionState {
 
     fn tool_update(&mut self, tool_call_id: String, partial: String) -> Result<()> {
         if let Ok(partial) = parse_json("tool update", &partial) {
-            self.session.emit(SessionEvent::ToolExecutionUpdate {
-                tool_call_id,
-                partial_result: partial,
-            });
+            crate::session::tool_calls::report_update(&self.session, &tool_call_id, partial);
         }
         Ok(())
     }

@@ -130,14 +130,6 @@ pub enum SessionEvent {
     },
     /// An entry appended to the session (`pi.appendEntry`, session name, labels).
     Entry { entry: Value },
-    /// `pi.sendMessage` / `pi.sendUserMessage`, with its delivery options.
-    Message { message: Value, options: Value },
-    ToolExecutionUpdate {
-        #[serde(rename = "toolCallId")]
-        tool_call_id: String,
-        #[serde(rename = "partialResult")]
-        partial_result: Value,
-    },
     ToolResult {
         #[serde(rename = "toolCallId")]
         tool_call_id: String,
@@ -162,7 +154,36 @@ pub enum SessionEvent {
         level: String,
         message: String,
     },
+    /// An agent event exactly as pi emits it to its clients (agent_start, turn_start,
+    /// message_start/update/end, tool_execution_*, turn_end, agent_end, queue_update): the
+    /// value carries its own `type`.
+    #[serde(untagged)]
+    Agent(Value),
 }
 
 /// Where a session's events go (stdout NDJSON, a terminal, the HTTP event stream, tests).
 pub type EventSink = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_events_serialise_as_pi_emits_them() {
+        let event = SessionEvent::Agent(serde_json::json!({ "type": "turn_start" }));
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"type":"turn_start"}"#
+        );
+        let event = SessionEvent::Log {
+            extension: "x".into(),
+            level: "info".into(),
+            message: "m".into(),
+        };
+        assert!(
+            serde_json::to_string(&event)
+                .unwrap()
+                .starts_with(r#"{"type":"log""#)
+        );
+    }
+}

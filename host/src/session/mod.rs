@@ -3,21 +3,33 @@
 //! runs its own handler chain in the guest and hands back the updated event, which the next
 //! extension receives.
 
+pub mod agent_loop;
 pub mod dialogs;
 pub mod events;
+pub mod lifecycle;
+pub mod messages;
 pub mod state;
 pub mod store;
+pub mod system_prompt;
+pub mod tool_calls;
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+pub use agent_loop::{PromptOptions, QueueMode};
 pub use dialogs::{DialogResponder, NoDialogs, ScriptedAnswers, TerminalDialogs};
 pub use events::{EventSink, SessionEvent, UiRequest};
+pub use lifecycle::{ForkOutcome, ForkPosition, TreeOutcome};
 pub use state::{SessionShared, SessionState};
+pub use system_prompt::SystemPromptOptions;
+pub use tool_calls::ToolExecution;
 
 use crate::artifact::Artifact;
+use crate::model::ModelClient;
 use crate::runtime::{CallError, ExtensionInstance, InstanceOptions, Runtime};
+use crate::tools::{self, Workspace};
+use state::{RegisteredTool, ToolSource};
 
 /// How a session is set up.
 pub struct SessionConfig {
@@ -28,9 +40,26 @@ pub struct SessionConfig {
     pub instance: InstanceOptions,
     /// `--flag name=value` values for extension flags.
     pub flags: Vec<(String, Value)>,
+    /// The model prompts go to; `None`: prompts get a notice, commands and tools still work.
+    pub model: Option<Arc<ModelClient>>,
+    pub agent: AgentSettings,
+    /// Where entries go: a session file (new or resumed) or memory.
+    pub store: Option<store::SessionStore>,
 }
 
-/// What a tool call produced.
+/// How the agent behaves (pi's settings of the same names).
+#[derive(Debug, Clone, Default)]
+pub struct AgentSettings {
+    pub tool_execution: ToolExecution,
+    pub steering_mode: QueueMode,
+    pub follow_up_mode: QueueMode,
+    /// pi's read, bash, edit, write, grep, find, ls, confined to the workspace (`cwd`).
+    pub builtin_tools: bool,
+    pub system_prompt: Option<String>,
+    pub append_system_prompt: Option<String>,
+}
+
+/// What a tool call produced (`pichamber run --tool`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
     pub tool_call_id: String,
@@ -46,6 +75,14 @@ pub struct Session {
     options: InstanceOptions,
     extensions: Vec<ExtensionInstance>,
     next_call: u64,
+    model: Option<Arc<ModelClient>>,
+    settings: AgentSettings,
+    /// Where the built-in tools work (None when they are off or the folder cannot be opened).
+    workspace: Option<Arc<Workspace>>,
+    /// pi's turnIndex: counts turn_end events within one agent run.
+    turn_index: u64,
+    /// What was loaded, in order, to load again on reload and session switches.
+    artifacts: Vec<Artifact>,
 }
 
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
@@ -53,18 +90,59 @@ const MAX_BUS_DELIVERIES: usize = 1000;
 
 impl Session {
     pub fn new(runtime: Arc<Runtime>, config: SessionConfig) -> Self {
-        let mut state = SessionState::new();
+        let store = config
+            .store
+            .unwrap_or_else(|| store::SessionStore::in_memory(&config.cwd));
+        let id = store.get_session_id().to_owned();
+        // A resumed session continues where it left off: its context, its thinking level.
+        let context = store.build_session_context();
+        let mut state = SessionState::new(store);
+        state.agent.messages = context.messages;
+        state.thinking_level = context.thinking_level;
         for (name, value) in config.flags {
             state.flag_values.insert(name, value);
         }
+        let mut workspace = None;
+        if config.agent.builtin_tools {
+            match Workspace::open(std::path::Path::new(&config.cwd)) {
+                Ok(w) => workspace = Some(Arc::new(w)),
+                Err(e) => tracing::warn!("built-in tools are off: cannot open {}: {e}", config.cwd),
+            }
+        }
+        if workspace.is_some() {
+            for spec in tools::builtin_specs() {
+                state.tools.push(RegisteredTool {
+                    source: ToolSource::Builtin,
+                    extension_name: String::new(),
+                    name: spec.name.to_owned(),
+                    label: spec.label.to_owned(),
+                    description: spec.description,
+                    validator: state::compile_schema(&spec.parameters),
+                    parameters: spec.parameters,
+                    prompt_snippet: spec.prompt_snippet,
+                    prompt_guidelines: spec.prompt_guidelines,
+                    has_prepare_arguments: false,
+                    execution_mode: None,
+                });
+            }
+            state.active_tools = tools::DEFAULT_ACTIVE
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        }
+        if let Some(model) = &config.model {
+            state.model = Some(model.info());
+            state.agent.context_window = model.info()["contextWindow"].as_u64();
+        }
         let shared = Arc::new(SessionShared {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
             cwd: config.cwd,
             has_ui: config.has_ui,
             mode: "rpc".into(),
             sink: config.sink,
             dialogs: config.dialogs,
             state: Mutex::new(state),
+            abort: tokio::sync::watch::channel(false).0,
         });
         Self {
             shared,
@@ -72,7 +150,76 @@ impl Session {
             options: config.instance,
             extensions: Vec::new(),
             next_call: 0,
+            model: config.model,
+            settings: config.agent,
+            workspace,
+            turn_index: 0,
+            artifacts: Vec::new(),
         }
+    }
+
+    /// What the base system prompt is built from: the active tools' snippets and guidelines.
+    pub fn system_prompt_options(&self) -> SystemPromptOptions {
+        let state = self.shared.state.lock().unwrap();
+        let active: Vec<&RegisteredTool> = state
+            .active_tools
+            .iter()
+            .filter_map(|n| state.tool(n))
+            .collect();
+        SystemPromptOptions {
+            custom_prompt: self.settings.system_prompt.clone(),
+            append: self.settings.append_system_prompt.clone(),
+            cwd: self.shared.cwd.clone(),
+            selected_tools: active.iter().map(|t| t.name.clone()).collect(),
+            tool_snippets: active
+                .iter()
+                .filter_map(|t| {
+                    let snippet = t.prompt_snippet.as_deref()?.trim();
+                    (!snippet.is_empty()).then(|| (t.name.clone(), snippet.to_owned()))
+                })
+                .collect(),
+            guidelines: active
+                .iter()
+                .flat_map(|t| t.prompt_guidelines.iter().cloned())
+                .collect(),
+            context_files: Vec::new(),
+        }
+    }
+
+    pub fn set_thinking_level(&self, level: &str) -> Result<(), String> {
+        const LEVELS: [&str; 6] = ["off", "minimal", "low", "medium", "high", "xhigh"];
+        if !LEVELS.contains(&level) {
+            return Err(format!(
+                "unknown thinking level {level:?}: use one of {}",
+                LEVELS.join(", ")
+            ));
+        }
+        self.shared.state.lock().unwrap().thinking_level = level.to_owned();
+        Ok(())
+    }
+
+    /// Sets the tools the model may use; every name must be a known tool.
+    pub fn set_active_tools(&self, names: &[String]) -> Result<(), String> {
+        let mut state = self.shared.state.lock().unwrap();
+        let unknown: Vec<&String> = names.iter().filter(|n| state.tool(n).is_none()).collect();
+        if !unknown.is_empty() {
+            let known: Vec<&str> = state.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(format!(
+                "unknown tool(s) {}: known tools are {}",
+                unknown
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                known.join(", ")
+            ));
+        }
+        state.active_tools = names.to_vec();
+        Ok(())
+    }
+
+    pub fn base_system_prompt(&self) -> String {
+        system_prompt::build(&self.system_prompt_options())
     }
 
     fn error(&self, extension: &str, event: &str, error: impl std::fmt::Display) {
@@ -86,6 +233,16 @@ impl Session {
     /// Loads one extension. A failure is reported as an error entry and the session goes on
     /// without it; the error is returned too.
     pub async fn load(&mut self, artifact: &Artifact) -> Result<(), String> {
+        self.load_shared(artifact.clone()).await
+    }
+
+    async fn load_shared(&mut self, artifact: Artifact) -> Result<(), String> {
+        let result = self.load_instance(&artifact).await;
+        self.artifacts.push(artifact);
+        result
+    }
+
+    async fn load_instance(&mut self, artifact: &Artifact) -> Result<(), String> {
         let index = self.extensions.len();
         let prepared = match self.runtime.prepare(artifact) {
             Ok(p) => p,
@@ -112,7 +269,9 @@ impl Session {
             Err(e) => {
                 // Registrations a failed factory made before throwing are dropped with it.
                 let mut state = self.shared.state.lock().unwrap();
-                state.tools.retain(|t| t.extension != index);
+                state
+                    .tools
+                    .retain(|t| t.source != ToolSource::Extension(index));
                 state.commands.retain(|c| c.extension != index);
                 if let Some(r) = state.registrations.get_mut(index) {
                     *r = Default::default();
@@ -274,140 +433,6 @@ impl Session {
         Ok((result, event))
     }
 
-    fn tool_owner(&self, tool: &str) -> Option<(usize, bool)> {
-        let state = self.shared.state.lock().unwrap();
-        state
-            .tools
-            .iter()
-            .find(|t| t.name == tool)
-            .map(|t| (t.extension, t.has_prepare_arguments))
-    }
-
-    /// Runs a tool the way pi's agent loop does: prepareArguments, the `tool_call` gate, the
-    /// tool itself, then the `tool_result` middleware.
-    pub async fn execute_tool(&mut self, tool: &str, args: Value) -> ToolOutcome {
-        self.next_call += 1;
-        let tool_call_id = format!("call_{}", self.next_call);
-        let error = |text: String| ToolOutcome {
-            tool_call_id: tool_call_id.clone(),
-            content: json!([{ "type": "text", "text": text }]),
-            details: json!({}),
-            is_error: true,
-            terminate: false,
-        };
-        let Some((owner, has_prepare)) = self.tool_owner(tool) else {
-            let known: Vec<String> = self
-                .shared
-                .state
-                .lock()
-                .unwrap()
-                .tools
-                .iter()
-                .map(|t| t.name.clone())
-                .collect();
-            let outcome = error(format!(
-                "Tool {tool} not found (registered tools: {})",
-                if known.is_empty() {
-                    "none".into()
-                } else {
-                    known.join(", ")
-                }
-            ));
-            self.report_tool(tool, &outcome);
-            return outcome;
-        };
-        let mut args = args;
-        if has_prepare {
-            match self.extensions[owner].prepare_arguments(tool, &args).await {
-                Ok(prepared) => args = serde_json::from_str(&prepared).unwrap_or(args),
-                Err(e) => {
-                    let outcome = error(e.to_string());
-                    self.report_tool(tool, &outcome);
-                    return outcome;
-                }
-            }
-        }
-        let gate = self
-            .emit_with_event("tool_call", json!({ "type": "tool_call", "toolName": tool, "toolCallId": tool_call_id, "input": args }))
-            .await;
-        match gate {
-            Err(e) => {
-                let outcome = error(e);
-                self.report_tool(tool, &outcome);
-                return outcome;
-            }
-            Ok((r, _)) if r["block"] == json!(true) => {
-                let reason = r["reason"]
-                    .as_str()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("Tool execution was blocked");
-                let outcome = error(reason.to_owned());
-                self.report_tool(tool, &outcome);
-                return outcome;
-            }
-            // Handlers may have rewritten the input; the tool runs with what they left.
-            Ok((_, event)) => {
-                if let Some(input) = event.get("input") {
-                    args = input.clone();
-                }
-            }
-        }
-        let ctx = self.ctx();
-        let executed = self.extensions[owner]
-            .execute_tool(tool, &tool_call_id, &args, &ctx)
-            .await;
-        self.flush_bus().await;
-        let mut outcome = match executed {
-            Ok(r) => ToolOutcome {
-                tool_call_id: tool_call_id.clone(),
-                content: serde_json::from_str(&r.content).unwrap_or(json!([])),
-                details: r
-                    .details
-                    .and_then(|d| serde_json::from_str(&d).ok())
-                    .unwrap_or(Value::Null),
-                is_error: r.is_error,
-                terminate: r.terminate,
-            },
-            Err(e) => {
-                let name = self.extensions[owner].name.clone();
-                self.error(&name, &format!("tool:{tool}"), &e);
-                error(e.to_string())
-            }
-        };
-        let patched = self
-            .emit(
-                "tool_result",
-                json!({
-                    "type": "tool_result", "toolName": tool, "toolCallId": tool_call_id, "input": args,
-                    "content": outcome.content, "details": outcome.details, "isError": outcome.is_error,
-                }),
-            )
-            .await;
-        if let Some(p) = patched.ok().filter(|p| !p.is_null()) {
-            if !p["content"].is_null() {
-                outcome.content = p["content"].clone();
-            }
-            if !p["details"].is_null() {
-                outcome.details = p["details"].clone();
-            }
-            if let Some(e) = p["isError"].as_bool() {
-                outcome.is_error = e;
-            }
-        }
-        self.report_tool(tool, &outcome);
-        outcome
-    }
-
-    fn report_tool(&self, tool: &str, outcome: &ToolOutcome) {
-        self.shared.emit(SessionEvent::ToolResult {
-            tool_call_id: outcome.tool_call_id.clone(),
-            tool_name: tool.to_owned(),
-            content: outcome.content.clone(),
-            details: outcome.details.clone(),
-            is_error: outcome.is_error,
-        });
-    }
-
     /// Runs `/name args`. Unknown commands and handler failures are errors.
     pub async fn run_command(&mut self, line: &str) -> Result<(), String> {
         let line = line.trim();
@@ -529,10 +554,13 @@ impl Session {
         self.shared.state.lock().unwrap().shutdown_requested
     }
 
-    /// Emits `session_shutdown` and lets every instance finish.
+    /// Emits `session_shutdown` (reason "quit") and lets every instance finish.
     pub async fn shutdown(&mut self) {
         let _ = self
-            .emit("session_shutdown", json!({ "type": "session_shutdown" }))
+            .emit(
+                "session_shutdown",
+                json!({ "type": "session_shutdown", "reason": "quit" }),
+            )
             .await;
         for extension in &mut self.extensions {
             if !extension.is_broken()

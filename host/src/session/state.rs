@@ -1,6 +1,6 @@
-//! The state one session keeps for its extensions: entries (pi's session-entry shapes),
-//! registrations, flag values, UI state, and the event-bus queue. Issue-3's session store
-//! persists the entries; here they live in memory.
+//! The state one session shares with its extension instances: the session store (entries in
+//! pi's file format), registrations, flag values, UI state, the agent's context and queues,
+//! and the event-bus queue.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::dialogs::DialogResponder;
 use super::events::{EventSink, SessionEvent};
+use super::store::SessionStore;
 use crate::runtime::wit::{CommandDefinition, ToolDefinition};
 
 /// Facts and services shared by the session and all of its extension instances.
@@ -22,6 +23,9 @@ pub struct SessionShared {
     pub sink: EventSink,
     pub dialogs: Arc<dyn DialogResponder>,
     pub state: Mutex<SessionState>,
+    /// Set by `ctx.abort()` (or a client) to stop the running turn: the model stream ends as
+    /// "aborted" and no further turn starts.
+    pub abort: tokio::sync::watch::Sender<bool>,
 }
 
 impl SessionShared {
@@ -30,12 +34,20 @@ impl SessionShared {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Where a tool's code lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    /// One of pi's built-in tools, run by the host inside the workspace.
+    Builtin,
+    /// Registered by the extension at this index (load order); runs in its instance.
+    Extension(usize),
+}
+
+#[derive(Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisteredTool {
-    /// Index of the extension (load order) that registered it.
     #[serde(skip)]
-    pub extension: usize,
+    pub source: ToolSource,
     pub extension_name: String,
     pub name: String,
     pub label: String,
@@ -45,6 +57,19 @@ pub struct RegisteredTool {
     pub prompt_guidelines: Vec<String>,
     pub has_prepare_arguments: bool,
     pub execution_mode: Option<String>,
+    /// The parameter schema compiled once at registration (None when it does not compile:
+    /// pi does not reject such tools, it just cannot validate their arguments).
+    #[serde(skip)]
+    pub validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RegisteredTool {
@@ -55,11 +80,12 @@ impl RegisteredTool {
         parameters: Value,
     ) -> Self {
         Self {
-            extension,
+            source: ToolSource::Extension(extension),
             extension_name: extension_name.to_owned(),
             name: def.name,
             label: def.label,
             description: def.description,
+            validator: compile_schema(&parameters),
             parameters,
             prompt_snippet: def.prompt_snippet,
             prompt_guidelines: def.prompt_guidelines,
@@ -67,6 +93,10 @@ impl RegisteredTool {
             execution_mode: def.execution_mode,
         }
     }
+}
+
+pub fn compile_schema(schema: &Value) -> Option<Arc<jsonschema::Validator>> {
+    jsonschema::validator_for(schema).ok().map(Arc::new)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,18 +133,16 @@ pub struct OtherRegistrations {
     pub providers: Vec<Value>,
 }
 
-#[derive(Default)]
 pub struct SessionState {
-    pub name: Option<String>,
-    pub entries: Vec<Value>,
-    pub leaf: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    /// The session's entries, in pi's file format (in memory, or a file with --session).
+    pub store: SessionStore,
     pub flag_values: BTreeMap<String, Value>,
     pub thinking_level: String,
     pub model: Option<Value>,
     pub tools: Vec<RegisteredTool>,
-    /// `None` until an extension calls setActiveTools: all tools are active.
-    pub active_tools: Option<Vec<String>>,
+    /// The tools the model sees, in order. pi's default: read, bash, edit, write, plus every
+    /// extension tool as it registers; `setActiveTools` replaces the list.
+    pub active_tools: Vec<String>,
     pub commands: Vec<RegisteredCommand>,
     /// Per extension (load order).
     pub registrations: Vec<OtherRegistrations>,
@@ -126,31 +154,66 @@ pub struct SessionState {
     pub bus: VecDeque<(usize, String, String)>,
     /// An extension called ctx.shutdown().
     pub shutdown_requested: bool,
+    pub agent: AgentState,
+}
+
+/// The agent's side of the session: its context messages, whether a run is streaming, and the
+/// queues pi keeps for messages that arrive meanwhile.
+#[derive(Default)]
+pub struct AgentState {
+    /// The context the model sees next (pi's `agent.state.messages`).
+    pub messages: Vec<Value>,
+    pub streaming: bool,
+    pub system_prompt: String,
+    /// Delivered after the current turn's tool calls, before the next model call.
+    pub steering: VecDeque<Value>,
+    /// Delivered when the agent would otherwise stop.
+    pub follow_up: VecDeque<Value>,
+    /// Injected with the next user prompt (`deliverAs: "nextTurn"`).
+    pub next_turn: Vec<Value>,
+    /// Work extensions asked for that needs the session itself (a new prompt, a triggered
+    /// turn); run by the session between steps because an extension cannot re-enter it.
+    pub requests: VecDeque<AgentRequest>,
+    /// Partial results of running tools (`onUpdate`), for `tool_execution_update`.
+    pub tool_updates: Vec<(String, Value)>,
+    /// Tool calls executing now: id → (tool name, arguments as the model sent them).
+    pub running_tools: BTreeMap<String, (String, Value)>,
+    /// The last assistant message's usage, for `ctx.getContextUsage()`.
+    pub last_usage: Option<Value>,
+    pub context_window: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub enum AgentRequest {
+    /// `pi.sendUserMessage`: runs through `input` like a prompt.
+    UserMessage {
+        text: String,
+        images: Vec<Value>,
+        deliver_as: Option<String>,
+    },
+    /// `pi.sendMessage(.., { triggerTurn: true })` while idle: a turn on a custom message.
+    CustomTurn(Value),
 }
 
 impl SessionState {
-    pub fn new() -> Self {
+    pub fn new(store: SessionStore) -> Self {
         Self {
+            store,
+            flag_values: BTreeMap::new(),
             thinking_level: "off".into(),
-            ..Self::default()
+            model: None,
+            tools: Vec::new(),
+            active_tools: Vec::new(),
+            commands: Vec::new(),
+            registrations: Vec::new(),
+            statuses: BTreeMap::new(),
+            widgets: BTreeMap::new(),
+            title: None,
+            editor_text: String::new(),
+            bus: VecDeque::new(),
+            shutdown_requested: false,
+            agent: AgentState::default(),
         }
-    }
-
-    /// Appends an entry in pi's session-entry shape and returns it.
-    pub fn append(&mut self, kind: &str, fields: Value) -> Value {
-        let id = new_entry_id();
-        let mut entry = json!({
-            "type": kind,
-            "id": id,
-            "parentId": self.leaf,
-            "timestamp": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        });
-        if let (Value::Object(map), Value::Object(extra)) = (&mut entry, fields) {
-            map.extend(extra);
-        }
-        self.leaf = Some(id);
-        self.entries.push(entry.clone());
-        entry
     }
 
     pub fn registrations_mut(&mut self, extension: usize) -> &mut OtherRegistrations {
@@ -162,14 +225,34 @@ impl SessionState {
     }
 
     pub fn active_tool_names(&self) -> Vec<String> {
-        match &self.active_tools {
-            Some(names) => names.clone(),
-            None => self.tools.iter().map(|t| t.name.clone()).collect(),
+        self.active_tools.clone()
+    }
+
+    /// Adds or replaces a tool (same name: the later registration wins, so an extension can
+    /// override a built-in); a new name becomes active, as in pi.
+    pub fn register_tool(&mut self, tool: RegisteredTool) {
+        let name = tool.name.clone();
+        let existed = self.tools.iter().any(|t| t.name == name);
+        self.tools.retain(|t| t.name != name);
+        self.tools.push(tool);
+        if !existed && !self.active_tools.contains(&name) {
+            self.active_tools.push(name);
         }
     }
-}
 
-/// pi's entry ids: 8 hex digits.
-pub fn new_entry_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
+    /// pi's `ctx.getContextUsage()`: the last assistant's reported usage plus an estimate of
+    /// what came after it, against the model's context window.
+    pub fn context_usage(&self) -> Option<Value> {
+        let window = self.agent.context_window.filter(|w| *w > 0)?;
+        let tokens = super::messages::estimate_context_tokens(&self.agent.messages);
+        Some(json!({
+            "tokens": tokens,
+            "contextWindow": window,
+            "percent": tokens as f64 / window as f64 * 100.0,
+        }))
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
 }

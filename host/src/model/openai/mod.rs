@@ -1,6 +1,6 @@
 //! OpenAI-compatible chat completions, as pi-ai's `openai-completions` provider speaks it:
-//! the payload ([`payload`]), the request with the OpenAI SDK's retries, and the SSE stream
-//! read into pi-ai events ([`response`]).
+//! the payload (`payload`), the request with the OpenAI SDK's retries, and the SSE stream
+//! read into pi-ai events (`response`).
 //!
 //! Like pi (through the OpenAI SDK) a request is retried up to `max_retries` times (default
 //! 2) on connection errors, timeouts and statuses 408, 409, 429 and 5xx, honouring
@@ -118,7 +118,7 @@ impl OpenAiConfig {
         Value::Object(m)
     }
 
-    /// The request body pi would send (see [`payload`]).
+    /// The request body pi would send (pi-ai's `buildParams`).
     pub fn build_payload(&self, ctx: &LlmContext, opts: &StreamOptions) -> Value {
         payload::build(self, ctx, opts)
     }
@@ -220,6 +220,9 @@ impl OpenAiModel {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => return asm.fail(is_cancelled(&cancel), format!("{e}")),
             };
+            if event.data.is_empty() {
+                continue;
+            }
             if event.data.starts_with("[DONE]") {
                 break;
             }

@@ -1,0 +1,591 @@
+//! Session lifecycle as pi 0.73.1 runs it (agent-session-runtime.js, agent-session.js):
+//! start, new / resume / fork / clone (cancellable through `session_before_switch` /
+//! `session_before_fork`), reload, tree navigation, model and thinking-level changes, the
+//! session name, and the user's own shell commands (`!cmd`, `!!cmd`).
+//!
+//! Replacing the session tears the extensions down (`session_shutdown`) and loads them again
+//! from their artifacts into fresh instances, as pi rebuilds its runtime: module state does
+//! not survive a switch. Events name session files by file name only: the folder is the
+//! operator's business and stays out of the sandbox.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Session;
+use super::events::SessionEvent;
+use super::messages::{self, now_ms};
+use super::state::ToolSource;
+use super::store::{SessionStore, SyncPolicy};
+use crate::model::ModelClient;
+
+/// Where a fork starts (pi's `position`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkPosition {
+    /// Before a user message: the new session ends at its parent and the text comes back
+    /// for editing.
+    Before,
+    /// At an entry: the new session includes it (pi's clone).
+    At,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkOutcome {
+    pub cancelled: bool,
+    pub selected_text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeOutcome {
+    pub cancelled: bool,
+    pub editor_text: Option<String>,
+    pub summary_entry: Option<Value>,
+}
+
+/// Most output kept from a user shell command (pi's 50 KB tail).
+const MAX_BASH_OUTPUT: usize = 50 * 1024;
+
+fn file_name(store: &SessionStore) -> Value {
+    store
+        .get_session_file()
+        .and_then(Path::file_name)
+        .map(|n| json!(n.to_string_lossy()))
+        .unwrap_or(Value::Null)
+}
+
+impl Session {
+    /// `session_start` for a session that just loaded (reason "startup").
+    pub async fn start(&mut self) {
+        self.session_started(json!({ "type": "session_start", "reason": "startup" }))
+            .await;
+    }
+
+    /// `session_start`, then `resources_discover` as pi follows it ("reload" after a
+    /// reload, "startup" otherwise). pichamber has no skills, prompt templates or themes
+    /// to extend, so what extensions discover is not used.
+    async fn session_started(&mut self, event: Value) {
+        let reason = if event["reason"] == "reload" {
+            "reload"
+        } else {
+            "startup"
+        };
+        let _ = self.emit("session_start", event).await;
+        if self.has_handlers("resources_discover") {
+            let _ = self
+                .emit(
+                    "resources_discover",
+                    json!({ "type": "resources_discover", "cwd": self.shared.cwd, "reason": reason }),
+                )
+                .await;
+        }
+    }
+
+    async fn cancelled_by(&mut self, event: &str, body: Value) -> bool {
+        if !self.has_handlers(event) {
+            return false;
+        }
+        let result = self.emit(event, body).await.unwrap_or(Value::Null);
+        result["cancel"] == json!(true)
+    }
+
+    /// Tears the current session down and continues in `store` with freshly loaded
+    /// extensions; `session_start` tells them why.
+    async fn replace_store(&mut self, store: SessionStore, reason: &str) {
+        let previous = file_name(&self.shared.state.lock().unwrap().store);
+        let target = file_name(&store);
+        self.stop_extensions(
+            json!({ "type": "session_shutdown", "reason": reason, "targetSessionFile": target }),
+        )
+        .await;
+        {
+            let mut state = self.shared.state.lock().unwrap();
+            let context = store.build_session_context();
+            state.store = store;
+            state.agent = Default::default();
+            state.agent.messages = context.messages;
+            state.agent.context_window = state
+                .model
+                .as_ref()
+                .and_then(|m| m["contextWindow"].as_u64());
+            state.thinking_level = context.thinking_level;
+            state.bus.clear();
+        }
+        self.reload_extensions().await;
+        self.session_started(
+            json!({ "type": "session_start", "reason": reason, "previousSessionFile": previous }),
+        )
+        .await;
+    }
+
+    /// `session_shutdown`, then every instance stops and its registrations go.
+    async fn stop_extensions(&mut self, event: Value) {
+        let _ = self.emit("session_shutdown", event).await;
+        for extension in &mut self.extensions {
+            if !extension.is_broken() {
+                let _ = extension.shutdown().await;
+            }
+        }
+        self.extensions.clear();
+        let mut state = self.shared.state.lock().unwrap();
+        state.tools.retain(|t| t.source == ToolSource::Builtin);
+        let builtin: Vec<String> = state.tools.iter().map(|t| t.name.clone()).collect();
+        state.active_tools.retain(|n| builtin.contains(n));
+        state.commands.clear();
+        state.registrations.clear();
+    }
+
+    /// Loads every extension again into a fresh instance, in the original order.
+    async fn reload_extensions(&mut self) {
+        let artifacts = self.artifacts.clone();
+        self.artifacts.clear();
+        for artifact in artifacts {
+            let _ = self.load_shared(artifact).await;
+        }
+    }
+
+    /// pi's `/reload`: `session_shutdown` and `session_start` with reason "reload" around a
+    /// fresh load of every extension; the session itself stays.
+    pub async fn reload(&mut self) {
+        self.stop_extensions(json!({ "type": "session_shutdown", "reason": "reload" }))
+            .await;
+        self.reload_extensions().await;
+        self.session_started(json!({ "type": "session_start", "reason": "reload" }))
+            .await;
+    }
+
+    /// A new, empty session (in the same folder when the current one is a file).
+    pub async fn new_session(&mut self) -> Result<bool, String> {
+        if self
+            .cancelled_by(
+                "session_before_switch",
+                json!({ "type": "session_before_switch", "reason": "new" }),
+            )
+            .await
+        {
+            return Ok(true);
+        }
+        let store = {
+            let state = self.shared.state.lock().unwrap();
+            match state.store.get_session_dir() {
+                Some(dir) => SessionStore::create(dir, &self.shared.cwd, SyncPolicy::EveryEntry)
+                    .map_err(|e| format!("{e:#}"))?,
+                None => SessionStore::in_memory(&self.shared.cwd),
+            }
+        };
+        self.replace_store(store, "new").await;
+        Ok(false)
+    }
+
+    /// Continues in another session file (pi's resume / switch_session).
+    pub async fn switch_session(&mut self, path: &Path) -> Result<bool, String> {
+        let target = path
+            .file_name()
+            .map(|n| json!(n.to_string_lossy()))
+            .unwrap_or(Value::Null);
+        if self
+            .cancelled_by(
+                "session_before_switch",
+                json!({ "type": "session_before_switch", "reason": "resume", "targetSessionFile": target }),
+            )
+            .await
+        {
+            return Ok(true);
+        }
+        let (store, report) =
+            SessionStore::open(path, SyncPolicy::EveryEntry).map_err(|e| format!("{e:#}"))?;
+        if !report.is_clean() {
+            tracing::warn!("{}: {report}", path.display());
+        }
+        self.replace_store(store, "resume").await;
+        Ok(false)
+    }
+
+    /// A new session holding the path to `entry_id` (position Before: up to the user
+    /// message's parent, returning its text; At: including the entry).
+    pub async fn fork(
+        &mut self,
+        entry_id: &str,
+        position: ForkPosition,
+    ) -> Result<ForkOutcome, String> {
+        let position_name = match position {
+            ForkPosition::Before => "before",
+            ForkPosition::At => "at",
+        };
+        if self
+            .cancelled_by(
+                "session_before_fork",
+                json!({ "type": "session_before_fork", "entryId": entry_id, "position": position_name }),
+            )
+            .await
+        {
+            return Ok(ForkOutcome {
+                cancelled: true,
+                selected_text: None,
+            });
+        }
+        let (store, selected_text) = {
+            let state = self.shared.state.lock().unwrap();
+            let current = &state.store;
+            let entry = current
+                .get_entry(entry_id)
+                .ok_or("Invalid entry ID for forking")?;
+            let (leaf, text) = match position {
+                ForkPosition::At => (Some(entry_id.to_owned()), None),
+                ForkPosition::Before => {
+                    if entry["type"] != "message" || entry["message"]["role"] != "user" {
+                        return Err("Invalid entry ID for forking".into());
+                    }
+                    (
+                        entry["parentId"].as_str().map(str::to_owned),
+                        Some(messages::user_text(&entry["message"])),
+                    )
+                }
+            };
+            let store = match leaf {
+                Some(leaf) => current
+                    .create_branched_session(&leaf)
+                    .map_err(|e| format!("{e:#}"))?,
+                None => {
+                    let parent = current
+                        .get_session_file()
+                        .map(|p| p.to_string_lossy().into_owned());
+                    match current.get_session_dir() {
+                        Some(dir) => SessionStore::create_with_parent(
+                            dir,
+                            &self.shared.cwd,
+                            parent.as_deref(),
+                            SyncPolicy::EveryEntry,
+                        )
+                        .map_err(|e| format!("{e:#}"))?,
+                        None => SessionStore::in_memory(&self.shared.cwd),
+                    }
+                }
+            };
+            (store, text)
+        };
+        self.replace_store(store, "fork").await;
+        Ok(ForkOutcome {
+            cancelled: false,
+            selected_text,
+        })
+    }
+
+    /// pi's clone: a fork at the current leaf.
+    pub async fn clone_session(&mut self) -> Result<bool, String> {
+        let leaf = self
+            .shared
+            .state
+            .lock()
+            .unwrap()
+            .store
+            .get_leaf_id()
+            .map(str::to_owned)
+            .ok_or("Cannot clone session: no current entry selected")?;
+        Ok(self.fork(&leaf, ForkPosition::At).await?.cancelled)
+    }
+
+    /// Moves the leaf to `target_id` (pi's /tree). Extensions may cancel, or give a summary
+    /// of the branch being left (`session_before_tree`); without one no summary is written
+    /// (pichamber does not yet ask the model for branch summaries).
+    pub async fn navigate_tree(
+        &mut self,
+        target_id: &str,
+        summarize: bool,
+        label: Option<String>,
+    ) -> Result<TreeOutcome, String> {
+        let (old_leaf, target, entries_to_summarize, common_ancestor) = {
+            let state = self.shared.state.lock().unwrap();
+            let store = &state.store;
+            let old_leaf = store.get_leaf_id().map(str::to_owned);
+            let target = store
+                .get_entry(target_id)
+                .cloned()
+                .ok_or_else(|| format!("Entry {target_id} not found"))?;
+            // The entries between the old leaf and the common ancestor with the target.
+            let target_path: Vec<String> = store
+                .get_branch(Some(target_id))
+                .iter()
+                .filter_map(|e| e["id"].as_str().map(str::to_owned))
+                .collect();
+            let mut abandoned = Vec::new();
+            let mut common = None;
+            for entry in store.get_branch(old_leaf.as_deref()).into_iter().rev() {
+                let id = entry["id"].as_str().unwrap_or_default();
+                if target_path.iter().any(|t| t == id) {
+                    common = Some(id.to_owned());
+                    break;
+                }
+                abandoned.push(entry.clone());
+            }
+            abandoned.reverse();
+            (old_leaf, target, abandoned, common)
+        };
+        if old_leaf.as_deref() == Some(target_id) {
+            return Ok(TreeOutcome {
+                cancelled: false,
+                editor_text: None,
+                summary_entry: None,
+            });
+        }
+        let mut label = label;
+        let mut summary: Option<(String, Value)> = None;
+        if self.has_handlers("session_before_tree") {
+            let preparation = json!({
+                "targetId": target_id, "oldLeafId": old_leaf, "commonAncestorId": common_ancestor,
+                "entriesToSummarize": entries_to_summarize, "userWantsSummary": summarize,
+                "label": label,
+            });
+            let result = self
+                .emit(
+                    "session_before_tree",
+                    json!({ "type": "session_before_tree", "preparation": preparation }),
+                )
+                .await
+                .unwrap_or(Value::Null);
+            if result["cancel"] == json!(true) {
+                return Ok(TreeOutcome {
+                    cancelled: true,
+                    editor_text: None,
+                    summary_entry: None,
+                });
+            }
+            if summarize && let Some(text) = result["summary"]["summary"].as_str() {
+                summary = Some((text.to_owned(), result["summary"]["details"].clone()));
+            }
+            if let Some(l) = result["label"].as_str() {
+                label = Some(l.to_owned());
+            }
+        }
+        let (new_leaf, editor_text) = match (target["type"].as_str(), &target["message"]["role"]) {
+            (Some("message"), role) if role == "user" => (
+                target["parentId"].as_str().map(str::to_owned),
+                Some(messages::user_text(&target["message"])),
+            ),
+            (Some("custom_message"), _) => (
+                target["parentId"].as_str().map(str::to_owned),
+                Some(messages::user_text(&target)),
+            ),
+            _ => (Some(target_id.to_owned()), None),
+        };
+        let from_extension = summary.is_some();
+        let summary_entry = {
+            let mut state = self.shared.state.lock().unwrap();
+            let store = &mut state.store;
+            let summary_entry = match &summary {
+                Some((text, details)) => {
+                    let entry = store
+                        .branch_with_summary(
+                            new_leaf.as_deref(),
+                            text,
+                            Some(details.clone()).filter(|d| !d.is_null()),
+                            Some(true),
+                        )
+                        .map_err(|e| format!("{e:#}"))?;
+                    if let (Some(label), Some(id)) = (&label, entry["id"].as_str()) {
+                        store
+                            .append_label_change(id, Some(label))
+                            .map_err(|e| format!("{e:#}"))?;
+                    }
+                    Some(entry)
+                }
+                None => {
+                    match &new_leaf {
+                        Some(id) => store.branch(id).map_err(|e| format!("{e:#}"))?,
+                        None => store.reset_leaf(),
+                    }
+                    if let Some(label) = &label {
+                        store
+                            .append_label_change(target_id, Some(label))
+                            .map_err(|e| format!("{e:#}"))?;
+                    }
+                    None
+                }
+            };
+            state.agent.messages = state.store.build_session_context().messages;
+            summary_entry
+        };
+        let new_leaf_id = self
+            .shared
+            .state
+            .lock()
+            .unwrap()
+            .store
+            .get_leaf_id()
+            .map(str::to_owned);
+        let mut event =
+            json!({ "type": "session_tree", "newLeafId": new_leaf_id, "oldLeafId": old_leaf });
+        if let Some(entry) = &summary_entry {
+            event["summaryEntry"] = entry.clone();
+            event["fromExtension"] = json!(from_extension);
+        }
+        let _ = self.emit("session_tree", event).await;
+        Ok(TreeOutcome {
+            cancelled: false,
+            editor_text,
+            summary_entry,
+        })
+    }
+
+    /// Switches the model (`model_select`, recorded as a model_change entry).
+    pub async fn set_model(&mut self, model: Arc<ModelClient>, source: &str) -> Result<(), String> {
+        let info = model.info();
+        let previous = {
+            let mut state = self.shared.state.lock().unwrap();
+            let previous = state.model.replace(info.clone());
+            state.agent.context_window = info["contextWindow"].as_u64();
+            state
+                .store
+                .append_model_change(
+                    info["provider"].as_str().unwrap_or_default(),
+                    info["id"].as_str().unwrap_or_default(),
+                )
+                .map_err(|e| format!("{e:#}"))?;
+            previous
+        };
+        self.model = Some(model);
+        let _ = self
+            .emit(
+                "model_select",
+                json!({ "type": "model_select", "model": info, "previousModel": previous, "source": source }),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Changes the thinking level (`thinking_level_select`, recorded as an entry).
+    pub async fn change_thinking_level(&mut self, level: &str) -> Result<(), String> {
+        let previous = self.shared.state.lock().unwrap().thinking_level.clone();
+        self.set_thinking_level(level)?;
+        if previous == level {
+            return Ok(());
+        }
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .store
+            .append_thinking_level_change(level)
+            .map_err(|e| format!("{e:#}"))?;
+        let _ = self
+            .emit(
+                "thinking_level_select",
+                json!({ "type": "thinking_level_select", "level": level, "previousLevel": previous }),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Names the session (a session_info entry; clients get `session_info_changed`).
+    pub fn set_session_name(&mut self, name: &str) -> Result<(), String> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err("Session name cannot be empty".into());
+        }
+        let entry = self
+            .shared
+            .state
+            .lock()
+            .unwrap()
+            .store
+            .append_session_info(name)
+            .map_err(|e| format!("{e:#}"))?;
+        self.shared.emit(SessionEvent::Entry { entry });
+        self.shared.emit(SessionEvent::Agent(
+            json!({ "type": "session_info_changed", "name": name }),
+        ));
+        Ok(())
+    }
+
+    /// The user's own shell command (`!cmd`; `!!cmd` keeps it out of the model's context).
+    /// Extensions see `user_bash` first and may answer with a result of their own; otherwise
+    /// bash runs in the workspace. The result is recorded as a bashExecution message.
+    pub async fn user_bash(
+        &mut self,
+        command: &str,
+        exclude_from_context: bool,
+    ) -> Result<Value, String> {
+        let mut result = Value::Null;
+        if self.has_handlers("user_bash") {
+            let answer = self
+                .emit(
+                    "user_bash",
+                    json!({
+                        "type": "user_bash", "command": command,
+                        "excludeFromContext": exclude_from_context, "cwd": self.shared.cwd,
+                    }),
+                )
+                .await
+                .unwrap_or(Value::Null);
+            if answer["result"].is_object() {
+                result = answer["result"].clone();
+            } else if !answer["operations"].is_null() {
+                self.error(
+                    "<runtime>",
+                    "user_bash",
+                    "user_bash handlers cannot return operations in pichamber (functions do not cross the sandbox); return a result instead",
+                );
+            }
+        }
+        if result.is_null() {
+            result = self.run_user_bash(command).await?;
+        }
+        let message = json!({
+            "role": "bashExecution", "command": command,
+            "output": result["output"], "exitCode": result["exitCode"],
+            "cancelled": result["cancelled"] == json!(true),
+            "truncated": result["truncated"] == json!(true),
+            "timestamp": now_ms(),
+            "excludeFromContext": exclude_from_context,
+        });
+        let entry = {
+            let mut state = self.shared.state.lock().unwrap();
+            state.agent.messages.push(message.clone());
+            state.store.append_message(message)
+        };
+        match entry {
+            Ok(entry) => self.shared.emit(SessionEvent::Entry { entry }),
+            Err(e) => self.error("<runtime>", "session", format!("{e:#}")),
+        }
+        Ok(result)
+    }
+
+    async fn run_user_bash(&mut self, command: &str) -> Result<Value, String> {
+        let mut cancel = self.shared.abort.subscribe();
+        let child = tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&self.shared.cwd)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot run bash: {e}"))?;
+        let output = tokio::select! {
+            out = child.wait_with_output() => Some(out.map_err(|e| format!("bash: {e}"))?),
+            _ = crate::model::cancelled(&mut cancel) => None,
+        };
+        let Some(output) = output else {
+            return Ok(
+                json!({ "output": "", "exitCode": null, "cancelled": true, "truncated": false }),
+            );
+        };
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        let truncated = text.len() > MAX_BASH_OUTPUT;
+        if truncated {
+            let mut cut = text.len() - MAX_BASH_OUTPUT;
+            while !text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            text = text[cut..].to_owned();
+        }
+        Ok(json!({
+            "output": text.trim_end_matches('\n'),
+            "exitCode": output.status.code(),
+            "cancelled": false,
+            "truncated": truncated,
+        }))
+    }
+}

@@ -1,0 +1,365 @@
+//! Session lifecycle through the library: new / resume / fork / clone / reload / tree
+//! navigation / thinking level / user bash, with the events extensions see and what lands in
+//! pi's session file.
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use pichamber::artifact::Artifact;
+use pichamber::bundle;
+use pichamber::model::{ModelClient, Script, ScriptedModel};
+use pichamber::runtime::{InstanceOptions, Runtime};
+use pichamber::session::store::{SessionStore, SyncPolicy};
+use pichamber::session::{
+    AgentSettings, EventSink, ForkPosition, NoDialogs, PromptOptions, Session, SessionConfig,
+    SessionEvent,
+};
+use serde_json::{Value, json};
+
+/// Logs every lifecycle event it receives (as console lines the test reads back), counts
+/// calls of /count in module state, and cancels or answers where its flags say so.
+const LOGGER: &str = r#"
+let count = 0;
+export default function (pi) {
+  const log = (e) => console.log(JSON.stringify(e));
+  for (const name of ["session_start", "session_shutdown", "session_before_switch", "session_before_fork",
+                      "session_tree", "thinking_level_select", "model_select"]) {
+    pi.on(name, (e) => { log({ ...e }); if (process.env.CANCEL === name) return { cancel: true }; });
+  }
+  pi.on("session_before_tree", (e) => {
+    log({ type: e.type, targetId: e.preparation.targetId, abandoned: e.preparation.entriesToSummarize.length });
+    if (e.preparation.userWantsSummary) return { summary: { summary: "left a branch", details: { n: 1 } } };
+  });
+  pi.on("user_bash", (e) => {
+    log({ type: e.type, command: e.command });
+    if (e.command === "magic") return { result: { output: "from the extension", exitCode: 0, cancelled: false, truncated: false } };
+  });
+  pi.registerCommand("count", { handler: async () => { count += 1; log({ type: "count", count }); } });
+}
+"#;
+
+struct Harness {
+    session: Session,
+    events: Arc<Mutex<Vec<Value>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn artifact(dir: &Path, source: &str) -> Artifact {
+    let path = dir.join("logger.ts");
+    std::fs::write(&path, source).unwrap();
+    let bundle = bundle::bundle(&path).unwrap_or_else(|e| panic!("{e}"));
+    Artifact::from_bundle(&bundle)
+}
+
+fn script(turns: Value) -> Arc<ModelClient> {
+    let script = Script::from_value(json!({ "turns": turns })).unwrap();
+    Arc::new(ModelClient::Scripted(ScriptedModel::new(script)))
+}
+
+async fn harness(turns: Value, env: &[&str]) -> Harness {
+    // SAFETY: set before any thread reads the environment in this test process's runtime.
+    unsafe { std::env::set_var("PICHAMBER_CACHE_DIR", common::cache_dir()) };
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let sink: EventSink = Arc::new(move |e: &SessionEvent| {
+        let value = match e {
+            SessionEvent::Log { message, .. } => {
+                serde_json::from_str(message).unwrap_or(json!({ "log": message }))
+            }
+            other => serde_json::to_value(other).unwrap(),
+        };
+        seen.lock().unwrap().push(value);
+    });
+    let sessions = dir.path().join("sessions");
+    let store =
+        SessionStore::create(&sessions, &dir.path().to_string_lossy(), SyncPolicy::None).unwrap();
+    let mut options = InstanceOptions::default();
+    let grants = pichamber::capabilities::Grants {
+        env: env.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    options.grants = Arc::new(grants);
+    let mut session = Session::new(
+        Runtime::global().unwrap(),
+        SessionConfig {
+            cwd: dir.path().to_string_lossy().into_owned(),
+            has_ui: false,
+            dialogs: Arc::new(NoDialogs),
+            sink,
+            instance: options,
+            flags: vec![],
+            model: Some(script(turns)),
+            agent: AgentSettings {
+                builtin_tools: true,
+                ..Default::default()
+            },
+            store: Some(store),
+        },
+    );
+    session.load(&artifact(dir.path(), LOGGER)).await.unwrap();
+    session.start().await;
+    Harness {
+        session,
+        events,
+        _dir: dir,
+    }
+}
+
+impl Harness {
+    fn take(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.events.lock().unwrap())
+    }
+    fn types(events: &[Value]) -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| {
+                e["type"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("session_") || t == "count")
+            })
+            .map(|e| match e["reason"].as_str() {
+                Some(r) => format!("{}:{r}", e["type"].as_str().unwrap()),
+                None => e["type"].as_str().unwrap().to_owned(),
+            })
+            .collect()
+    }
+    fn entries(&self) -> Vec<Value> {
+        self.session
+            .shared
+            .state
+            .lock()
+            .unwrap()
+            .store
+            .get_entries()
+            .to_vec()
+    }
+    fn file(&self) -> Option<std::path::PathBuf> {
+        let state = self.session.shared.state.lock().unwrap();
+        state.store.get_session_file().map(Path::to_path_buf)
+    }
+    async fn prompt(&mut self, text: &str) {
+        self.session
+            .prompt(text, PromptOptions::default())
+            .await
+            .unwrap();
+    }
+}
+
+fn text_turn(text: &str) -> Value {
+    json!({ "text": text })
+}
+
+#[tokio::test]
+async fn new_session_reloads_extensions_with_fresh_state_in_a_new_file() {
+    let mut h = harness(json!([]), &[]).await;
+    h.session.run_command("/count").await.unwrap();
+    h.session.run_command("/count").await.unwrap();
+    let first_file = h.file().unwrap();
+    h.take();
+    assert!(!h.session.new_session().await.unwrap());
+    h.session.run_command("/count").await.unwrap();
+    let events = h.take();
+    assert_eq!(
+        Harness::types(&events),
+        [
+            "session_before_switch:new",
+            "session_shutdown:new",
+            "session_start:new",
+            "count"
+        ]
+    );
+    // Module state did not survive: the counter starts again.
+    let count = events.iter().find(|e| e["type"] == "count").unwrap();
+    assert_eq!(count["count"], 1);
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "session_start")
+        .unwrap();
+    assert_eq!(
+        start["previousSessionFile"],
+        json!(first_file.file_name().unwrap().to_string_lossy())
+    );
+    assert_ne!(h.file().unwrap(), first_file);
+    assert!(h.entries().is_empty());
+}
+
+#[tokio::test]
+async fn an_extension_can_cancel_a_switch_and_a_fork() {
+    let mut h = harness(json!([text_turn("one")]), &["CANCEL"]).await;
+    // SAFETY: the extension reads CANCEL through its granted env at load; set before reload.
+    unsafe { std::env::set_var("CANCEL", "session_before_switch") };
+    h.session.reload().await;
+    h.prompt("hello").await;
+    let before = h.entries();
+    assert!(h.session.new_session().await.unwrap(), "cancelled");
+    assert_eq!(h.entries(), before, "the session stayed as it was");
+    unsafe { std::env::set_var("CANCEL", "session_before_fork") };
+    h.session.reload().await;
+    let user = before
+        .iter()
+        .find(|e| e["message"]["role"] == "user")
+        .unwrap();
+    let outcome = h
+        .session
+        .fork(user["id"].as_str().unwrap(), ForkPosition::Before)
+        .await
+        .unwrap();
+    assert!(outcome.cancelled);
+    unsafe { std::env::remove_var("CANCEL") };
+}
+
+#[tokio::test]
+async fn fork_before_a_user_message_keeps_what_came_before_and_returns_its_text() {
+    let mut h = harness(
+        json!([text_turn("first answer"), text_turn("second answer")]),
+        &[],
+    )
+    .await;
+    h.prompt("first question").await;
+    h.prompt("second question").await;
+    let entries = h.entries();
+    let second = entries
+        .iter()
+        .find(|e| e["message"]["content"][0]["text"] == "second question")
+        .unwrap();
+    let original = h.file().unwrap();
+    h.take();
+    let outcome = h
+        .session
+        .fork(second["id"].as_str().unwrap(), ForkPosition::Before)
+        .await
+        .unwrap();
+    assert_eq!(outcome.selected_text.as_deref(), Some("second question"));
+    let kept: Vec<Value> = h
+        .entries()
+        .iter()
+        .map(|e| e["message"]["content"][0]["text"].clone())
+        .collect();
+    assert_eq!(kept, [json!("first question"), json!("first answer")]);
+    assert_ne!(h.file().unwrap(), original);
+    let header = SessionStore::open(h.file().unwrap(), SyncPolicy::None)
+        .unwrap()
+        .0
+        .get_header()
+        .clone();
+    assert!(header["parentSession"].as_str().is_some(), "{header}");
+    assert!(Harness::types(&h.take()).contains(&"session_start:fork".to_owned()));
+    // The agent continues from the fork's context.
+    let messages = h.session.shared.state.lock().unwrap().agent.messages.len();
+    assert_eq!(messages, 2);
+}
+
+#[tokio::test]
+async fn clone_copies_the_path_to_the_leaf() {
+    let mut h = harness(json!([text_turn("answer")]), &[]).await;
+    h.prompt("question").await;
+    let before: Vec<Value> = h.entries().iter().map(|e| e["id"].clone()).collect();
+    let original = h.file().unwrap();
+    assert!(!h.session.clone_session().await.unwrap());
+    let after: Vec<Value> = h.entries().iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(before, after);
+    assert_ne!(h.file().unwrap(), original);
+}
+
+#[tokio::test]
+async fn tree_navigation_moves_the_leaf_and_takes_an_extension_summary() {
+    let mut h = harness(
+        json!([text_turn("a1"), text_turn("a2"), text_turn("a3")]),
+        &[],
+    )
+    .await;
+    h.prompt("q1").await;
+    h.prompt("q2").await;
+    let entries = h.entries();
+    let a1 = entries
+        .iter()
+        .find(|e| e["message"]["content"][0]["text"] == "a1")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.take();
+    let outcome = h.session.navigate_tree(&a1, true, None).await.unwrap();
+    assert!(!outcome.cancelled);
+    let summary = outcome.summary_entry.expect("summary entry");
+    assert_eq!(summary["type"], "branch_summary");
+    assert_eq!(summary["summary"], "left a branch");
+    assert_eq!(summary["parentId"], json!(a1));
+    let events = h.take();
+    let before = events
+        .iter()
+        .find(|e| e["type"] == "session_before_tree")
+        .unwrap();
+    assert_eq!(before["abandoned"], 2, "q2 and a2 are left behind");
+    let tree = events.iter().find(|e| e["type"] == "session_tree").unwrap();
+    assert_eq!(tree["newLeafId"], summary["id"]);
+    // The next prompt continues from the new position.
+    h.prompt("q3").await;
+    let q3 = h
+        .entries()
+        .into_iter()
+        .find(|e| e["message"]["content"][0]["text"] == "q3")
+        .unwrap();
+    assert_eq!(q3["parentId"], summary["id"]);
+    let context = h
+        .session
+        .shared
+        .state
+        .lock()
+        .unwrap()
+        .agent
+        .messages
+        .clone();
+    let roles: Vec<&str> = context
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "branchSummary", "user", "assistant"]
+    );
+}
+
+#[tokio::test]
+async fn user_bash_runs_in_the_workspace_or_takes_an_extension_result() {
+    let mut h = harness(json!([]), &[]).await;
+    let result = h.session.user_bash("echo hi; exit 3", false).await.unwrap();
+    assert_eq!(result["output"], "hi");
+    assert_eq!(result["exitCode"], 3);
+    let result = h.session.user_bash("magic", true).await.unwrap();
+    assert_eq!(result["output"], "from the extension");
+    let recorded: Vec<Value> = h.entries().iter().map(|e| e["message"].clone()).collect();
+    assert_eq!(recorded[0]["role"], "bashExecution");
+    assert_eq!(recorded[0]["exitCode"], 3);
+    assert_eq!(recorded[1]["excludeFromContext"], true);
+}
+
+#[tokio::test]
+async fn reload_and_thinking_level_changes_reach_extensions() {
+    let mut h = harness(json!([]), &[]).await;
+    h.session.run_command("/count").await.unwrap();
+    h.take();
+    h.session.reload().await;
+    h.session.run_command("/count").await.unwrap();
+    h.session.change_thinking_level("high").await.unwrap();
+    let events = h.take();
+    assert_eq!(
+        Harness::types(&events),
+        ["session_shutdown:reload", "session_start:reload", "count"]
+    );
+    assert_eq!(
+        events.iter().find(|e| e["type"] == "count").unwrap()["count"],
+        1
+    );
+    let select = events
+        .iter()
+        .find(|e| e["type"] == "thinking_level_select")
+        .unwrap();
+    assert_eq!(select["level"], "high");
+    assert_eq!(select["previousLevel"], "off");
+    assert_eq!(h.entries().last().unwrap()["type"], "thinking_level_change");
+    assert!(h.session.change_thinking_level("extreme").await.is_err());
+}
