@@ -401,16 +401,10 @@ struct Streams {
 ///   order across tool calls (concurrent in parallel mode) is made canonical by a stable sort
 ///   on the tool call id.
 fn normalise(events: &[Value], cwd: &Path) -> Streams {
-    let cwd = cwd.to_string_lossy().into_owned();
-    let date = regex::Regex::new(r"Current date: \d{4}-\d{2}-\d{2}").unwrap();
-    let scrub_string = |s: &str| -> String {
-        date.replace_all(&s.replace(&cwd, "<cwd>"), "Current date: <date>")
-            .into_owned()
-    };
     let mut queued = Vec::new();
     let mut inline = Vec::new();
     for event in events {
-        let mut e = scrub(event, &scrub_string);
+        let mut e = scrub(event, cwd);
         match event_name(&e) {
             "message_update" => {
                 let map = e.as_object_mut().unwrap();
@@ -442,16 +436,23 @@ fn normalise(events: &[Value], cwd: &Path) -> Streams {
     Streams { queued, inline }
 }
 
-fn scrub(value: &Value, scrub_string: &dyn Fn(&str) -> String) -> Value {
+/// `value` without `timestamp` fields, with the workspace path and the system prompt's date
+/// replaced by placeholders.
+fn scrub(value: &Value, cwd: &Path) -> Value {
+    static DATE: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"Current date: \d{4}-\d{2}-\d{2}").unwrap());
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(k, _)| k.as_str() != "timestamp")
-                .map(|(k, v)| (k.clone(), scrub(v, scrub_string)))
+                .map(|(k, v)| (k.clone(), scrub(v, cwd)))
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(|v| scrub(v, scrub_string)).collect()),
-        Value::String(s) => Value::String(scrub_string(s)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| scrub(v, cwd)).collect()),
+        Value::String(s) => {
+            let s = s.replace(cwd.to_string_lossy().as_ref(), "<cwd>");
+            Value::String(DATE.replace_all(&s, "Current date: <date>").into_owned())
+        }
         other => other.clone(),
     }
 }
@@ -569,7 +570,8 @@ fn diverge(stream: &str, pi: &[Value], ours: &[Value]) -> Option<String> {
     Some(text)
 }
 
-/// Per event name: does pichamber's sequence of that event equal pi's?
+/// Per event name: are pichamber's events of that name, in order, equal to pi's? (Where they
+/// sit among other events is what [`diverge`] checks.)
 fn summary(pi: &Streams, ours: &Streams) -> String {
     let all: Vec<&Value> = pi.queued.iter().chain(&pi.inline).collect();
     let all_ours: Vec<&Value> = ours.queued.iter().chain(&ours.inline).collect();
@@ -667,10 +669,6 @@ fn differential(scenario: Scenario) {
     let pi = normalise(&pi_events, &workspace);
     let ours = normalise(&read_log(&our_log), &workspace);
     let table = summary(&pi, &ours);
-    eprintln!(
-        "{} — events as pichamber's extensions saw them, compared with pi's:\n{table}",
-        scenario.name
-    );
     let mut problems: Vec<String> = [
         diverge("queued (agent loop)", &pi.queued, &ours.queued),
         diverge("inline (hook)", &pi.inline, &ours.inline),
@@ -684,12 +682,27 @@ fn differential(scenario: Scenario) {
             run.success, run.errors, run.stderr
         ));
     }
-    if pi_mock.server.requests().len() != our_mock.server.requests().len() {
+    // What reached the model, as JSON bodies: pi's and pichamber's requests must be equal.
+    let requests = |mock: &Mock| -> Vec<Value> {
+        mock.server
+            .requests()
+            .iter()
+            .map(|r| scrub(r, &workspace))
+            .collect()
+    };
+    let (pi_requests, our_requests) = (requests(&pi_mock), requests(&our_mock));
+    if let Some((path, a, b)) = first_difference(&json!(pi_requests), &json!(our_requests), "") {
         problems.push(format!(
-            "model calls: pi made {}, pichamber {}",
-            pi_mock.server.requests().len(),
-            our_mock.server.requests().len()
+            "model requests differ at {path}: pi {}, pichamber {}",
+            short(&a),
+            short(&b)
         ));
+    }
+    if problems.is_empty() {
+        eprintln!(
+            "{}: pichamber's extensions saw the events pi's saw:\n{table}",
+            scenario.name
+        );
     }
     assert!(
         problems.is_empty(),
@@ -703,7 +716,8 @@ fn differential(scenario: Scenario) {
 // Scenarios
 
 /// Two tool calls in one assistant turn, run in pi's default parallel mode: a built-in
-/// (`read`) and an extension tool that streams an update.
+/// (`read`) and an extension tool that streams an update. The turn also streams thinking and
+/// text in two chunks each.
 #[test]
 fn parallel_tool_calls() {
     differential(Scenario {
@@ -711,7 +725,7 @@ fn parallel_tool_calls() {
         extensions: &["echo.ts"],
         prompts: &["Read the notes and echo something."],
         script: json!({ "turns": [
-            { "text": "Doing both.", "toolCalls": [
+            { "thinking": "Two independent calls.", "text": "Doing both.", "toolCalls": [
                 { "id": "call_1", "name": "read", "arguments": { "path": "notes.txt" } },
                 { "id": "call_2", "name": "echo", "arguments": { "text": "two" } },
             ], "usage": { "input": 20, "output": 8 }, "chunks": 2 },
