@@ -4,6 +4,7 @@
 //! extension receives.
 
 pub mod agent_loop;
+pub mod compaction;
 pub mod dialogs;
 pub mod events;
 pub mod lifecycle;
