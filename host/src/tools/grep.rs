@@ -111,7 +111,10 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
         }
         let Ok(entry) = entry else { continue };
         let explicit = entry.depth() == 0;
-        if !entry.file_type().is_some_and(|t| t.is_file()) && !(explicit && !is_dir) {
+        // Walked entries are searched if they are regular files (links are not followed);
+        // a file named as the search path is searched whatever it is.
+        let searchable = entry.file_type().is_some_and(|t| t.is_file()) || (explicit && !is_dir);
+        if !searchable {
             continue;
         }
         let Some(file) = open_inside(ws, entry.path()) else {

@@ -1,0 +1,75 @@
+// Oracle for pichamber's built-in tools: runs pi 0.73.1's own tool definitions (read, bash,
+// edit, write, grep, find, ls) on cases given as JSON and prints what each returned or threw.
+//
+// Usage: node builtin-tools.mjs CASES.json
+//   CASES.json: [{ "tool": "read", "args": {...}, "cwd": "/abs/dir" }, ...]
+//   The token <ROOT> in string arguments is replaced by the case's cwd.
+// Output (stdout, one JSON document):
+//   { "tools": { "rg": bool, "fd": bool },
+//     "results": [ { "ok": { "content": [...], "details": ... } } | { "error": "..." }
+//                  | { "skipped": "why" } ] }
+//
+// grep and find shell out to ripgrep and fd (>= 9, for --no-require-git); without them on
+// PATH those cases are reported as skipped. PI_OFFLINE keeps pi from downloading them.
+
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+process.env.PI_OFFLINE = "1";
+process.env.PI_CODING_AGENT_DIR = mkdtempSync(join(tmpdir(), "pi-oracle-agent-"));
+
+const pi = await import("@mariozechner/pi-coding-agent");
+
+const factories = {
+	read: pi.createReadToolDefinition,
+	bash: pi.createBashToolDefinition,
+	edit: pi.createEditToolDefinition,
+	write: pi.createWriteToolDefinition,
+	grep: pi.createGrepToolDefinition,
+	find: pi.createFindToolDefinition,
+	ls: pi.createLsToolDefinition,
+};
+
+function runs(cmd, args) {
+	const r = spawnSync(cmd, args, { stdio: "pipe" });
+	return !r.error && r.status === 0;
+}
+
+// pi looks for `fd`, then `fdfind`, and uses the first that runs.
+const fdName = ["fd", "fdfind"].find((name) => runs(name, ["--version"]));
+const tools = {
+	rg: runs("rg", ["--version"]),
+	fd: fdName !== undefined && runs(fdName, ["--no-require-git", "--version"]),
+};
+
+function withRoot(value, root) {
+	if (typeof value === "string") return value.split("<ROOT>").join(root);
+	if (Array.isArray(value)) return value.map((v) => withRoot(v, root));
+	if (value && typeof value === "object") {
+		return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withRoot(v, root)]));
+	}
+	return value;
+}
+
+const cases = JSON.parse(readFileSync(process.argv[2], "utf-8"));
+const results = [];
+for (const c of cases) {
+	if ((c.tool === "grep" && !tools.rg) || (c.tool === "find" && !tools.fd)) {
+		results.push({ skipped: `${c.tool === "grep" ? "rg" : "fd >= 9"} not on PATH` });
+		continue;
+	}
+	// rg resolves --glob against the process's cwd, which in pi is the session's cwd.
+	process.chdir(c.cwd);
+	const def = factories[c.tool](c.cwd);
+	let args = withRoot(c.args, c.cwd);
+	if (def.prepareArguments) args = def.prepareArguments(args);
+	try {
+		const result = await def.execute("call-1", args, undefined, () => {}, undefined);
+		results.push({ ok: { content: result.content, details: result.details ?? null } });
+	} catch (error) {
+		results.push({ error: error instanceof Error ? error.message : String(error) });
+	}
+}
+process.stdout.write(JSON.stringify({ tools, results }));
