@@ -5,8 +5,9 @@
 //! with `<ROOT>` and bash's temp-file ids, and the fixture trees must be equal afterwards
 //! (edits and writes).
 //!
-//! Where rg or fd (>= 9) is not on PATH, pi cannot run grep or find; those cases are then
-//! skipped with a message. Without real pi (`npm ci --prefix tests/oracle`) the whole test
+//! Where rg (>= 14) or fd (>= 9) is not on PATH, pi cannot run grep or find as it does with
+//! the releases it downloads; those cases are then skipped with a message (`cargo install
+//! ripgrep fd-find` provides both). Without real pi (`npm ci --prefix tests/oracle`) the whole test
 //! is skipped, except under CI, which installs it. `BUILTIN_TOOLS_SHOW=1` prints pi's result
 //! for every case.
 
@@ -42,6 +43,8 @@ enum Fixture {
     Plain,
     /// Plain plus a `.git` directory: gitignore rules apply to grep too.
     GitRepo,
+    /// Plain plus a directory of 510 files (more than ls lists by default).
+    Crowded,
 }
 
 fn build_fixture(dir: &Path, fixture: Fixture) {
@@ -98,8 +101,22 @@ fn build_fixture(dir: &Path, fixture: Fixture) {
     std::fs::create_dir_all(dir.join("empty-dir")).unwrap();
     std::os::unix::fs::symlink("src", dir.join("linkdir")).unwrap();
     std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
-    if let Fixture::GitRepo = fixture {
-        file(".git/HEAD", b"ref: refs/heads/main\n");
+    file("spaces.txt", b"keep  \nthese\t\nlines\n");
+    file(
+        "typography.txt",
+        "wait\u{2026} a \u{FB01}le\nnext\n".as_bytes(),
+    );
+    file("ctx.txt", b"hit first\nb\nc\nd\nhit last\n");
+    file(".ignore", b"ignored-by-dot-ignore.txt\n");
+    file("ignored-by-dot-ignore.txt", b"alpha hidden by .ignore\n");
+    match fixture {
+        Fixture::Plain => {}
+        Fixture::GitRepo => file(".git/HEAD", b"ref: refs/heads/main\n"),
+        Fixture::Crowded => {
+            for i in 0..510 {
+                file(&format!("crowd/f{i:03}.txt"), b"");
+            }
+        }
     }
 }
 
@@ -161,6 +178,22 @@ fn cases() -> Vec<Case> {
         case("read", json!({"path": "<ROOT>/notes.txt"})),
         case("read", json!({"path": "linkdir/app.ts"})),
         case("read", json!({"path": "./src/../notes.txt"})),
+        case(
+            "read",
+            json!({"path": "notes.txt", "offset": 0, "limit": 1}),
+        ),
+        case(
+            "read",
+            json!({"path": "notes.txt", "offset": 9, "limit": 1}),
+        ),
+        case(
+            "read",
+            json!({"path": "notes.txt", "offset": 2, "limit": -1}),
+        ),
+        case(
+            "read",
+            json!({"path": "notes.txt", "offset": 1.5, "limit": 2}),
+        ),
         // bash
         case("bash", json!({"command": "echo hello"})),
         case("bash", json!({"command": "echo err >&2"})),
@@ -280,7 +313,19 @@ fn cases() -> Vec<Case> {
             "edit",
             json!({"path": "notes.txt", "edits": [{"oldText": "delta\n", "newText": "delta"}]}),
         ),
+        case(
+            "edit",
+            json!({"path": "spaces.txt", "edits": [{"oldText": "keep\nthese", "newText": "KEEP\nthese"}]}),
+        ),
+        case(
+            "edit",
+            json!({"path": "typography.txt", "edits": [{"oldText": "wait... a file", "newText": "done"}]}),
+        ),
         // write
+        case(
+            "write",
+            json!({"path": "crlf-new.txt", "content": "a\r\nb\r\n"}),
+        ),
         case(
             "write",
             json!({"path": "new/dir/file.txt", "content": "hello"}),
@@ -305,6 +350,11 @@ fn cases() -> Vec<Case> {
         case("ls", json!({"path": "notes.txt"})),
         case("ls", json!({"path": "empty-dir"})),
         case("ls", json!({"path": "linkdir"})),
+        case("ls", json!({"path": "docs", "limit": 0})),
+        Case {
+            fixture: Fixture::Crowded,
+            ..case("ls", json!({"path": "crowd"}))
+        },
         // grep
         unordered("grep", json!({"pattern": "alpha"})),
         unordered("grep", json!({"pattern": "ALPHA", "ignoreCase": true})),
@@ -333,6 +383,11 @@ fn cases() -> Vec<Case> {
         ),
         case("grep", json!({"pattern": "("})),
         case("grep", json!({"pattern": "x", "path": "missing"})),
+        case("grep", json!({"pattern": "x", "glob": "["})),
+        case(
+            "grep",
+            json!({"pattern": "beta", "path": "notes.txt", "limit": 0}),
+        ),
         case("grep", json!({"pattern": "nomatchzzz"})),
         case("grep", json!({"pattern": "SECRET"})),
         unordered("grep", json!({"pattern": "match"})),
@@ -344,6 +399,24 @@ fn cases() -> Vec<Case> {
             ..unordered("grep", json!({"pattern": "out"}))
         },
         unordered("grep", json!({"pattern": "return", "path": "src"})),
+        unordered("grep", json!({"pattern": "alpha", "glob": "!*.md"})),
+        unordered("grep", json!({"pattern": "return", "path": "linkdir"})),
+        case(
+            "grep",
+            json!({"pattern": "hit", "path": "ctx.txt", "context": 2}),
+        ),
+        case(
+            "grep",
+            json!({"pattern": "three", "path": "crlf.txt", "context": 1}),
+        ),
+        Case {
+            fixture: Fixture::GitRepo,
+            ..unordered("grep", json!({"pattern": "refs"}))
+        },
+        case(
+            "grep",
+            json!({"pattern": "alpha", "path": "ignored-by-dot-ignore.txt"}),
+        ),
         // find
         unordered("find", json!({"pattern": "*.ts"})),
         unordered("find", json!({"pattern": "src/**/*.ts"})),
@@ -360,8 +433,26 @@ fn cases() -> Vec<Case> {
             "find",
             json!({"pattern": "*.md", "path": "docs", "limit": 1}),
         ),
+        case(
+            "find",
+            json!({"pattern": "*.md", "path": "docs", "limit": 0}),
+        ),
         unordered("find", json!({"pattern": "lib"})),
         unordered("find", json!({"pattern": ".*"})),
+        unordered("find", json!({"pattern": "**"})),
+        unordered("find", json!({"pattern": "**/*.md"})),
+        unordered("find", json!({"pattern": "*", "path": "linkdir"})),
+        Case {
+            fixture: Fixture::GitRepo,
+            ..unordered("find", json!({"pattern": "HEAD"}))
+        },
+        Case {
+            fixture: Fixture::Crowded,
+            ..unordered(
+                "find",
+                json!({"pattern": "*.txt", "path": "crowd", "limit": 510}),
+            )
+        },
     ]
 }
 
@@ -493,7 +584,11 @@ async fn builtin_tools_match_pi() {
     let oracle: Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
     for (tool, available) in oracle["tools"].as_object().unwrap() {
         if available != true {
-            eprintln!("SKIPPED: pi's {tool} is not on PATH here; its cases are skipped");
+            let (name, version) = if tool == "rg" { ("rg", 14) } else { ("fd", 9) };
+            eprintln!(
+                "SKIPPED: {name} >= {version} is not on PATH, so pi cannot run its {} cases here",
+                if tool == "rg" { "grep" } else { "find" }
+            );
         }
     }
 

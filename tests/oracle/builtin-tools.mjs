@@ -9,8 +9,9 @@
 //     "results": [ { "ok": { "content": [...], "details": ... } } | { "error": "..." }
 //                  | { "skipped": "why" } ] }
 //
-// grep and find shell out to ripgrep and fd (>= 9, for --no-require-git); without them on
-// PATH those cases are reported as skipped. PI_OFFLINE keeps pi from downloading them.
+// grep and find shell out to ripgrep (>= 14: older releases word errors differently from the
+// one pi downloads) and fd (>= 9, for --no-require-git); without them on PATH those cases are
+// reported as skipped. PI_OFFLINE keeps pi from downloading them.
 
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -37,10 +38,16 @@ function runs(cmd, args) {
 	return !r.error && r.status === 0;
 }
 
+function majorVersion(cmd) {
+	const r = spawnSync(cmd, ["--version"], { stdio: "pipe", encoding: "utf-8" });
+	const m = !r.error && r.status === 0 ? /(\d+)\.\d+/.exec(r.stdout) : null;
+	return m ? Number(m[1]) : 0;
+}
+
 // pi looks for `fd`, then `fdfind`, and uses the first that runs.
 const fdName = ["fd", "fdfind"].find((name) => runs(name, ["--version"]));
 const tools = {
-	rg: runs("rg", ["--version"]),
+	rg: majorVersion("rg") >= 14,
 	fd: fdName !== undefined && runs(fdName, ["--no-require-git", "--version"]),
 };
 
@@ -57,7 +64,7 @@ const cases = JSON.parse(readFileSync(process.argv[2], "utf-8"));
 const results = [];
 for (const c of cases) {
 	if ((c.tool === "grep" && !tools.rg) || (c.tool === "find" && !tools.fd)) {
-		results.push({ skipped: `${c.tool === "grep" ? "rg" : "fd >= 9"} not on PATH` });
+		results.push({ skipped: `${c.tool === "grep" ? "rg >= 14" : "fd >= 9"} not on PATH` });
 		continue;
 	}
 	// rg resolves --glob against the process's cwd, which in pi is the session's cwd.

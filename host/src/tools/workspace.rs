@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cap_std::fs::Dir;
 
@@ -314,8 +314,9 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// macOS writes screenshot names with a narrow no-break space before AM/PM.
 fn am_pm_variant(path: &str) -> String {
-    let re = regex::Regex::new(r"(?i) (AM|PM)\.").expect("static regex");
-    re.replace_all(path, "\u{202F}$1.").into_owned()
+    static AM_PM: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"(?i) (AM|PM)\.").expect("static regex"));
+    AM_PM.replace_all(path, "\u{202F}$1.").into_owned()
 }
 
 /// An I/O error as Node words it: `ENOENT: no such file or directory, open '/x'`.
