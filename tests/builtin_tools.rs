@@ -1,7 +1,7 @@
 //! Differential test of the built-in tools: every case runs in pi 0.73.1's own tool
 //! definitions (tests/oracle/builtin-tools.mjs, under Node) and in pichamber's
 //! `tools::execute`, each on its own copy of the same fixture. The results (`content` and
-//! `details`, or the error text) must be equal after replacing each side's root directory
+//! `details`, or the error text, and the first and last partial result) must be equal after replacing each side's root directory
 //! with `<ROOT>` and bash's temp-file ids, and the fixture trees must be equal afterwards
 //! (edits and writes).
 //!
@@ -542,6 +542,45 @@ fn oracle_script() -> Option<PathBuf> {
     None
 }
 
+/// Names, labels, descriptions, parameter schemas (key order included), prompt snippets and
+/// guidelines: what the model is told about each tool.
+#[test]
+fn specs_match_pi() {
+    let Some(script) = oracle_script() else {
+        return;
+    };
+    let out = Command::new("node")
+        .arg(&script)
+        .arg("--specs")
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pi: Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
+    let ours: Vec<Value> = tools::builtin_specs()
+        .into_iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "label": s.label,
+                "description": s.description,
+                "parameters": s.parameters,
+                "promptSnippet": s.prompt_snippet,
+                "promptGuidelines": s.prompt_guidelines,
+            })
+        })
+        .collect();
+    // Compared as text so that key order counts too.
+    let pi = pi.as_array().unwrap();
+    assert_eq!(pi.len(), ours.len());
+    for (p, o) in pi.iter().zip(&ours) {
+        assert_eq!(p.to_string(), o.to_string());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builtin_tools_match_pi() {
     let Some(script) = oracle_script() else {
@@ -603,9 +642,17 @@ async fn builtin_tools_match_pi() {
         let args = tools::prepare_arguments(c.tool, with_root(&c.args, rs_root));
         let ws = Workspace::open(rs_dir).unwrap();
         let (_tx, rx) = tokio::sync::watch::channel(false);
-        let actual = match tools::execute(c.tool, &args, &ws, rx, &|_| {}).await {
-            Ok(o) => json!({"ok": {"content": o.content, "details": o.details}}),
-            Err(e) => json!({"error": e}),
+        let updates = std::sync::Mutex::new(Vec::new());
+        let result =
+            tools::execute(c.tool, &args, &ws, rx, &|u| updates.lock().unwrap().push(u)).await;
+        let updates = updates.into_inner().unwrap();
+        let ends = match (updates.first(), updates.last()) {
+            (Some(first), Some(last)) => json!([first, last]),
+            _ => json!([]),
+        };
+        let actual = match result {
+            Ok(o) => json!({"ok": {"content": o.content, "details": o.details}, "updates": ends}),
+            Err(e) => json!({"error": e, "updates": ends}),
         };
         let expected = normalize(expected, pi_dir.to_str().unwrap(), c.unordered);
         let actual = normalize(&actual, rs_root, c.unordered);

@@ -1,13 +1,16 @@
 // Oracle for pichamber's built-in tools: runs pi 0.73.1's own tool definitions (read, bash,
 // edit, write, grep, find, ls) on cases given as JSON and prints what each returned or threw.
 //
+// Usage: node builtin-tools.mjs --specs
+//   prints the seven tool definitions as the model sees them: [{ name, label, description,
+//   parameters, promptSnippet, promptGuidelines }] in pi's order.
 // Usage: node builtin-tools.mjs CASES.json
 //   CASES.json: [{ "tool": "read", "args": {...}, "cwd": "/abs/dir" }, ...]
 //   The token <ROOT> in string arguments is replaced by the case's cwd.
 // Output (stdout, one JSON document):
 //   { "tools": { "rg": bool, "fd": bool },
-//     "results": [ { "ok": { "content": [...], "details": ... } } | { "error": "..." }
-//                  | { "skipped": "why" } ] }
+//     "results": [ { "ok": { "content": [...], "details": ... }, "updates": [first, last] }
+//                  | { "error": "...", "updates": [first, last] } | { "skipped": "why" } ] }
 //
 // grep and find shell out to ripgrep (>= 14: older releases word errors differently from the
 // one pi downloads) and fd (>= 9, for --no-require-git); without them on PATH those cases are
@@ -60,6 +63,22 @@ function withRoot(value, root) {
 	return value;
 }
 
+if (process.argv[2] === "--specs") {
+	const specs = Object.values(factories).map((factory) => {
+		const d = factory(process.cwd());
+		return {
+			name: d.name,
+			label: d.label,
+			description: d.description,
+			parameters: d.parameters,
+			promptSnippet: d.promptSnippet ?? null,
+			promptGuidelines: d.promptGuidelines ?? [],
+		};
+	});
+	process.stdout.write(JSON.stringify(specs));
+	process.exit(0);
+}
+
 const cases = JSON.parse(readFileSync(process.argv[2], "utf-8"));
 const results = [];
 for (const c of cases) {
@@ -72,11 +91,15 @@ for (const c of cases) {
 	const def = factories[c.tool](c.cwd);
 	let args = withRoot(c.args, c.cwd);
 	if (def.prepareArguments) args = def.prepareArguments(args);
+	// Partial results (bash): the first and the last, as JSON would carry them.
+	const updates = [];
+	const onUpdate = (partial) => updates.push(JSON.parse(JSON.stringify(partial)));
+	const ends = () => (updates.length ? [updates[0], updates[updates.length - 1]] : []);
 	try {
-		const result = await def.execute("call-1", args, undefined, () => {}, undefined);
-		results.push({ ok: { content: result.content, details: result.details ?? null } });
+		const result = await def.execute("call-1", args, undefined, onUpdate, undefined);
+		results.push({ ok: { content: result.content, details: result.details ?? null }, updates: ends() });
 	} catch (error) {
-		results.push({ error: error instanceof Error ? error.message : String(error) });
+		results.push({ error: error instanceof Error ? error.message : String(error), updates: ends() });
 	}
 }
 process.stdout.write(JSON.stringify({ tools, results }));
