@@ -194,6 +194,8 @@ fn cases() -> Vec<Case> {
             "read",
             json!({"path": "notes.txt", "offset": 1.5, "limit": 2}),
         ),
+        case("read", json!({"path": ""})),
+        case("read", json!({"path": "dangling"})),
         // bash
         case("bash", json!({"command": "echo hello"})),
         case("bash", json!({"command": "echo err >&2"})),
@@ -341,6 +343,12 @@ fn cases() -> Vec<Case> {
         case("write", json!({"path": "src", "content": "x"})),
         case("write", json!({"path": "notes.txt/x.txt", "content": "x"})),
         case("write", json!({"path": "linkdir/new.ts", "content": "x"})),
+        case("write", json!({"path": ".", "content": "x"})),
+        case("write", json!({"path": "dangling", "content": "via link"})),
+        case(
+            "edit",
+            json!({"path": "dangling", "edits": [{"oldText": "a", "newText": "b"}]}),
+        ),
         // ls
         case("ls", json!({})),
         case("ls", json!({"path": "names"})),

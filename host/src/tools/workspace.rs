@@ -132,9 +132,15 @@ impl Workspace {
             .strip_prefix(&self.inner.root)
             .or_else(|_| normalized.strip_prefix(&self.inner.canonical))
             .ok()?;
+        // `join("")` would add a trailing slash; pi shows the root as is.
+        let abs = if rel.as_os_str().is_empty() {
+            self.inner.root.clone()
+        } else {
+            self.inner.root.join(rel)
+        };
         Some(Resolved {
             rel: rel.to_path_buf(),
-            abs: self.inner.root.join(rel),
+            abs,
         })
     }
 
