@@ -333,7 +333,7 @@ async fn run_blocking(
             "grep" => grep::run(&args, &ws, &task_flag),
             "find" => find::run(&args, &ws, &task_flag),
             "ls" => ls::run(&args, &ws),
-            _ => unreachable!("dispatched above"),
+            other => Err(format!("Tool {other} not found")),
         }
     });
     tokio::select! {
