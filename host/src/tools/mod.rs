@@ -16,6 +16,18 @@
 //! Errors: where pi's tool throws, [`execute`] returns `Err(message)` with pi's text; the
 //! caller makes it an error tool result (`content: [{type:"text",text:message}]`,
 //! `details: {}`, `isError: true`) as pi's agent loop does.
+//!
+//! Known differences from pi (everything else is checked against pi itself by
+//! tests/builtin_tools.rs):
+//! - read: images larger than 2000x2000 px or 4.5 MB of base64 are omitted with pi's
+//!   "could not be resized" note instead of being resized (no image codec here); the macOS
+//!   NFD filename fallback is not tried.
+//! - edit: fuzzy matching folds the common Unicode compatibility characters instead of full
+//!   NFKC (identical for text already in NFKC, such as ASCII).
+//! - grep, find: results in sorted order (rg/fd order by thread timing), so which matches a
+//!   limit keeps is deterministic.
+//! - bash: `/bin/bash` (or `bash` on PATH); pi's `shellPath` setting, `sh` fallback and the
+//!   PATH entry for its own bin directory are not reproduced.
 
 mod args;
 mod bash;
