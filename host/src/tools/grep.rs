@@ -4,6 +4,9 @@
 //! git repositories, `.ignore`/`.rgignore`, hidden files searched, links not followed, files
 //! with NUL bytes skipped when found by walking) and formats matches as pi does.
 //!
+//! Error texts are ripgrep's as pi reports them (its stderr), from the ripgrep release pi
+//! downloads (15.x: `rg: regex parse error: ...`; older releases word some differently).
+//!
 //! Differences: files are searched in sorted order (rg's order is whatever its threads
 //! produce), so with a match limit the matches kept are deterministic; directories that
 //! cannot be read are skipped (rg would fail the whole call).
@@ -84,7 +87,7 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
         .fixed_strings(literal)
         .line_terminator(Some(b'\n'))
         .build(&pattern)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("rg: {e}"))?;
 
     let mut walker = WalkBuilder::new(&r.abs);
     walker
@@ -100,8 +103,8 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
     walker.add_custom_ignore_filename(".rgignore");
     if let Some(glob) = &glob {
         let mut overrides = OverrideBuilder::new(ws.root());
-        overrides.add(glob).map_err(|e| e.to_string())?;
-        walker.overrides(overrides.build().map_err(|e| e.to_string())?);
+        overrides.add(glob).map_err(|e| format!("rg: {e}"))?;
+        walker.overrides(overrides.build().map_err(|e| format!("rg: {e}"))?);
     }
 
     let mut matches: Vec<Match> = Vec::new();
@@ -111,7 +114,10 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
         }
         let Ok(entry) = entry else { continue };
         let explicit = entry.depth() == 0;
-        if !entry.file_type().is_some_and(|t| t.is_file()) && !(explicit && !is_dir) {
+        // Walked entries are searched if they are regular files (links are not followed);
+        // a file named as the search path is searched whatever it is.
+        let searchable = entry.file_type().is_some_and(|t| t.is_file()) || (explicit && !is_dir);
+        if !searchable {
             continue;
         }
         let Some(file) = open_inside(ws, entry.path()) else {
@@ -363,7 +369,7 @@ mod tests {
     fn errors_and_confinement() {
         let (tmp, ws) = setup();
         let err = grep(&ws, json!({"pattern": "("})).unwrap_err();
-        assert!(err.starts_with("regex parse error:"), "{err}");
+        assert!(err.starts_with("rg: regex parse error:"), "{err}");
         let err = grep(&ws, json!({"pattern": "x", "path": "nope"})).unwrap_err();
         assert_eq!(
             err,

@@ -86,7 +86,10 @@ pub(crate) fn dimensions(data: &[u8], mime: &str) -> Option<(u32, u32)> {
     };
     match mime {
         "image/png" => Some((be32(16)?, be32(20)?)),
-        "image/gif" => Some((le16(6)?, le16(8)?)),
+        // A decoder needs a real GIF header, not just the three bytes the sniff looks at.
+        "image/gif" if data.starts_with(b"GIF87a") || data.starts_with(b"GIF89a") => {
+            Some((le16(6)?, le16(8)?))
+        }
         "image/webp" => match data.get(12..16)? {
             b"VP8 " => Some((le16(26)? & 0x3FFF, le16(28)? & 0x3FFF)),
             b"VP8L" => {

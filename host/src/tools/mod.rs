@@ -16,6 +16,18 @@
 //! Errors: where pi's tool throws, [`execute`] returns `Err(message)` with pi's text; the
 //! caller makes it an error tool result (`content: [{type:"text",text:message}]`,
 //! `details: {}`, `isError: true`) as pi's agent loop does.
+//!
+//! Known differences from pi (everything else is checked against pi itself by
+//! tests/builtin_tools.rs):
+//! - read: images larger than 2000x2000 px or 4.5 MB of base64 are omitted with pi's
+//!   "could not be resized" note instead of being resized (no image codec here); the macOS
+//!   NFD filename fallback is not tried.
+//! - edit: fuzzy matching folds the common Unicode compatibility characters instead of full
+//!   NFKC (identical for text already in NFKC, such as ASCII).
+//! - grep, find: results in sorted order (rg/fd order by thread timing), so which matches a
+//!   limit keeps is deterministic.
+//! - bash: `/bin/bash` (or `bash` on PATH); pi's `shellPath` setting, `sh` fallback and the
+//!   PATH entry for its own bin directory are not reproduced.
 
 mod args;
 mod bash;
@@ -308,17 +320,21 @@ async fn run_blocking(
         options.clone(),
         flag.clone(),
     );
-    // Edits and writes of one file queue behind each other (pi's withFileMutationQueue).
-    let guard = match name.as_str() {
-        "edit" | "write" => match args
+    // Edits and writes of one file queue behind each other (pi's withFileMutationQueue);
+    // an abort while waiting answers at once.
+    let target = match name.as_str() {
+        "edit" | "write" => args
             .get("path")
             .and_then(Value::as_str)
-            .map(|p| ws.resolve(p))
-        {
-            Some(Ok(r)) => Some(ws.lock_file(&r).await),
-            _ => None,
-        },
+            .and_then(|p| ws.resolve(p).ok()),
         _ => None,
+    };
+    let guard = match target {
+        Some(r) => tokio::select! {
+            guard = ws.lock_file(&r) => Some(guard),
+            () = cancelled(cancel.clone()) => return Err(ABORTED.into()),
+        },
+        None => None,
     };
     let task = tokio::task::spawn_blocking(move || {
         let _guard = guard;
@@ -329,7 +345,7 @@ async fn run_blocking(
             "grep" => grep::run(&args, &ws, &task_flag),
             "find" => find::run(&args, &ws, &task_flag),
             "ls" => ls::run(&args, &ws),
-            _ => unreachable!("dispatched above"),
+            other => Err(format!("Tool {other} not found")),
         }
     });
     tokio::select! {
@@ -390,5 +406,30 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err, "Operation aborted");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_edits_of_one_file_all_apply() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tokens: Vec<String> = (0..16).map(|i| format!("token{i:02}")).collect();
+        std::fs::write(tmp.path().join("f.txt"), tokens.join("\n")).unwrap();
+        let ws = Workspace::open(tmp.path()).unwrap();
+        let calls = tokens.iter().map(|t| {
+            let ws = ws.clone();
+            let args =
+                json!({"path": "f.txt", "edits": [{"oldText": t, "newText": t.to_uppercase()}]});
+            tokio::spawn(async move {
+                let (_tx, rx) = watch::channel(false);
+                execute("edit", &args, &ws, rx, &|_| {}).await
+            })
+        });
+        for call in calls.collect::<Vec<_>>() {
+            call.await.unwrap().unwrap();
+        }
+        let upper: Vec<String> = tokens.iter().map(|t| t.to_uppercase()).collect();
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("f.txt")).unwrap(),
+            upper.join("\n")
+        );
     }
 }

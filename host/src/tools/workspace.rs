@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cap_std::fs::Dir;
 
@@ -132,9 +132,15 @@ impl Workspace {
             .strip_prefix(&self.inner.root)
             .or_else(|_| normalized.strip_prefix(&self.inner.canonical))
             .ok()?;
+        // `join("")` would add a trailing slash; pi shows the root as is.
+        let abs = if rel.as_os_str().is_empty() {
+            self.inner.root.clone()
+        } else {
+            self.inner.root.join(rel)
+        };
         Some(Resolved {
             rel: rel.to_path_buf(),
-            abs: self.inner.root.join(rel),
+            abs,
         })
     }
 
@@ -314,8 +320,9 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// macOS writes screenshot names with a narrow no-break space before AM/PM.
 fn am_pm_variant(path: &str) -> String {
-    let re = regex::Regex::new(r"(?i) (AM|PM)\.").expect("static regex");
-    re.replace_all(path, "\u{202F}$1.").into_owned()
+    static AM_PM: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r"(?i) (AM|PM)\.").expect("static regex"));
+    AM_PM.replace_all(path, "\u{202F}$1.").into_owned()
 }
 
 /// An I/O error as Node words it: `ENOENT: no such file or directory, open '/x'`.
