@@ -776,7 +776,6 @@ fn every_message_is_persisted_before_its_message_end() {
 }
 
 #[test]
-#[ignore = "pichamber emits tool_execution_end of parallel calls in source order; pi (agent-loop.js executeToolCallsParallel) emits each as its call finishes"]
 fn parallel_tool_calls_end_as_they_finish() {
     let sb = Sandbox::new();
     // c1 cannot finish before c2 has written the flag: only parallel execution completes.
@@ -1100,7 +1099,6 @@ async fn a_wrong_api_key_is_a_failed_run_with_the_providers_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pichamber runs the agent and records an error assistant message (\"No API key for provider: ...\"); pi's prompt() refuses before agent_start with \"No API key found for <provider>.\" and writes nothing to the session"]
 async fn a_missing_api_key_stops_the_prompt_before_the_run() {
     let server = mock(json!([{"text": "never"}])).await;
     let run = run_async(
@@ -1395,7 +1393,6 @@ async fn a_follow_up_sent_from_turn_end_runs_in_the_same_agent_run() {
 }
 
 #[test]
-#[ignore = "pichamber reports queue_update after turn_end and dequeues before turn_start; pi emits the first from inside the turn_end handlers (before turn_end reaches clients) and the second at the queued message's message_start"]
 fn queue_updates_come_where_pi_emits_them() {
     let sb = Sandbox::new();
     let script = sb.script("two.json", json!([{"text": "First."}, {"text": "Second."}]));
@@ -1438,7 +1435,6 @@ fn queue_updates_come_where_pi_emits_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pichamber starts a second agent run; in pi the agent is still streaming while agent_end handlers run, so sendUserMessage without deliverAs fails with \"Agent is already processing...\" (reported as an extension error) and no run follows"]
 async fn send_user_message_without_deliver_as_from_agent_end_fails_as_in_pi() {
     let server = mock(json!([{"text": "First."}, {"text": "Second."}])).await;
     let run = run_async(
