@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
@@ -145,6 +146,16 @@ pub(crate) async fn execute(
                 grace_until = Some(Instant::now() + EXIT_STDIO_GRACE);
             }
             () = tokio::time::sleep_until(grace_until.unwrap_or_else(far)), if grace_until.is_some() => {
+                // Output already waiting in the pipes still counts; only what descendants
+                // might write later is given up on.
+                while let Some(Some(n)) = read_some(&mut stdout, &mut out_buf).now_or_never() {
+                    output.append(&out_buf[..n]);
+                    dirty = true;
+                }
+                while let Some(Some(n)) = read_some(&mut stderr, &mut err_buf).now_or_never() {
+                    output.append(&err_buf[..n]);
+                    dirty = true;
+                }
                 break;
             }
             () = tokio::time::sleep_until(timeout_at.unwrap_or_else(far)), if timeout_at.is_some() && !timed_out && exited.is_none() => {
