@@ -244,6 +244,28 @@ fn hello_tool_reports_a_thrown_error_as_an_error_result() {
 }
 
 #[test]
+fn hello_tool_demo_turns_run_a_whole_agent_turn() {
+    // The README's first command: a scripted model calls the extension's tool.
+    let (_dir, wasm) = build_example("hello-tool");
+    let script = common::path("extensions/hello-tool/demo-turns.json");
+    let (ok, events, stderr) = run(&[&wasm, "--script", &script, "--prompt", "Say hello to Ada"]);
+    assert!(ok, "{stderr}");
+    let ends: Vec<&Value> = of_type(&events, "message_end")
+        .into_iter()
+        .map(|e| &e["message"])
+        .collect();
+    let roles: Vec<&str> = ends.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
+    assert_eq!(text_of(&ends[2]["content"]), "Hello, Ada!");
+    assert_eq!(ends[2]["details"]["name"], "Ada");
+    assert_eq!(
+        text_of(&ends[3]["content"]),
+        "Done: the tool said hello to Ada."
+    );
+    assert_eq!(of_type(&events, "agent_end").len(), 1);
+}
+
+#[test]
 fn tool_details_keep_their_key_order() {
     let (_dir, wasm) = build_example("hello-tool");
     let (_, events, _) = run(&[&wasm, "--tool", "greet", "--args", r#"{"name":"Ada"}"#]);
@@ -862,8 +884,12 @@ fn todo_store_keeps_state_across_calls_and_records_entries() {
         );
     }
 
-    // /todos posts the list into the transcript.
-    let messages = of_type(&events, "message");
+    // /todos posts the list into the transcript (pi's message_start / message_end of a
+    // custom message, sent while the agent is idle).
+    let messages: Vec<&Value> = of_type(&events, "message_end")
+        .into_iter()
+        .filter(|e| e["message"]["role"] == "custom")
+        .collect();
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0]["message"]["customType"], "todo-list");
     assert_eq!(
