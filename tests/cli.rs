@@ -133,7 +133,7 @@ fn unknown_tool_lists_the_registered_ones() {
     assert_eq!(result["isError"], json!(true));
     assert_eq!(
         common::text_of(&result["content"]),
-        "Tool fake not found (registered tools: real)"
+        "Tool fake not found (registered tools: read, bash, edit, write, grep, find, ls, real)"
     );
 }
 

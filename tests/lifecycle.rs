@@ -37,6 +37,9 @@ export default function (pi) {
     if (e.command === "magic") return { result: { output: "from the extension", exitCode: 0, cancelled: false, truncated: false } };
   });
   pi.registerCommand("count", { handler: async () => { count += 1; log({ type: "count", count }); } });
+  pi.registerCommand("fresh", { handler: async (_args, ctx) => { const r = await ctx.newSession(); log({ type: "fresh", r }); } });
+  pi.registerCommand("again", { handler: async (_args, ctx) => { await ctx.reload(); } });
+  pi.registerCommand("hop", { handler: async (args, ctx) => { await ctx.switchSession(args); } });
 }
 "#;
 
@@ -362,4 +365,79 @@ async fn reload_and_thinking_level_changes_reach_extensions() {
     assert_eq!(select["previousLevel"], "off");
     assert_eq!(h.entries().last().unwrap()["type"], "thinking_level_change");
     assert!(h.session.change_thinking_level("extreme").await.is_err());
+}
+
+#[tokio::test]
+async fn commands_ask_for_session_actions_that_run_when_they_return() {
+    let mut h = harness(json!([]), &[]).await;
+    let first = h.file().unwrap();
+    h.take();
+    h.session.run_command("/fresh").await.unwrap();
+    // The command finished first (pi's promise resolves; the switch follows).
+    let events = h.take();
+    assert_eq!(Harness::types(&events), Vec::<String>::new());
+    assert_eq!(
+        events.iter().find(|e| e["type"] == "fresh").unwrap()["r"],
+        json!({ "cancelled": false })
+    );
+    h.session.run_requests().await;
+    assert_eq!(
+        Harness::types(&h.take()),
+        [
+            "session_before_switch:new",
+            "session_shutdown:new",
+            "session_start:new"
+        ]
+    );
+    let second = h.file().unwrap();
+    assert_ne!(second, first);
+
+    h.session.run_command("/again").await.unwrap();
+    h.session.run_requests().await;
+    assert_eq!(
+        Harness::types(&h.take()),
+        ["session_shutdown:reload", "session_start:reload"]
+    );
+
+    // Back to the first session by its file name: allowed (same folder).
+    let name = first.file_name().unwrap().to_string_lossy().into_owned();
+    h.session
+        .run_command(&format!("/hop {name}"))
+        .await
+        .unwrap();
+    h.session.run_requests().await;
+    assert_eq!(h.file().unwrap(), first);
+
+    // Anything outside the session folder is refused: it would read files never granted.
+    let outside = h._dir.path().join("elsewhere.jsonl");
+    std::fs::write(&outside, "{}\n").unwrap();
+    for target in [
+        outside.to_string_lossy().into_owned(),
+        "../elsewhere.jsonl".into(),
+        "/etc/passwd".into(),
+    ] {
+        h.take();
+        h.session
+            .run_command(&format!("/hop {target}"))
+            .await
+            .unwrap();
+        h.session.run_requests().await;
+        let events = h.take();
+        let error = events
+            .iter()
+            .find(|e| e["type"] == "extension_error")
+            .unwrap_or_else(|| panic!("{target}: no error in {events:?}"));
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .contains("not a session file in this session's folder"),
+            "{error}"
+        );
+        assert_eq!(
+            h.file().unwrap(),
+            first,
+            "{target}: the session did not change"
+        );
+    }
 }

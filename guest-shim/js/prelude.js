@@ -551,17 +551,32 @@ function makeContext(snapshot, extras = {}) {
   return ctx;
 }
 
-const unavailable = (what) => () =>
-  Promise.reject(new Error(`ctx.${what}() needs pichamber's session core, which this host does not provide yet`));
+// Session control from a command (pi's ExtensionCommandContext). The host carries it out
+// when the command returns: an extension cannot re-enter the session it is running in. So the
+// promise resolves at once, and callbacks (withSession, setup) cannot cross the sandbox.
+function sessionAction(name, args) {
+  return new Promise((resolve) => {
+    const plain = {};
+    for (const [key, value] of Object.entries(args ?? {})) {
+      if (typeof value === "function") {
+        console.warn(`ctx.${name}(): option ${key} is a function, which pichamber cannot call back; it is ignored`);
+      } else if (value !== undefined) {
+        plain[key] = value;
+      }
+    }
+    hostCall("sessionRead", `action:${name}`, [plain]);
+    resolve({ cancelled: false });
+  });
+}
 
 function makeCommandContext(snapshot) {
   return Object.assign(makeContext(snapshot), {
     waitForIdle: async () => {},
-    newSession: unavailable("newSession"),
-    fork: unavailable("fork"),
-    navigateTree: unavailable("navigateTree"),
-    switchSession: unavailable("switchSession"),
-    reload: unavailable("reload"),
+    newSession: (options) => sessionAction("newSession", options),
+    fork: (entryId, options) => sessionAction("fork", { ...options, entryId }),
+    navigateTree: (targetId, options) => sessionAction("navigateTree", { ...options, targetId }),
+    switchSession: (sessionPath, options) => sessionAction("switchSession", { ...options, sessionPath }),
+    reload: () => sessionAction("reload"),
   });
 }
 

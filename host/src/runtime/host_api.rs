@@ -422,7 +422,25 @@ impl Host for ExtensionState {
             Err(e) => return Ok(Err(e)),
         };
         let arg = |i: usize| args.get(i).and_then(Value::as_str).map(str::to_owned);
-        let state = self.session.state.lock().unwrap();
+        let mut state = self.session.state.lock().unwrap();
+        // Session control from a command context: queued, run when the command returns.
+        if let Some(action) = method.strip_prefix("action:") {
+            const ACTIONS: [&str; 5] = [
+                "newSession",
+                "fork",
+                "switchSession",
+                "navigateTree",
+                "reload",
+            ];
+            if !ACTIONS.contains(&action) {
+                return Ok(Err(format!("ctx.{action} is not a session action")));
+            }
+            state.agent.requests.push_back(AgentRequest::SessionAction {
+                action: action.to_owned(),
+                args: args.get(0).cloned().unwrap_or(Value::Null),
+            });
+            return Ok(Ok("null".into()));
+        }
         let store = &state.store;
         let list = |entries: Vec<&Value>| Value::Array(entries.into_iter().cloned().collect());
         let value = match method.as_str() {

@@ -106,6 +106,11 @@ impl Session {
                     }
                     self.run_agent(vec![message]).await;
                 }
+                AgentRequest::SessionAction { action, args } => {
+                    if let Err(e) = self.session_action(&action, &args).await {
+                        self.error("<runtime>", &action, e);
+                    }
+                }
                 AgentRequest::Compact(instructions) => {
                     if let Err(e) = self.compact(instructions.as_deref(), "manual").await {
                         self.error("<runtime>", "compact", e);

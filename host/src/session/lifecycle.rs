@@ -271,6 +271,75 @@ impl Session {
         })
     }
 
+    /// A session action a command asked for (`ctx.newSession()` and friends).
+    pub(super) async fn session_action(
+        &mut self,
+        action: &str,
+        args: &Value,
+    ) -> Result<(), String> {
+        match action {
+            "newSession" => self.new_session().await.map(drop),
+            "reload" => {
+                self.reload().await;
+                Ok(())
+            }
+            "fork" => {
+                let entry = args["entryId"]
+                    .as_str()
+                    .ok_or("ctx.fork: entryId is required")?;
+                let position = match args["position"].as_str() {
+                    Some("at") => ForkPosition::At,
+                    _ => ForkPosition::Before,
+                };
+                self.fork(entry, position).await.map(drop)
+            }
+            "navigateTree" => {
+                let target = args["targetId"]
+                    .as_str()
+                    .ok_or("ctx.navigateTree: targetId is required")?;
+                let label = args["label"].as_str().map(str::to_owned);
+                self.navigate_tree(target, args["summarize"] == json!(true), label)
+                    .await
+                    .map(drop)
+            }
+            "switchSession" => {
+                let path =
+                    self.sibling_session(args["sessionPath"].as_str().unwrap_or_default())?;
+                self.switch_session(&path).await.map(drop)
+            }
+            other => Err(format!("unknown session action {other}")),
+        }
+    }
+
+    /// An extension may switch only to a session file in the current session's folder: any
+    /// other path would let it read files it was never granted.
+    fn sibling_session(&self, requested: &str) -> Result<std::path::PathBuf, String> {
+        let state = self.shared.state.lock().unwrap();
+        let dir = state
+            .store
+            .get_session_dir()
+            .ok_or("ctx.switchSession: this session is not kept in a file")?;
+        let name = Path::new(requested)
+            .file_name()
+            .ok_or("ctx.switchSession: sessionPath names no file")?;
+        let candidate = dir.join(name);
+        let inside = candidate
+            .canonicalize()
+            .ok()
+            .zip(dir.canonicalize().ok())
+            .is_some_and(|(c, d)| c.parent() == Some(d.as_path()));
+        let same_folder = Path::new(requested).parent().is_none_or(|p| {
+            p.as_os_str().is_empty() || p.canonicalize().ok() == dir.canonicalize().ok()
+        });
+        if !inside || !same_folder {
+            return Err(format!(
+                "ctx.switchSession: {} is not a session file in this session's folder",
+                name.to_string_lossy()
+            ));
+        }
+        Ok(candidate)
+    }
+
     /// pi's clone: a fork at the current leaf.
     pub async fn clone_session(&mut self) -> Result<bool, String> {
         let leaf = self

@@ -199,6 +199,9 @@ pub enum AgentRequest {
     CustomTurn(Value),
     /// `ctx.compact({ customInstructions })`.
     Compact(Option<String>),
+    /// A command context's newSession / fork / switchSession / navigateTree / reload, run
+    /// when the command returns.
+    SessionAction { action: String, args: Value },
 }
 
 impl SessionState {
