@@ -39,6 +39,7 @@ export default function (pi) {
   pi.registerCommand("count", { handler: async () => { count += 1; log({ type: "count", count }); } });
   pi.registerCommand("fresh", { handler: async (_args, ctx) => { const r = await ctx.newSession(); log({ type: "fresh", r }); } });
   pi.registerCommand("again", { handler: async (_args, ctx) => { await ctx.reload(); } });
+  pi.registerCommand("think", { handler: async () => { pi.setThinkingLevel("high"); pi.setSessionName("thoughtful"); } });
   pi.registerCommand("hop", { handler: async (args, ctx) => { await ctx.switchSession(args); } });
 }
 "#;
@@ -440,4 +441,79 @@ async fn commands_ask_for_session_actions_that_run_when_they_return() {
             "{target}: the session did not change"
         );
     }
+}
+
+#[tokio::test]
+async fn extension_thinking_level_and_name_changes_are_recorded_and_announced() {
+    let mut h = harness(json!([]), &[]).await;
+    h.take();
+    h.session.run_command("/think").await.unwrap();
+    h.session.run_requests().await;
+    let events = h.take();
+    let kinds: Vec<String> = h
+        .entries()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["thinking_level_change", "session_info"]);
+    let select = events
+        .iter()
+        .find(|e| e["type"] == "thinking_level_select")
+        .expect("extensions hear of it");
+    assert_eq!(select["previousLevel"], "off");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "thinking_level_changed" && e["level"] == "high")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "session_info_changed" && e["name"] == "thoughtful")
+    );
+}
+
+/// An extension tool named like a built-in replaces it, for the model and in getAllTools.
+#[tokio::test]
+async fn an_extension_tool_overrides_a_builtin_of_the_same_name() {
+    const OVERRIDE: &str = r#"
+export default function (pi) {
+  pi.registerTool({ name: "read", label: "read", description: "sandboxed read",
+    parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+    execute: async (_id, params) => ({ content: [{ type: "text", text: `overridden ${params.path}` }] }) });
+  pi.registerCommand("source", { handler: async () => {
+    const read = pi.getAllTools().find((t) => t.name === "read");
+    console.log(JSON.stringify({ type: "source", info: read.sourceInfo, count: pi.getAllTools().filter((t) => t.name === "read").length }));
+  } });
+}
+"#;
+    let mut h = harness(
+        json!([
+            { "toolCalls": [{ "id": "c1", "name": "read", "arguments": { "path": "a.txt" } }] },
+            { "text": "ok" }
+        ]),
+        &[],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    h.session
+        .load(&artifact(dir.path(), OVERRIDE))
+        .await
+        .unwrap();
+    h.prompt("read it").await;
+    let result = h
+        .entries()
+        .into_iter()
+        .find(|e| e["message"]["role"] == "toolResult")
+        .unwrap();
+    assert_eq!(result["message"]["content"][0]["text"], "overridden a.txt");
+    h.take();
+    h.session.run_command("/source").await.unwrap();
+    let source = h
+        .take()
+        .into_iter()
+        .find(|e| e["type"] == "source")
+        .unwrap();
+    assert_eq!(source["count"], 1);
+    assert_eq!(source["info"]["source"], "extension");
 }

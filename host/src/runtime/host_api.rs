@@ -394,6 +394,9 @@ impl Host for ExtensionState {
         };
         drop(state);
         self.session.emit(SessionEvent::Entry { entry });
+        self.session.emit(SessionEvent::Agent(
+            json!({ "type": "session_info_changed", "name": name }),
+        ));
         Ok(Ok(()))
     }
 
@@ -561,7 +564,23 @@ impl Host for ExtensionState {
                 "unknown thinking level {level:?}; one of {LEVELS:?}"
             )));
         }
-        self.session.state.lock().unwrap().thinking_level = level;
+        let mut state = self.session.state.lock().unwrap();
+        let previous = std::mem::replace(&mut state.thinking_level, level.clone());
+        if previous == level {
+            return Ok(Ok(()));
+        }
+        // As pi: recorded, clients told, extensions get thinking_level_select (after this call).
+        if let Err(e) = state.store.append_thinking_level_change(&level) {
+            return Ok(Err(format!("setThinkingLevel: {e:#}")));
+        }
+        state.agent.requests.push_back(AgentRequest::Event {
+            name: "thinking_level_select".into(),
+            event: json!({ "type": "thinking_level_select", "level": level, "previousLevel": previous }),
+        });
+        drop(state);
+        self.session.emit(SessionEvent::Agent(
+            json!({ "type": "thinking_level_changed", "level": level }),
+        ));
         Ok(Ok(()))
     }
 

@@ -111,6 +111,9 @@ impl Session {
                         self.error("<runtime>", &action, e);
                     }
                 }
+                AgentRequest::Event { name, event } => {
+                    let _ = self.emit(&name, event).await;
+                }
                 AgentRequest::Compact(instructions) => {
                     if let Err(e) = self.compact(instructions.as_deref(), "manual").await {
                         self.error("<runtime>", "compact", e);

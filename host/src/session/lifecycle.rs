@@ -536,6 +536,9 @@ impl Session {
             .store
             .append_thinking_level_change(level)
             .map_err(|e| format!("{e:#}"))?;
+        self.shared.emit(SessionEvent::Agent(
+            json!({ "type": "thinking_level_changed", "level": level }),
+        ));
         let _ = self
             .emit(
                 "thinking_level_select",

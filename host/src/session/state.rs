@@ -202,6 +202,8 @@ pub enum AgentRequest {
     /// A command context's newSession / fork / switchSession / navigateTree / reload, run
     /// when the command returns.
     SessionAction { action: String, args: Value },
+    /// An event for the extensions that a host call caused (pi emits it without waiting).
+    Event { name: String, event: Value },
 }
 
 impl SessionState {
