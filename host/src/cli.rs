@@ -23,6 +23,7 @@ use crate::bundle;
 use crate::capabilities::Grants;
 use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
+use crate::rpc;
 use crate::runtime::{InstanceOptions, Runtime};
 use crate::session::store::{SessionStore, SyncPolicy};
 use crate::session::{
@@ -50,6 +51,9 @@ enum Command {
     Run(Box<RunArgs>),
     /// Show an extension's manifest and what it registers.
     Inspect(InspectArgs),
+    /// Speak pi's RPC protocol on stdin/stdout (docs/rpc.md of pi): a drop-in for
+    /// `pi --mode rpc` whose extensions run isolated.
+    Rpc(Box<RpcArgs>),
 }
 
 #[derive(Args)]
@@ -61,14 +65,40 @@ struct BuildArgs {
     output: Option<PathBuf>,
 }
 
+/// What a session is made of: its extensions, directory, grants, limits, model, agent
+/// settings and session file. Shared by `run` and `rpc`.
 #[derive(Args)]
-struct RunArgs {
+struct SessionArgs {
     /// The extension(s): a .wasm built by `pichamber build`, or sources (built on the fly).
     /// Several load into one session in the order given, as pi loads several -e options.
     ext: Vec<PathBuf>,
     /// An extension to load (repeatable; same as the positional EXT, as in pi's -e).
     #[arg(short = 'e', long = "extension", value_name = "EXT")]
     extension: Vec<PathBuf>,
+    /// The session's working directory (ctx.cwd) [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Set an extension flag: name=value (value is JSON, or a plain string).
+    #[arg(long = "flag", value_name = "NAME=VALUE")]
+    flags: Vec<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    grants: GrantArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Record the session in this file, in pi's JSONL format; an existing file is resumed
+    /// (pi can open it too). Each entry is on disk before it is reported. [default: memory]
+    #[arg(long, value_name = "FILE")]
+    session: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: SessionArgs,
     /// Send a prompt to the agent and run it to completion (repeatable; "/name args" runs an
     /// extension command as pi does). Needs a model: --script or --model.
     #[arg(short, long, value_name = "TEXT")]
@@ -102,24 +132,12 @@ struct RunArgs {
     /// dialogs with no answer left are cancelled).
     #[arg(long)]
     ui: bool,
-    /// The session's working directory (ctx.cwd) [default: the current directory].
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
-    /// Set an extension flag: name=value (value is JSON, or a plain string).
-    #[arg(long = "flag", value_name = "NAME=VALUE")]
-    flags: Vec<String>,
+}
+
+#[derive(Args)]
+struct RpcArgs {
     #[command(flatten)]
-    limits: LimitArgs,
-    #[command(flatten)]
-    grants: GrantArgs,
-    #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    agent: AgentArgs,
-    /// Record the session in this file, in pi's JSONL format; an existing file is resumed
-    /// (pi can open it too). Each entry is on disk before it is reported. [default: memory]
-    #[arg(long, value_name = "FILE")]
-    session: Option<PathBuf>,
+    common: SessionArgs,
 }
 
 #[derive(Args)]
@@ -230,6 +248,7 @@ pub fn main() -> ExitCode {
                 run(*args, run_matches).await
             }
             Command::Inspect(args) => inspect(args).await,
+            Command::Rpc(args) => rpc_command(*args).await,
         }
     });
     match result {
@@ -374,14 +393,15 @@ fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
         .collect()
 }
 
-async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
-    let steps = ordered_steps(&args, matches)?;
+/// The session `run` and `rpc` work in: extensions loaded in order, model, agent settings,
+/// session file. `None` when every extension failed to load (each failure was reported).
+async fn open_session(
+    args: &SessionArgs,
+    has_ui: bool,
+    dialogs: Arc<dyn DialogResponder>,
+    sink: EventSink,
+) -> Result<Option<Session>> {
     let sources: Vec<&PathBuf> = args.ext.iter().chain(&args.extension).collect();
-    if sources.is_empty() && args.prompt.is_empty() {
-        bail!(
-            "nothing to run: give an extension (pichamber run EXT, or -e EXT) and/or a prompt (--prompt TEXT with --script or --model)"
-        );
-    }
     let artifacts = sources
         .iter()
         .map(|p| load_artifact(p))
@@ -405,20 +425,6 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         }
         None => None,
     };
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
-    let scripted = Arc::new(ScriptedAnswers::new(args.answer.clone()));
-    let (has_ui, dialogs): (bool, Arc<dyn DialogResponder>) = if args.no_ui {
-        (false, Arc::new(NoDialogs))
-    } else if !args.answer.is_empty() || args.ui {
-        (true, scripted.clone())
-    } else if interactive {
-        (true, Arc::new(TerminalDialogs))
-    } else {
-        (false, Arc::new(NoDialogs))
-    };
-    let failed = Arc::new(AtomicBool::new(false));
-    let sink = output_sink(args.json, asks_on_terminal, failed.clone());
     let options = InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
         memory_limit: args.limits.memory_limit.max(16) << 20,
@@ -429,14 +435,13 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             env: args.grants.allow_env.clone(),
         }),
     };
-    let runtime = Runtime::global()?;
     let mut session = Session::new(
-        runtime,
+        Runtime::global()?,
         SessionConfig {
             cwd: cwd.to_string_lossy().into_owned(),
             has_ui,
             dialogs,
-            sink: sink.clone(),
+            sink,
             instance: options,
             flags: parse_flags(&args.flags)?,
             model,
@@ -465,13 +470,41 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         }
     }
     if loaded == 0 && !artifacts.is_empty() {
-        return Ok(ExitCode::FAILURE);
+        return Ok(None);
     }
     if let Some(names) = &args.agent.tools {
         session
             .set_active_tools(names)
             .map_err(anyhow::Error::msg)?;
     }
+    Ok(Some(session))
+}
+
+async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
+    let steps = ordered_steps(&args, matches)?;
+    let common = &args.common;
+    if common.ext.is_empty() && common.extension.is_empty() && args.prompt.is_empty() {
+        bail!(
+            "nothing to run: give an extension (pichamber run EXT, or -e EXT) and/or a prompt (--prompt TEXT with --script or --model)"
+        );
+    }
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
+    let scripted = Arc::new(ScriptedAnswers::new(args.answer.clone()));
+    let (has_ui, dialogs): (bool, Arc<dyn DialogResponder>) = if args.no_ui {
+        (false, Arc::new(NoDialogs))
+    } else if !args.answer.is_empty() || args.ui {
+        (true, scripted.clone())
+    } else if interactive {
+        (true, Arc::new(TerminalDialogs))
+    } else {
+        (false, Arc::new(NoDialogs))
+    };
+    let failed = Arc::new(AtomicBool::new(false));
+    let sink = output_sink(args.json, asks_on_terminal, failed.clone());
+    let Some(mut session) = open_session(common, has_ui, dialogs, sink.clone()).await? else {
+        return Ok(ExitCode::FAILURE);
+    };
     session.start().await;
     for step in steps {
         // Work an extension left running (a due timer, an answered dialog) runs between steps.
@@ -754,6 +787,19 @@ fn print_agent_event(event: &Value) {
         "tool_execution_update" => say!("  … {}", content_text(&event["partialResult"]["content"])),
         _ => {}
     }
+}
+
+/// `pichamber rpc`: pi's RPC protocol on stdin/stdout.
+async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
+    let output = Arc::new(rpc::Output::stdout());
+    let dialogs = Arc::new(rpc::RpcDialogs::default());
+    let sink = rpc::event_sink(output.clone());
+    let Some(session) = open_session(&args.common, true, dialogs.clone(), sink).await? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let models = rpc::ModelCatalog::load(args.common.model.models.as_deref());
+    rpc::serve(session, dialogs, output, models, tokio::io::stdin()).await;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn inspect(args: InspectArgs) -> Result<ExitCode> {

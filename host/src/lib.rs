@@ -10,6 +10,7 @@
 //! - [`tools`]: pi's built-in tools (read, bash, edit, write, grep, find, ls), confined to the
 //!   session's workspace.
 //! - [`model`]: model providers (OpenAI-compatible, scripted, a mock endpoint).
+//! - [`rpc`]: pi's RPC protocol on stdin/stdout (`pichamber rpc`).
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
@@ -17,6 +18,7 @@ pub mod bundle;
 pub mod capabilities;
 pub mod cli;
 pub mod model;
+pub mod rpc;
 pub mod runtime;
 pub mod session;
 pub mod source_map;

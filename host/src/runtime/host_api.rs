@@ -352,6 +352,8 @@ impl Host for ExtensionState {
                     text,
                     images,
                     deliver_as,
+                    source: "extension",
+                    respond: None,
                 },
             );
             Ok(())
@@ -523,18 +525,13 @@ impl Host for ExtensionState {
     }
 
     fn get_commands(&mut self) -> Result<String> {
-        let state = self.session.state.lock().unwrap();
-        let commands: Vec<Value> = state
-            .commands
-            .iter()
-            .map(|c| {
-                json!({
-                    "name": c.name, "description": c.description, "source": "extension",
-                    "sourceInfo": { "path": format!("extension:{}", c.extension_name), "source": "extension" },
-                })
-            })
-            .collect();
-        Ok(Value::Array(commands).to_string())
+        Ok(self
+            .session
+            .state
+            .lock()
+            .unwrap()
+            .commands_json()
+            .to_string())
     }
 
     fn get_model(&mut self) -> Result<Option<String>> {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::Session;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
-use super::state::AgentRequest;
+use super::state::{AgentRequest, Responder, SessionShared};
 use crate::model::{LlmContext, StreamItem, StreamOptions};
 
 /// How a prompt arrived and what to do with it.
@@ -57,6 +57,48 @@ pub enum QueueMode {
     All,
 }
 
+impl SessionShared {
+    /// Queues a user message for a streaming run: steering (delivered after the current
+    /// turn's tool calls) or follow-up (when the agent would stop). Without a behaviour it is
+    /// pi's "already processing" error.
+    pub fn queue_user_message(
+        &self,
+        text: &str,
+        images: &[Value],
+        behavior: Option<&str>,
+    ) -> Result<(), String> {
+        let message = messages::user_message(text, images);
+        {
+            let mut state = self.state.lock().unwrap();
+            let agent = &mut state.agent;
+            match behavior {
+                None => return Err(ALREADY_PROCESSING.into()),
+                Some("followUp") => {
+                    agent.follow_up.push_back(message);
+                    agent.queued_follow_up.push(text.to_owned());
+                }
+                Some(_) => {
+                    agent.steering.push_back(message);
+                    agent.queued_steering.push(text.to_owned());
+                }
+            }
+        }
+        self.emit_queue_update();
+        Ok(())
+    }
+
+    pub fn emit_queue_update(&self) {
+        let state = self.state.lock().unwrap();
+        let event = json!({
+            "type": "queue_update",
+            "steering": state.agent.queued_steering,
+            "followUp": state.agent.queued_follow_up,
+        });
+        drop(state);
+        self.emit(SessionEvent::Agent(event));
+    }
+}
+
 impl Session {
     /// Whether any loaded extension subscribed to `event`.
     pub fn has_handlers(&self, event: &str) -> bool {
@@ -73,7 +115,7 @@ impl Session {
 
     /// Runs a prompt to completion, then whatever turns extensions asked for meanwhile.
     pub async fn prompt(&mut self, text: &str, options: PromptOptions) -> Result<(), String> {
-        let result = self.prompt_once(text, options).await;
+        let result = self.prompt_once(text, options, &mut None).await;
         self.run_requests().await;
         result
     }
@@ -88,15 +130,25 @@ impl Session {
                     text,
                     images,
                     deliver_as,
+                    source,
+                    respond,
                 } => {
                     let options = PromptOptions {
                         images,
                         streaming_behavior: deliver_as,
-                        source: "extension".into(),
-                        expand_commands: false,
+                        source: source.into(),
+                        // pi's sendUserMessage skips command handling; a client's prompt not.
+                        expand_commands: source != "extension",
                     };
-                    if let Err(e) = self.prompt_once(&text, options).await {
-                        self.error("<runtime>", "send_user_message", e);
+                    let mut respond = respond;
+                    let outcome = self.prompt_once(&text, options, &mut respond).await;
+                    match respond {
+                        Some(respond) => respond(outcome),
+                        None => {
+                            if let Err(e) = outcome {
+                                self.error("<runtime>", "send_user_message", e);
+                            }
+                        }
                     }
                 }
                 AgentRequest::CustomTurn(message) => {
@@ -134,7 +186,15 @@ impl Session {
         }
     }
 
-    async fn prompt_once(&mut self, text: &str, options: PromptOptions) -> Result<(), String> {
+    /// One prompt. `accepted`, when given, hears of the prompt's acceptance right before the
+    /// run starts (pi answers an RPC prompt then, not when the run ends); when it is still
+    /// there on return, the caller answers with the outcome.
+    async fn prompt_once(
+        &mut self,
+        text: &str,
+        options: PromptOptions,
+        accepted: &mut Option<Responder>,
+    ) -> Result<(), String> {
         if options.expand_commands
             && let Some(name) = text
                 .strip_prefix('/')
@@ -152,7 +212,11 @@ impl Session {
             return Ok(());
         };
         if self.is_streaming() {
-            return self.queue_message(&text, &images, options.streaming_behavior.as_deref());
+            return self.shared.queue_user_message(
+                &text,
+                &images,
+                options.streaming_behavior.as_deref(),
+            );
         }
         match &self.model {
             None => return Err(NO_MODEL.into()),
@@ -174,6 +238,9 @@ impl Session {
         let (system_prompt, injected) = self.before_agent_start(&text, &images, base).await;
         prompts.extend(injected.iter().map(messages::custom_message));
         self.shared.state.lock().unwrap().agent.system_prompt = system_prompt;
+        if let Some(accepted) = accepted.take() {
+            accepted(Ok(()));
+        }
         self.run_agent(prompts).await;
         Ok(())
     }
@@ -209,44 +276,6 @@ impl Session {
         }
     }
 
-    /// A prompt that arrives while a run streams is queued as steering or follow-up.
-    fn queue_message(
-        &mut self,
-        text: &str,
-        images: &[Value],
-        behavior: Option<&str>,
-    ) -> Result<(), String> {
-        let message = messages::user_message(text, images);
-        {
-            let mut state = self.shared.state.lock().unwrap();
-            let agent = &mut state.agent;
-            match behavior {
-                None => return Err(ALREADY_PROCESSING.into()),
-                Some("followUp") => {
-                    agent.follow_up.push_back(message);
-                    agent.queued_follow_up.push(text.to_owned());
-                }
-                Some(_) => {
-                    agent.steering.push_back(message);
-                    agent.queued_steering.push(text.to_owned());
-                }
-            }
-        }
-        self.emit_queue_update();
-        Ok(())
-    }
-
-    fn emit_queue_update(&self) {
-        let state = self.shared.state.lock().unwrap();
-        let event = json!({
-            "type": "queue_update",
-            "steering": state.agent.queued_steering,
-            "followUp": state.agent.queued_follow_up,
-        });
-        drop(state);
-        self.shared.emit(SessionEvent::Agent(event));
-    }
-
     /// A queued user message is starting: it leaves pi's queue lists (and clients hear so).
     fn unlist_queued(&self, message: &Value) {
         if message["role"] != "user" {
@@ -267,7 +296,7 @@ impl Session {
             }
         };
         if removed {
-            self.emit_queue_update();
+            self.shared.emit_queue_update();
         }
     }
 
@@ -366,15 +395,25 @@ impl Session {
         }
     }
 
-    /// User messages extensions sent while the run streams join the queues (or fail without
-    /// a deliverAs, as in pi); triggered turns wait until the run ends.
+    /// User messages sent while the run streams join the queues (or fail without a
+    /// deliverAs, as in pi); triggered turns, and commands a client sent, wait until the run
+    /// ends.
     async fn queue_streaming_requests(&mut self) {
         let requests: Vec<AgentRequest> = {
             let mut state = self.shared.state.lock().unwrap();
+            let commands: Vec<String> = state.commands.iter().map(|c| c.name.clone()).collect();
+            let is_command = |text: &str, source: &str| {
+                source != "extension"
+                    && text.strip_prefix('/').is_some_and(|t| {
+                        commands
+                            .iter()
+                            .any(|c| c == t.split(' ').next().unwrap_or(""))
+                    })
+            };
             let all = std::mem::take(&mut state.agent.requests);
-            let (now, later): (Vec<_>, Vec<_>) = all
-                .into_iter()
-                .partition(|r| matches!(r, AgentRequest::UserMessage { .. }));
+            let (now, later): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| {
+                matches!(r, AgentRequest::UserMessage { text, source, .. } if !is_command(text, source))
+            });
             state.agent.requests = later.into();
             now
         };
@@ -383,27 +422,40 @@ impl Session {
                 text,
                 images,
                 deliver_as,
+                source,
+                respond,
             } = request
             else {
                 continue;
             };
-            let Some((text, images)) = self.apply_input(&text, images, "extension").await else {
+            let Some((text, images)) = self.apply_input(&text, images, source).await else {
+                if let Some(respond) = respond {
+                    respond(Ok(()));
+                }
                 continue;
             };
-            if let Err(e) = self.queue_message(&text, &images, deliver_as.as_deref()) {
-                self.error("<runtime>", "send_user_message", e);
+            let outcome = self
+                .shared
+                .queue_user_message(&text, &images, deliver_as.as_deref());
+            match respond {
+                Some(respond) => respond(outcome),
+                None => {
+                    if let Err(e) = outcome {
+                        self.error("<runtime>", "send_user_message", e);
+                    }
+                }
             }
         }
     }
 
     /// Takes queued steering (or follow-up) messages per the queue mode.
     fn take_queued(&mut self, follow_up: bool) -> Vec<Value> {
-        let mode = if follow_up {
-            self.settings.follow_up_mode
-        } else {
-            self.settings.steering_mode
-        };
         let mut state = self.shared.state.lock().unwrap();
+        let mode = if follow_up {
+            state.agent.follow_up_mode
+        } else {
+            state.agent.steering_mode
+        };
         let queue = if follow_up {
             &mut state.agent.follow_up
         } else {

@@ -22,7 +22,9 @@ impl Session {
         self.shared.emit(SessionEvent::Agent(
             json!({ "type": "compaction_start", "reason": reason }),
         ));
+        self.shared.state.lock().unwrap().agent.compacting = true;
         let outcome = self.compact_inner(custom_instructions).await;
+        self.shared.state.lock().unwrap().agent.compacting = false;
         let end = match &outcome {
             Ok(result) => json!({
                 "type": "compaction_end", "reason": reason, "result": result,
@@ -138,7 +140,7 @@ impl Session {
     /// refused it as too large (pi then retries the turn; pichamber reports the error and
     /// leaves the retry to the user).
     pub(super) async fn check_auto_compaction(&mut self) {
-        if !self.settings.compaction.enabled {
+        if !self.shared.state.lock().unwrap().agent.auto_compaction {
             return;
         }
         let reason = {

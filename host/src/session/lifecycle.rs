@@ -102,7 +102,10 @@ impl Session {
             let mut state = self.shared.state.lock().unwrap();
             let context = store.build_session_context();
             state.store = store;
-            state.agent = Default::default();
+            let previous = std::mem::take(&mut state.agent);
+            state.agent.steering_mode = previous.steering_mode;
+            state.agent.follow_up_mode = previous.follow_up_mode;
+            state.agent.auto_compaction = previous.auto_compaction;
             state.agent.messages = context.messages;
             state.agent.context_window = state
                 .model
@@ -600,8 +603,25 @@ impl Session {
             }
         }
         if result.is_null() {
-            result = self.run_user_bash(command).await?;
+            return self.execute_bash(command, exclude_from_context).await;
         }
+        self.record_bash(command, &result, exclude_from_context);
+        Ok(result)
+    }
+
+    /// Runs a shell command for the user (pi's executeBash, RPC `bash`: no `user_bash`
+    /// event) and records it as a bashExecution message.
+    pub async fn execute_bash(
+        &mut self,
+        command: &str,
+        exclude_from_context: bool,
+    ) -> Result<Value, String> {
+        let result = self.run_user_bash(command).await?;
+        self.record_bash(command, &result, exclude_from_context);
+        Ok(result)
+    }
+
+    fn record_bash(&mut self, command: &str, result: &Value, exclude_from_context: bool) {
         let message = json!({
             "role": "bashExecution", "command": command,
             "output": result["output"], "exitCode": result["exitCode"],
@@ -619,11 +639,11 @@ impl Session {
             Ok(entry) => self.shared.emit(SessionEvent::Entry { entry }),
             Err(e) => self.error("<runtime>", "session", format!("{e:#}")),
         }
-        Ok(result)
     }
 
     async fn run_user_bash(&mut self, command: &str) -> Result<Value, String> {
-        let mut cancel = self.shared.abort.subscribe();
+        self.shared.bash_abort.send_replace(false);
+        let mut cancel = self.shared.bash_abort.subscribe();
         let child = tokio::process::Command::new("bash")
             .arg("-c")
             .arg(command)

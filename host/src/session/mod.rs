@@ -133,6 +133,9 @@ impl Session {
                 .map(|s| s.to_string())
                 .collect();
         }
+        state.agent.steering_mode = config.agent.steering_mode;
+        state.agent.follow_up_mode = config.agent.follow_up_mode;
+        state.agent.auto_compaction = config.agent.compaction.enabled;
         if let Some(model) = &config.model {
             state.model = Some(model.info());
             state.agent.context_window = model.info()["contextWindow"].as_u64();
@@ -146,6 +149,7 @@ impl Session {
             dialogs: config.dialogs,
             state: Mutex::new(state),
             abort: tokio::sync::watch::channel(false).0,
+            bash_abort: tokio::sync::watch::channel(false).0,
         });
         Self {
             shared,

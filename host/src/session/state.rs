@@ -26,6 +26,8 @@ pub struct SessionShared {
     /// Set by `ctx.abort()` (or a client) to stop the running turn: the model stream ends as
     /// "aborted" and no further turn starts.
     pub abort: tokio::sync::watch::Sender<bool>,
+    /// Stops the user's running shell command (RPC `abort_bash`).
+    pub bash_abort: tokio::sync::watch::Sender<bool>,
 }
 
 impl SessionShared {
@@ -182,18 +184,28 @@ pub struct AgentState {
     pub tool_updates: Vec<(String, Value)>,
     /// Tool calls executing now: id → (tool name, arguments as the model sent them).
     pub running_tools: BTreeMap<String, (String, Value)>,
+    pub steering_mode: super::agent_loop::QueueMode,
+    pub follow_up_mode: super::agent_loop::QueueMode,
+    pub auto_compaction: bool,
+    pub compacting: bool,
     /// The last assistant message's usage, for `ctx.getContextUsage()`.
     pub last_usage: Option<Value>,
     pub context_window: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
+/// Called once with the outcome of a queued prompt (an RPC client's response).
+pub type Responder = Box<dyn FnOnce(Result<(), String>) + Send>;
+
 pub enum AgentRequest {
-    /// `pi.sendUserMessage`: runs through `input` like a prompt.
+    /// A prompt that arrived while the session was busy or from outside it:
+    /// `pi.sendUserMessage` (source "extension") or an RPC client's prompt (source "rpc").
+    /// It runs through `input` like any prompt.
     UserMessage {
         text: String,
         images: Vec<Value>,
         deliver_as: Option<String>,
+        source: &'static str,
+        respond: Option<Responder>,
     },
     /// `pi.sendMessage(.., { triggerTurn: true })` while idle: a turn on a custom message.
     CustomTurn(Value),
@@ -261,6 +273,21 @@ impl SessionState {
             "contextWindow": window,
             "percent": tokens as f64 / window as f64 * 100.0,
         }))
+    }
+
+    /// The registered commands as pi lists them (`get_commands`, `pi.getCommands()`).
+    pub fn commands_json(&self) -> Value {
+        Value::Array(
+            self.commands
+                .iter()
+                .map(|c| {
+                    json!({
+                        "name": c.name, "description": c.description, "source": "extension",
+                        "sourceInfo": { "path": format!("extension:{}", c.extension_name), "source": "extension" },
+                    })
+                })
+                .collect(),
+        )
     }
 
     pub fn tool(&self, name: &str) -> Option<&RegisteredTool> {
