@@ -584,3 +584,59 @@ fn memory_and_stack_exhaustion_stop_only_the_offending_extension() {
     );
     assert!(alive(&events, "hostile-alive"));
 }
+
+/// With no extension argument, pichamber loads what pi would find, except a project's own
+/// extensions, which wait for --trust-project.
+#[test]
+fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
+    let root = tempfile::tempdir().unwrap();
+    let agent = root.path().join("agent");
+    let project = root.path().join("project");
+    let tool = |name: &str| {
+        format!(
+            r#"export default (pi: any) => pi.registerTool({{ name: "{name}", description: "", parameters: {{ type: "object" }},
+                 execute: async () => ({{ content: [{{ type: "text", text: "{name} ran" }}] }}) }});"#
+        )
+    };
+    std::fs::create_dir_all(agent.join("extensions")).unwrap();
+    std::fs::create_dir_all(project.join(".pi/extensions")).unwrap();
+    std::fs::write(agent.join("extensions/global.ts"), tool("global_tool")).unwrap();
+    std::fs::write(project.join(".pi/extensions/local.ts"), tool("local_tool")).unwrap();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(common::bin())
+            .args([
+                "run",
+                "--json",
+                "--tool",
+                "global_tool",
+                "--tool",
+                "local_tool",
+            ])
+            .args(extra)
+            .current_dir(&project)
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .output()
+            .unwrap();
+        let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let results: Vec<(String, bool)> = common::of_type(&events, "tool_result")
+            .iter()
+            .map(|r| (common::text_of(&r["content"]), r["isError"] == json!(true)))
+            .collect();
+        (results, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (results, stderr) = run(&[]);
+    assert_eq!(results[0], ("global_tool ran".into(), false));
+    assert!(
+        results[1].1,
+        "the project's tool is not loaded: {results:?}"
+    );
+    assert!(stderr.contains("--trust-project"), "{stderr}");
+    let (results, _) = run(&["--trust-project"]);
+    assert_eq!(results[1], ("local_tool ran".into(), false));
+    let (results, _) = run(&["--no-extensions"]);
+    assert!(results.iter().all(|(_, error)| *error));
+}

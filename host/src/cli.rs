@@ -21,6 +21,7 @@ macro_rules! say {
 }
 use crate::bundle;
 use crate::capabilities::Grants;
+use crate::discovery;
 use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
 use crate::rpc;
@@ -78,6 +79,14 @@ struct SessionArgs {
     /// The session's working directory (ctx.cwd) [default: the current directory].
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
+    /// With no extension given: do not look for extensions where pi finds them
+    /// (.pi/extensions, ~/.pi/agent/extensions, settings.json extensions and packages).
+    #[arg(long)]
+    no_extensions: bool,
+    /// Also load the project's own extensions and settings (.pi/ in --cwd): code that came
+    /// with the project, so not loaded unless you say so.
+    #[arg(long)]
+    trust_project: bool,
     /// Set an extension flag: name=value (value is JSON, or a plain string).
     #[arg(long = "flag", value_name = "NAME=VALUE")]
     flags: Vec<String>,
@@ -393,6 +402,23 @@ fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
         .collect()
 }
 
+/// Extensions found where pi finds them; what was held back or is missing is said on stderr.
+fn discovered_extensions(cwd: &Path, trust_project: bool) -> Vec<PathBuf> {
+    let agent_dir = discovery::agent_dir();
+    let found = discovery::discover(cwd, &agent_dir, trust_project);
+    if !found.untrusted.is_empty() {
+        eprintln!(
+            "note: {} project extension(s) in {} not loaded; trust the project with --trust-project to load them",
+            found.untrusted.len(),
+            cwd.join(".pi").display()
+        );
+    }
+    for missing in &found.missing {
+        eprintln!("warning: configured extension not found: {missing}");
+    }
+    found.extensions
+}
+
 /// The session `run` and `rpc` work in: extensions loaded in order, model, agent settings,
 /// session file. `None` when every extension failed to load (each failure was reported).
 async fn open_session(
@@ -401,18 +427,21 @@ async fn open_session(
     dialogs: Arc<dyn DialogResponder>,
     sink: EventSink,
 ) -> Result<Option<Session>> {
-    let sources: Vec<&PathBuf> = args.ext.iter().chain(&args.extension).collect();
-    let artifacts = sources
-        .iter()
-        .map(|p| load_artifact(p))
-        .collect::<Result<Vec<_>>>()?;
-    let model = model_from_args(&args.model)?;
     let cwd = match &args.cwd {
         Some(dir) => dir
             .canonicalize()
             .with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir()?,
     };
+    let mut sources: Vec<PathBuf> = args.ext.iter().chain(&args.extension).cloned().collect();
+    if sources.is_empty() && !args.no_extensions {
+        sources = discovered_extensions(&cwd, args.trust_project);
+    }
+    let artifacts = sources
+        .iter()
+        .map(|p| load_artifact(p))
+        .collect::<Result<Vec<_>>>()?;
+    let model = model_from_args(&args.model)?;
     let store = match &args.session {
         Some(path) => {
             let (store, report) =
@@ -483,11 +512,6 @@ async fn open_session(
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let steps = ordered_steps(&args, matches)?;
     let common = &args.common;
-    if common.ext.is_empty() && common.extension.is_empty() && args.prompt.is_empty() {
-        bail!(
-            "nothing to run: give an extension (pichamber run EXT, or -e EXT) and/or a prompt (--prompt TEXT with --script or --model)"
-        );
-    }
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
     let scripted = Arc::new(ScriptedAnswers::new(args.answer.clone()));
@@ -505,6 +529,12 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let Some(mut session) = open_session(common, has_ui, dialogs, sink.clone()).await? else {
         return Ok(ExitCode::FAILURE);
     };
+    if session.extension_names().is_empty() && steps.is_empty() {
+        bail!(
+            "nothing to run: no extension given (pichamber run EXT, or -e EXT), none found where pi looks (.pi/extensions with --trust-project, {}/extensions, settings.json), and no steps (--prompt, --command, --tool, --event)",
+            discovery::agent_dir().display()
+        );
+    }
     session.start().await;
     for step in steps {
         // Work an extension left running (a due timer, an answered dialog) runs between steps.

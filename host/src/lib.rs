@@ -11,12 +11,14 @@
 //!   session's workspace.
 //! - [`model`]: model providers (OpenAI-compatible, scripted, a mock endpoint).
 //! - [`rpc`]: pi's RPC protocol on stdin/stdout (`pichamber rpc`).
+//! - [`discovery`]: a pi user's extensions, found where pi finds them.
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
 pub mod bundle;
 pub mod capabilities;
 pub mod cli;
+pub mod discovery;
 pub mod model;
 pub mod rpc;
 pub mod runtime;
