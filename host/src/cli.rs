@@ -55,6 +55,23 @@ enum Command {
     /// Speak pi's RPC protocol on stdin/stdout (docs/rpc.md of pi): a drop-in for
     /// `pi --mode rpc` whose extensions run isolated.
     Rpc(Box<RpcArgs>),
+    /// Serve a script of canned model turns as an OpenAI-compatible endpoint on loopback, so
+    /// pi (through a models.json provider) and pichamber can be driven by the same model.
+    /// Prints the base URL; serves until stdin closes.
+    MockModel(MockModelArgs),
+}
+
+#[derive(Args)]
+struct MockModelArgs {
+    /// The script: {"turns": [...]} as for `run --script`.
+    #[arg(long, value_name = "FILE")]
+    script: PathBuf,
+    /// The model id it answers as.
+    #[arg(long, value_name = "ID", default_value = "mock-model")]
+    model_id: String,
+    /// Require this bearer key.
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
 }
 
 #[derive(Args)]
@@ -258,6 +275,7 @@ pub fn main() -> ExitCode {
             }
             Command::Inspect(args) => inspect(args).await,
             Command::Rpc(args) => rpc_command(*args).await,
+            Command::MockModel(args) => mock_model(args).await,
         }
     });
     match result {
@@ -817,6 +835,28 @@ fn print_agent_event(event: &Value) {
         "tool_execution_update" => say!("  … {}", content_text(&event["partialResult"]["content"])),
         _ => {}
     }
+}
+
+async fn mock_model(args: MockModelArgs) -> Result<ExitCode> {
+    use tokio::io::AsyncReadExt;
+    let script = crate::model::Script::load(&args.script)?;
+    let server = crate::model::mock_server::start_with(
+        script,
+        crate::model::mock_server::MockOptions {
+            api_key: args.api_key,
+            model_id: args.model_id,
+        },
+    )
+    .await?;
+    say!("{}", json!({ "baseUrl": server.base_url() }));
+    let mut sink = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    eprintln!(
+        "mock-model: served {} request(s), {} turn(s) left",
+        server.requests().len(),
+        server.turns_left()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `pichamber rpc`: pi's RPC protocol on stdin/stdout.

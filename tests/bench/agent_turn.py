@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): one agent prompt over pi's RPC protocol, process start to exit.
+
+The same scripted model (`pichamber mock-model`, an OpenAI-compatible endpoint on loopback)
+answers both sides: a turn that calls the extension's tool and the built-in `read`, then a
+text turn. Runs `pichamber rpc -e hello-tool` and real `pi --mode rpc -e hello-tool/index.ts`,
+sends one prompt, waits for `agent_end`, closes stdin, and prints median wall time, peak RSS
+and their ratios.
+
+    python3 tests/bench/agent_turn.py [--runs N] [--pichamber PATH]
+
+Needs a release build (cargo build --release), real pi in tests/oracle
+(npm ci --prefix tests/oracle) and GNU time (apt-get install time).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ORACLE = os.path.join(REPO, "tests", "oracle", "node_modules")
+EXTENSION = os.path.join(REPO, "extensions", "hello-tool", "index.ts")
+TIME = "/usr/bin/time"
+SCRIPT = {
+    "turns": [
+        {
+            "text": "Greeting and reading.",
+            "toolCalls": [
+                {"id": "c1", "name": "greet", "arguments": {"name": "Ada"}},
+                {"id": "c2", "name": "read", "arguments": {"path": "notes.txt"}},
+            ],
+        },
+        {"text": "Done."},
+    ]
+}
+
+
+def measured(argv):
+    fd, path = tempfile.mkstemp(prefix="pichamber-bench-rss-")
+    os.close(fd)
+    return [TIME, "-f", "%M", "-o", path] + argv, path
+
+
+def read_rss(path):
+    with open(path) as f:
+        value = int(f.read().strip().splitlines()[-1])
+    os.unlink(path)
+    return value
+
+
+def mock_model(pichamber, script_path):
+    """A fresh scripted endpoint (a script is consumed turn by turn): (process, base URL)."""
+    proc = subprocess.Popen(
+        [pichamber, "mock-model", "--script", script_path, "--api-key", "bench"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    base = json.loads(proc.stdout.readline())["baseUrl"]
+    return proc, base
+
+
+def write_models(agent_dir, base):
+    os.makedirs(agent_dir, exist_ok=True)
+    models = {"providers": {"mock": {
+        "baseUrl": base, "api": "openai-completions", "apiKey": "bench",
+        "models": [{"id": "mock-model", "contextWindow": 128000, "maxTokens": 4096}],
+    }}}
+    path = os.path.join(agent_dir, "models.json")
+    with open(path, "w") as f:
+        json.dump(models, f)
+    return path
+
+
+def run_once(spec, pichamber, script_path, work):
+    mock, base = mock_model(pichamber, script_path)
+    agent_dir = tempfile.mkdtemp(prefix="agent-", dir=work)
+    models = write_models(agent_dir, base)
+    argv = spec(models)
+    env = dict(os.environ, PI_CODING_AGENT_DIR=agent_dir, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"))
+    argv, rss_file = measured(argv)
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env, cwd=work)
+    proc.stdin.write(json.dumps({"id": "p", "type": "prompt", "message": "greet Ada and read notes"}) + "\n")
+    proc.stdin.flush()
+    results = 0
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event.get("type") == "tool_execution_end" and not event.get("isError"):
+            results += 1
+        if event.get("type") == "agent_end":
+            break
+    proc.stdin.close()
+    proc.wait()
+    elapsed = time.perf_counter() - start
+    mock.stdin.close()
+    mock.wait()
+    if results != 2:
+        raise SystemExit(f"{argv[4]}: expected two successful tool calls, got {results}")
+    return elapsed, read_rss(rss_file)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    args = parser.parse_args()
+    pi = os.path.join(ORACLE, ".bin", "pi")
+    for needed, how in [(args.pichamber, "cargo build --release"), (pi, "npm ci --prefix tests/oracle"),
+                        (TIME, "apt-get install time")]:
+        if not os.path.exists(needed):
+            raise SystemExit(f"missing {needed}: run `{how}` first")
+    work = tempfile.mkdtemp(prefix="pichamber-bench-")
+    with open(os.path.join(work, "notes.txt"), "w") as f:
+        f.write("bench notes\n" * 50)
+    script_path = os.path.join(work, "script.json")
+    with open(script_path, "w") as f:
+        json.dump(SCRIPT, f)
+    wasm = os.path.join(work, "hello-tool.wasm")
+    subprocess.run([args.pichamber, "build", EXTENSION, "-o", wasm], check=True, capture_output=True)
+    common = ["--provider", "mock", "--model", "mock-model"]
+    ours = lambda models: [args.pichamber, "rpc", "-e", wasm, "--models", models] + common
+    theirs = lambda models: [pi, "--mode", "rpc", "--no-session", "--no-extensions", "--no-skills",
+                             "--no-prompt-templates", "-e", EXTENSION] + common
+    results = {}
+    for name, spec in [("pichamber", ours), ("pi", theirs)]:
+        run_once(spec, args.pichamber, script_path, work)  # warm-up (page cache, compile cache)
+        samples = [run_once(spec, args.pichamber, script_path, work) for _ in range(args.runs)]
+        results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
+    (ps, pm), (ns, nm) = results["pichamber"], results["pi"]
+    print(f"one prompt (extension tool + built-in read, then text) over RPC; median of {args.runs} runs, start to exit")
+    print(f"  pichamber rpc -e hello-tool.wasm:  {ps * 1000:8.1f} ms  {pm / 1024:7.1f} MiB peak")
+    print(f"  pi --mode rpc -e hello-tool:       {ns * 1000:8.1f} ms  {nm / 1024:7.1f} MiB peak")
+    print(f"  ratio pi/pichamber:                {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
+
+
+if __name__ == "__main__":
+    main()
