@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use super::{Output, RpcDialogs, Work, response};
 use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiModel};
+use crate::session::messages;
 use crate::session::state::{AgentRequest, SessionShared};
 use crate::session::{ForkPosition, QueueMode, Session};
 
@@ -268,18 +269,6 @@ fn state_of(shared: &SessionShared) -> Value {
     out
 }
 
-fn user_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b["type"] == "text")
-            .filter_map(|b| b["text"].as_str())
-            .collect(),
-        _ => String::new(),
-    }
-}
-
 fn fork_messages(shared: &SessionShared) -> Vec<Value> {
     let state = shared.state.lock().unwrap();
     state
@@ -288,7 +277,7 @@ fn fork_messages(shared: &SessionShared) -> Vec<Value> {
         .iter()
         .filter(|e| e["type"] == "message" && e["message"]["role"] == "user")
         .filter_map(|e| {
-            let text = user_text(&e["message"]["content"]);
+            let text = messages::user_text(&e["message"]);
             (!text.is_empty()).then(|| json!({ "entryId": e["id"], "text": text }))
         })
         .collect()

@@ -17,7 +17,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-use super::messages::{convert_to_llm, now_ms};
+use super::messages::{content_text, convert_to_llm, now_ms};
 use crate::model::openai::payload::js_stringify;
 use crate::model::{LlmContext, ModelClient, StreamOptions};
 
@@ -683,18 +683,6 @@ fn truncate_for_summary(text: &str, max_chars: usize) -> String {
     )
 }
 
-fn joined_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b["type"] == "text")
-            .filter_map(|b| b["text"].as_str())
-            .collect(),
-        _ => String::new(),
-    }
-}
-
 /// pi's `serializeConversation`: LLM messages (after `convert_to_llm`) as labelled plain text,
 /// so the summarising model reads a transcript instead of continuing a conversation. Tool
 /// results are cut to 2000 characters.
@@ -703,7 +691,7 @@ pub fn serialize_conversation(messages: &[Value]) -> String {
     for message in messages {
         match message["role"].as_str() {
             Some("user") => {
-                let text = joined_text(&message["content"]);
+                let text = content_text(&message["content"]);
                 if !text.is_empty() {
                     parts.push(format!("[User]: {text}"));
                 }
@@ -743,7 +731,7 @@ pub fn serialize_conversation(messages: &[Value]) -> String {
                 }
             }
             Some("toolResult") => {
-                let text = joined_text(&message["content"]);
+                let text = content_text(&message["content"]);
                 if !text.is_empty() {
                     parts.push(format!(
                         "[Tool result]: {}",

@@ -343,16 +343,15 @@ impl Session {
         Ok(candidate)
     }
 
+    fn leaf_id(&self) -> Option<String> {
+        let state = self.shared.state.lock().unwrap();
+        state.store.get_leaf_id().map(str::to_owned)
+    }
+
     /// pi's clone: a fork at the current leaf.
     pub async fn clone_session(&mut self) -> Result<bool, String> {
         let leaf = self
-            .shared
-            .state
-            .lock()
-            .unwrap()
-            .store
-            .get_leaf_id()
-            .map(str::to_owned)
+            .leaf_id()
             .ok_or("Cannot clone session: no current entry selected")?;
         Ok(self.fork(&leaf, ForkPosition::At).await?.cancelled)
     }
@@ -477,14 +476,7 @@ impl Session {
             state.agent.messages = state.store.build_session_context().messages;
             summary_entry
         };
-        let new_leaf_id = self
-            .shared
-            .state
-            .lock()
-            .unwrap()
-            .store
-            .get_leaf_id()
-            .map(str::to_owned);
+        let new_leaf_id = self.leaf_id();
         let mut event =
             json!({ "type": "session_tree", "newLeafId": new_leaf_id, "oldLeafId": old_leaf });
         if let Some(entry) = &summary_entry {

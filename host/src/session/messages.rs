@@ -43,9 +43,9 @@ pub fn custom_message(message: &Value) -> Value {
     out
 }
 
-/// The text of a user message (pi matches queued steer/follow-up messages by it).
-pub fn user_text(message: &Value) -> String {
-    match &message["content"] {
+/// The text of a message's content: a string, or its text blocks joined.
+pub fn content_text(content: &Value) -> String {
+    match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
             .iter()
@@ -54,6 +54,11 @@ pub fn user_text(message: &Value) -> String {
             .collect(),
         _ => String::new(),
     }
+}
+
+/// The text of a user message (pi matches queued steer/follow-up messages by it).
+pub fn user_text(message: &Value) -> String {
+    content_text(&message["content"])
 }
 
 fn text_block_user(text: String, timestamp: &Value) -> Value {
