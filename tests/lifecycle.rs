@@ -286,7 +286,11 @@ async fn tree_navigation_moves_the_leaf_and_takes_an_extension_summary() {
         .unwrap()
         .to_owned();
     h.take();
-    let outcome = h.session.navigate_tree(&a1, true, None).await.unwrap();
+    let outcome = h
+        .session
+        .navigate_tree(&a1, true, None, None, None)
+        .await
+        .unwrap();
     assert!(!outcome.cancelled);
     let summary = outcome.summary_entry.expect("summary entry");
     assert_eq!(summary["type"], "branch_summary");
