@@ -703,4 +703,311 @@ mod tests {
         assert!(e.is::<Aborted>(), "{e}");
         drop(cancel);
     }
+
+    // -----------------------------------------------------------------------------------------
+    // Real pi as the oracle (tests/oracle/branch-summary.mjs)
+
+    /// Runs the oracle script on `request` and returns what pi computed.
+    fn oracle(request: &Value) -> Value {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .join("tests/oracle");
+        assert!(
+            dir.join("node_modules/@mariozechner/pi-coding-agent")
+                .exists(),
+            "real pi is missing: run `npm ci --prefix tests/oracle`"
+        );
+        let mut child = Command::new("node")
+            .arg("branch-summary.mjs")
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run node (Node.js >= 20 is required)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(request.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "branch-summary.mjs failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("oracle output is JSON")
+    }
+
+    fn words(n: usize) -> String {
+        (0..n)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// A session file with four leaves: two branches off the trunk (one through an earlier pi
+    /// summary and a compaction), one through an extension's summary, and a second root.
+    /// Returns the file and the leaves, trunk entries and a mid-branch entry by name.
+    fn oracle_tree(dir: &std::path::Path) -> (std::path::PathBuf, Vec<(&'static str, String)>) {
+        use super::super::store::SyncPolicy;
+        let mut s = SessionStore::create(dir, "/w", SyncPolicy::None).unwrap();
+        let mut named = Vec::new();
+        let u1 = append(&mut s, user("Start the parser work"));
+        let a1 = append(
+            &mut s,
+            assistant("Reading.", &[("read", json!({ "path": "README.md" }))]),
+        );
+        append(&mut s, tool_result(&words(300)));
+        let trunk = append(&mut s, assistant(&words(40), &[]));
+        // Branch A.
+        let u2 = append(&mut s, user(&format!("Try approach A: {}", words(60))));
+        append(
+            &mut s,
+            assistant(
+                "",
+                &[
+                    ("write", json!({ "path": "a.rs", "content": "x" })),
+                    (
+                        "edit",
+                        json!({ "path": "b.rs", "oldText": "1", "newText": "2" }),
+                    ),
+                    ("read", json!({ "path": "a.rs" })),
+                ],
+            ),
+        );
+        append(&mut s, tool_result("ok"));
+        s.append_custom_message_entry("note", json!("Steer: smaller diffs"), true, None)
+            .unwrap();
+        s.append_model_change("p", "m2").unwrap();
+        let leaf_a = append(&mut s, assistant(&format!("A done. {}", words(30)), &[]));
+        // Branch B, through an earlier pi summary and a compaction.
+        s.branch_with_summary(
+            Some(&trunk),
+            &format!("Tried B before. {}", words(80)),
+            Some(json!({ "readFiles": ["x.md", "a.rs"], "modifiedFiles": ["y.rs"] })),
+            Some(false),
+        )
+        .unwrap();
+        let u3 = append(&mut s, user(&format!("Try B: {}", words(120))));
+        append(
+            &mut s,
+            assistant("", &[("read", json!({ "path": "c.md" }))]),
+        );
+        append(&mut s, tool_result(&words(50)));
+        s.append_compaction(&format!("Compacted. {}", words(70)), &u3, 900, None, None)
+            .unwrap();
+        append(&mut s, user("Carry on"));
+        let leaf_b = append(&mut s, assistant(&words(20), &[]));
+        // Branch C, through an extension's summary (its files are not carried forward).
+        s.branch_with_summary(
+            Some(&u1),
+            "From a hook",
+            Some(json!({ "readFiles": ["hook.md"] })),
+            Some(true),
+        )
+        .unwrap();
+        let u5 = append(&mut s, user("Hooked branch"));
+        s.append_label_change(&u5, Some("mark")).unwrap();
+        s.append_custom_entry("state", Some(json!({ "n": 1 })))
+            .unwrap();
+        s.append_thinking_level_change("high").unwrap();
+        let leaf_c = append(
+            &mut s,
+            assistant("C", &[("edit", json!({ "path": "hook.md" }))]),
+        );
+        // A second root.
+        s.reset_leaf();
+        append(&mut s, user("Elsewhere"));
+        let leaf_d = append(&mut s, assistant("D", &[]));
+        for (name, id) in [
+            ("u1", u1),
+            ("a1", a1),
+            ("trunk", trunk),
+            ("u2", u2),
+            ("A", leaf_a),
+            ("B", leaf_b),
+            ("C", leaf_c),
+            ("D", leaf_d),
+        ] {
+            named.push((name, id));
+        }
+        (s.get_session_file().unwrap().to_path_buf(), named)
+    }
+
+    const ORACLE_MOVES: [(&str, &str); 11] = [
+        ("A", "B"),
+        ("B", "A"),
+        ("A", "a1"),
+        ("B", "u1"),
+        ("B", "C"),
+        ("C", "A"),
+        ("D", "A"),
+        ("A", "D"),
+        ("trunk", "A"),
+        ("A", "A"),
+        ("-", "A"),
+    ];
+
+    #[test]
+    fn oracle_collection_and_preparation_match_pis() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, named) = oracle_tree(dir.path());
+        let id = |name: &str| {
+            named
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, id)| id.clone())
+        };
+        // Fine steps, so that some budget falls between every pair of thresholds.
+        let budgets: Vec<u64> = [0, 100_000]
+            .into_iter()
+            .chain((5..800).step_by(3))
+            .collect();
+        let cases: Vec<Value> = ORACLE_MOVES
+            .iter()
+            .map(|(from, to)| json!({ "oldLeafId": id(from), "targetId": id(to), "budgets": budgets }))
+            .collect();
+        let pi = oracle(&json!({ "file": file, "cases": cases }));
+        let (store, _) = SessionStore::open(&file, super::super::store::SyncPolicy::None).unwrap();
+        let mut kept_summary_over_budget = false;
+        for ((from, to), expected) in ORACLE_MOVES.iter().zip(pi["cases"].as_array().unwrap()) {
+            let at = format!("{from} -> {to}");
+            let ours = collect_entries(&store, id(from).as_deref(), &id(to).unwrap());
+            assert_eq!(json!(ours.entries), expected["entries"], "{at}");
+            assert_eq!(
+                json!(ours.common_ancestor_id),
+                expected["commonAncestorId"],
+                "{at}"
+            );
+            for (budget, expected) in budgets.iter().zip(expected["prepared"].as_array().unwrap()) {
+                let p = prepare_branch_entries(&ours.entries, *budget);
+                let ours = json!({
+                    "messages": p.messages, "fileOps": p.file_ops.to_json(),
+                    "totalTokens": p.total_tokens,
+                });
+                assert_eq!(&ours, expected, "{at}, budget {budget}");
+                kept_summary_over_budget |= *budget > 0 && p.total_tokens > *budget;
+            }
+        }
+        // The cases reach the interesting paths.
+        assert!(kept_summary_over_budget, "a summary kept past the budget");
+        let collected = |i: usize| pi["cases"][i]["entries"].as_array().unwrap().len();
+        assert!(collected(0) > 5 && collected(1) > 5);
+        assert_eq!(collected(9), 0);
+        assert_eq!(collected(10), 0);
+    }
+
+    /// A summarisation request with the system prompt and the branch prompt (ours are worded
+    /// apart from pi's) replaced by placeholders; everything else must match pi's exactly.
+    fn normalise_request(body: &Value) -> Value {
+        let mut body = body.clone();
+        let text = prompt_of(&body);
+        let messages = body["messages"].as_array_mut().unwrap();
+        assert_eq!(messages.len(), 2, "system prompt and one user message");
+        messages[0]["content"] = "<system prompt>".into();
+        let (conversation, instructions) = text.split_once("</conversation>\n\n").unwrap();
+        let (prompt, focus) = match instructions.split_once("\n\nAdditional focus: ") {
+            Some((p, f)) => (p, f),
+            None => (instructions, ""),
+        };
+        let prompt = if prompt == BRANCH_SUMMARY_PROMPT
+            || prompt.starts_with("Create a structured summary of this conversation branch")
+        {
+            "<branch prompt>"
+        } else {
+            prompt
+        };
+        messages[1]["content"] = json!([conversation, prompt, focus]);
+        body
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn oracle_summaries_match_pis() {
+        use crate::model::{OpenAiModel, mock_server};
+        let dir = tempfile::tempdir().unwrap();
+        let (file, named) = oracle_tree(dir.path());
+        let id = |name: &str| named.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+        // (from, to, custom instructions, replace, reserve, context window, reasoning)
+        let summaries = [
+            ("A", "B", None, None, None, 128_000, false),
+            ("B", "A", Some("the parser"), None, None, 128_000, true),
+            (
+                "C",
+                "D",
+                Some("List the files only."),
+                Some(true),
+                None,
+                128_000,
+                false,
+            ),
+            ("B", "C", None, None, Some(1800), 2000, false),
+            ("trunk", "A", None, None, None, 128_000, false),
+        ];
+        let script = Script {
+            turns: vec![Turn::text("## Goal\nParse"); summaries.len()],
+        };
+        let config = |base_url: String, window: u64, reasoning: bool| {
+            let mut c = OpenAiConfig::new("mock", "mock-model", &base_url);
+            c.api_key = Some("k".into());
+            c.context_window = window;
+            c.reasoning = reasoning;
+            c
+        };
+
+        let pi_server = mock_server::start(script.clone()).await.unwrap();
+        let requests: Vec<Value> = summaries
+            .iter()
+            .map(|(from, to, custom, replace, reserve, window, reasoning)| {
+                json!({
+                    "oldLeafId": id(from), "targetId": id(to),
+                    "model": config(pi_server.base_url(), *window, *reasoning).info(),
+                    "apiKey": "k", "customInstructions": custom,
+                    "replaceInstructions": replace, "reserveTokens": reserve,
+                })
+            })
+            .collect();
+        let request = json!({ "file": file, "summaries": requests });
+        let pi = tokio::task::spawn_blocking(move || oracle(&request))
+            .await
+            .unwrap();
+
+        let our_server = mock_server::start(script).await.unwrap();
+        let (store, _) = SessionStore::open(&file, super::super::store::SyncPolicy::None).unwrap();
+        for ((from, to, custom, replace, reserve, window, reasoning), expected) in
+            summaries.iter().zip(pi["summaries"].as_array().unwrap())
+        {
+            let model = ModelClient::OpenAi(
+                OpenAiModel::new(config(our_server.base_url(), *window, *reasoning)).unwrap(),
+            );
+            let entries = collect_entries(&store, Some(&id(from)), &id(to)).entries;
+            let options = BranchSummaryOptions {
+                custom_instructions: custom.map(str::to_owned),
+                replace_instructions: replace.unwrap_or(false),
+                reserve_tokens: reserve.unwrap_or(DEFAULT_RESERVE_TOKENS),
+            };
+            let ours = summarize_branch(&model, &entries, options, not_cancelled())
+                .await
+                .unwrap();
+            let ours = json!({
+                "summary": ours.summary, "readFiles": ours.read_files,
+                "modifiedFiles": ours.modified_files,
+            });
+            assert_eq!(&ours, expected, "{from} -> {to}");
+        }
+        let ours: Vec<Value> = our_server
+            .requests()
+            .iter()
+            .map(normalise_request)
+            .collect();
+        let theirs: Vec<Value> = pi_server.requests().iter().map(normalise_request).collect();
+        // Moving down the branch leaves nothing behind: no call, pi's "No content" summary.
+        assert_eq!(pi["summaries"][4]["summary"], NO_CONTENT);
+        assert_eq!(ours.len(), summaries.len() - 1);
+        assert_eq!(ours, theirs);
+    }
 }
