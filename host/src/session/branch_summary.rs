@@ -91,7 +91,7 @@ pub fn collect_entries(
             common_ancestor_id: None,
         };
     };
-    let old_path: Vec<&str> = store
+    let old_path: std::collections::HashSet<&str> = store
         .get_branch(Some(old_leaf_id))
         .iter()
         .filter_map(|e| e["id"].as_str())
