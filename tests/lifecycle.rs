@@ -57,12 +57,16 @@ fn artifact(dir: &Path, source: &str) -> Artifact {
     Artifact::from_bundle(&bundle)
 }
 
-fn script(turns: Value) -> Arc<ModelClient> {
-    let script = Script::from_value(json!({ "turns": turns })).unwrap();
-    Arc::new(ModelClient::Scripted(ScriptedModel::new(script)))
+fn scripted(turns: Value) -> ScriptedModel {
+    ScriptedModel::new(Script::from_value(json!({ "turns": turns })).unwrap())
 }
 
 async fn harness(turns: Value, env: &[&str]) -> Harness {
+    harness_with(LOGGER, scripted(turns), env).await
+}
+
+/// A session with `source` loaded as its one extension and `model` answering.
+async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harness {
     // SAFETY: set before any thread reads the environment in this test process's runtime.
     unsafe { std::env::set_var("PICHAMBER_CACHE_DIR", common::cache_dir()) };
     let dir = tempfile::tempdir().unwrap();
@@ -95,7 +99,7 @@ async fn harness(turns: Value, env: &[&str]) -> Harness {
             sink,
             instance: options,
             flags: vec![],
-            model: Some(script(turns)),
+            model: Some(Arc::new(ModelClient::Scripted(model))),
             agent: AgentSettings {
                 builtin_tools: true,
                 ..Default::default()
@@ -103,7 +107,7 @@ async fn harness(turns: Value, env: &[&str]) -> Harness {
             store: Some(store),
         },
     );
-    session.load(&artifact(dir.path(), LOGGER)).await.unwrap();
+    session.load(&artifact(dir.path(), source)).await.unwrap();
     session.start().await;
     Harness {
         session,
@@ -286,7 +290,11 @@ async fn tree_navigation_moves_the_leaf_and_takes_an_extension_summary() {
         .unwrap()
         .to_owned();
     h.take();
-    let outcome = h.session.navigate_tree(&a1, true, None).await.unwrap();
+    let outcome = h
+        .session
+        .navigate_tree(&a1, true, None, None, None)
+        .await
+        .unwrap();
     assert!(!outcome.cancelled);
     let summary = outcome.summary_entry.expect("summary entry");
     assert_eq!(summary["type"], "branch_summary");
@@ -325,6 +333,167 @@ async fn tree_navigation_moves_the_leaf_and_takes_an_extension_summary() {
         roles,
         ["user", "assistant", "branchSummary", "user", "assistant"]
     );
+}
+
+/// Leaves the summary to the model, but changes its instructions and the label, and logs what
+/// it sees.
+const TREE_HOOK: &str = r#"
+export default function (pi) {
+  pi.on("session_before_tree", (e) => {
+    const p = e.preparation;
+    console.log(JSON.stringify({ type: "prep", wants: p.userWantsSummary, custom: p.customInstructions,
+                                 label: p.label, abandoned: p.entriesToSummarize.length }));
+    return { customInstructions: "Mention the colour.", label: "explored" };
+  });
+  pi.on("session_tree", (e) => {
+    console.log(JSON.stringify({ type: e.type, fromExtension: e.fromExtension, summaryId: e.summaryEntry?.id }));
+  });
+}
+"#;
+
+fn id_of(entries: &[Value], text: &str) -> String {
+    entries
+        .iter()
+        .find(|e| e["message"]["content"][0]["text"] == text)
+        .unwrap_or_else(|| panic!("no entry {text}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn tree_navigation_summarises_the_abandoned_branch_with_the_model() {
+    let read = json!({ "toolCalls": [{ "name": "read", "arguments": { "path": "notes.md" } }] });
+    let model = scripted(json!([
+        text_turn("a1"),
+        read,
+        text_turn("a2"),
+        text_turn("## Goal\nColour")
+    ]));
+    let mut h = harness_with(TREE_HOOK, model.clone(), &[]).await;
+    h.prompt("q1").await;
+    h.prompt("q2").await;
+    let a1 = id_of(&h.entries(), "a1");
+    h.take();
+    let outcome = h
+        .session
+        .navigate_tree(
+            &a1,
+            true,
+            Some("mine".into()),
+            Some("Be brief.".into()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(!outcome.cancelled);
+    let summary = outcome.summary_entry.expect("a summary entry");
+    assert_eq!(summary["type"], "branch_summary");
+    assert_eq!(summary["parentId"], json!(a1));
+    assert_eq!(
+        summary["summary"],
+        "The user explored a different conversation branch before returning here.\n\
+         Summary of that exploration:\n\n## Goal\nColour\n\n<read-files>\nnotes.md\n</read-files>"
+    );
+    assert_eq!(
+        summary["details"],
+        json!({ "readFiles": ["notes.md"], "modifiedFiles": [] })
+    );
+    assert_eq!(summary["fromHook"], false);
+    let id = summary["id"].as_str().unwrap();
+    let label = h
+        .session
+        .shared
+        .state
+        .lock()
+        .unwrap()
+        .store
+        .get_label(id)
+        .map(str::to_owned);
+    assert_eq!(label.as_deref(), Some("explored"), "the extension's label");
+
+    let events = h.take();
+    let prep = events.iter().find(|e| e["type"] == "prep").unwrap();
+    assert_eq!(
+        prep,
+        &json!({ "type": "prep", "wants": true, "custom": "Be brief.", "label": "mine", "abandoned": 4 })
+    );
+    let tree = events.iter().find(|e| e["type"] == "session_tree").unwrap();
+    assert_eq!(tree["fromExtension"], false);
+    assert_eq!(tree["summaryId"], summary["id"]);
+
+    // The request: the abandoned branch only, with the extension's instructions.
+    let payloads = model.payloads();
+    assert_eq!(payloads.len(), 4);
+    let prompt = payloads[3]["messages"][1]["content"].to_string();
+    assert!(prompt.contains("[User]: q2"), "{prompt}");
+    assert!(prompt.contains("read(path=\\\"notes.md\\\")"), "{prompt}");
+    assert!(
+        !prompt.contains("[User]: q1"),
+        "q1 stays on the path: {prompt}"
+    );
+    assert!(
+        prompt.contains("Additional focus: Mention the colour."),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("Be brief."), "{prompt}");
+
+    let context = h
+        .session
+        .shared
+        .state
+        .lock()
+        .unwrap()
+        .agent
+        .messages
+        .clone();
+    let roles: Vec<&str> = context
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "branchSummary"]);
+}
+
+#[tokio::test]
+async fn aborting_the_branch_summary_cancels_the_navigation() {
+    let slow = json!({ "text": "never finished", "chunks": 2, "delayMs": 600_000 });
+    let model = scripted(json!([text_turn("a1"), text_turn("a2"), slow]));
+    let mut h = harness_with(TREE_HOOK, model.clone(), &[]).await;
+    h.prompt("q1").await;
+    h.prompt("q2").await;
+    let entries = h.entries();
+    let a1 = id_of(&entries, "a1");
+    let leaf = entries.last().unwrap()["id"].clone();
+    // Abort once the summary request is under way (the model has recorded it).
+    let shared = h.session.shared.clone();
+    let aborter = tokio::spawn(async move {
+        while model.payloads().len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        shared.abort.send_replace(true);
+    });
+    // A generous guard: without the abort the answer would take twenty minutes.
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        h.session.navigate_tree(&a1, true, None, None, None),
+    )
+    .await
+    .expect("the abort ended the summary")
+    .unwrap();
+    aborter.await.unwrap();
+    assert!(outcome.cancelled);
+    assert_eq!(outcome.summary_entry, None);
+    assert_eq!(h.entries().len(), entries.len(), "nothing was written");
+    let now = h
+        .session
+        .shared
+        .state
+        .lock()
+        .unwrap()
+        .store
+        .get_leaf_id()
+        .map(str::to_owned);
+    assert_eq!(json!(now), leaf, "the leaf stayed");
 }
 
 #[tokio::test]

@@ -84,7 +84,7 @@ pub struct FileOps {
     pub edited: Vec<String>,
 }
 
-fn set_add(set: &mut Vec<String>, item: &str) {
+pub(crate) fn set_add(set: &mut Vec<String>, item: &str) {
     if !set.iter().any(|s| s == item) {
         set.push(item.to_owned());
     }
@@ -347,7 +347,7 @@ pub fn should_compact(
 // ---------------------------------------------------------------------------------------------
 // Entries as context messages
 
-fn js_truthy(v: &Value) -> bool {
+pub(crate) fn js_truthy(v: &Value) -> bool {
     match v {
         Value::Null => false,
         Value::Bool(b) => *b,
@@ -376,7 +376,7 @@ fn js_time(v: &Value) -> Value {
 
 /// A message built from entry fields; fields the entry lacks stay absent, as `undefined`
 /// does in JSON.
-fn message_from(role: &str, entry: &Value, keys: &[&str]) -> Value {
+pub(crate) fn message_from(role: &str, entry: &Value, keys: &[&str]) -> Value {
     let mut message = serde_json::Map::new();
     message.insert("role".into(), role.into());
     for &key in keys {
@@ -388,7 +388,7 @@ fn message_from(role: &str, entry: &Value, keys: &[&str]) -> Value {
     Value::Object(message)
 }
 
-fn custom_message(entry: &Value) -> Value {
+pub(crate) fn custom_message(entry: &Value) -> Value {
     message_from(
         "custom",
         entry,
@@ -396,7 +396,7 @@ fn custom_message(entry: &Value) -> Value {
     )
 }
 
-fn branch_summary_message(entry: &Value) -> Value {
+pub(crate) fn branch_summary_message(entry: &Value) -> Value {
     message_from("branchSummary", entry, &["summary", "fromId"])
 }
 
@@ -850,7 +850,7 @@ Summarise this early part so that the kept later part can be understood:
 
 Be brief. Cover only what the kept later part depends on.";
 
-fn summary_context(prompt: String) -> LlmContext {
+pub(crate) fn summary_context(prompt: String) -> LlmContext {
     LlmContext {
         system_prompt: SUMMARIZATION_SYSTEM_PROMPT.to_owned(),
         messages: vec![json!({
@@ -900,7 +900,7 @@ pub fn turn_prefix_request(messages: &[Value]) -> LlmContext {
 }
 
 /// pi's file lists appended to a summary, as XML-like tags.
-fn format_file_operations(read: &[String], modified: &[String]) -> String {
+pub(crate) fn format_file_operations(read: &[String], modified: &[String]) -> String {
     let mut sections = Vec::new();
     if !read.is_empty() {
         sections.push(format!("<read-files>\n{}\n</read-files>", read.join("\n")));

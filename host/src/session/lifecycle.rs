@@ -14,6 +14,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Session;
+use super::branch_summary::{self, BranchSummaryOptions};
+use super::compaction::js_truthy;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
 use super::state::ToolSource;
@@ -300,10 +302,16 @@ impl Session {
                 let target = args["targetId"]
                     .as_str()
                     .ok_or("ctx.navigateTree: targetId is required")?;
-                let label = args["label"].as_str().map(str::to_owned);
-                self.navigate_tree(target, args["summarize"] == json!(true), label)
-                    .await
-                    .map(drop)
+                let text = |key: &str| args[key].as_str().map(str::to_owned);
+                self.navigate_tree(
+                    target,
+                    args["summarize"] == json!(true),
+                    text("label"),
+                    text("customInstructions"),
+                    args["replaceInstructions"].as_bool(),
+                )
+                .await
+                .map(drop)
             }
             "switchSession" => {
                 let path =
@@ -356,42 +364,34 @@ impl Session {
         Ok(self.fork(&leaf, ForkPosition::At).await?.cancelled)
     }
 
-    /// Moves the leaf to `target_id` (pi's /tree). Extensions may cancel, or give a summary
-    /// of the branch being left (`session_before_tree`); without one no summary is written
-    /// (pichamber does not yet ask the model for branch summaries).
+    /// Moves the leaf to `target_id` (pi's /tree). Extensions may cancel, supply the summary of
+    /// the branch being left, or change the instructions and the label
+    /// (`session_before_tree`). When `summarize` is set and no extension gave a summary, the
+    /// session's model summarises the abandoned entries (see [`branch_summary`]); a summary is
+    /// written as a `branch_summary` entry at the new position and takes the label, otherwise
+    /// the label goes to the target. Cancelling the summary (the session's abort) cancels the
+    /// navigation.
     pub async fn navigate_tree(
         &mut self,
         target_id: &str,
         summarize: bool,
-        label: Option<String>,
+        mut label: Option<String>,
+        mut custom_instructions: Option<String>,
+        mut replace_instructions: Option<bool>,
     ) -> Result<TreeOutcome, String> {
-        let (old_leaf, target, entries_to_summarize, common_ancestor) = {
-            let state = self.shared.state.lock().unwrap();
-            let store = &state.store;
-            let old_leaf = store.get_leaf_id().map(str::to_owned);
-            let target = store
-                .get_entry(target_id)
-                .cloned()
-                .ok_or_else(|| format!("Entry {target_id} not found"))?;
-            // The entries between the old leaf and the common ancestor with the target.
-            let target_path: Vec<String> = store
-                .get_branch(Some(target_id))
-                .iter()
-                .filter_map(|e| e["id"].as_str().map(str::to_owned))
-                .collect();
-            let mut abandoned = Vec::new();
-            let mut common = None;
-            for entry in store.get_branch(old_leaf.as_deref()).into_iter().rev() {
-                let id = entry["id"].as_str().unwrap_or_default();
-                if target_path.iter().any(|t| t == id) {
-                    common = Some(id.to_owned());
-                    break;
-                }
-                abandoned.push(entry.clone());
-            }
-            abandoned.reverse();
-            (old_leaf, target, abandoned, common)
+        let cancelled = TreeOutcome {
+            cancelled: true,
+            editor_text: None,
+            summary_entry: None,
         };
+        let old_leaf = self
+            .shared
+            .state
+            .lock()
+            .unwrap()
+            .store
+            .get_leaf_id()
+            .map(str::to_owned);
         if old_leaf.as_deref() == Some(target_id) {
             return Ok(TreeOutcome {
                 cancelled: false,
@@ -399,14 +399,37 @@ impl Session {
                 summary_entry: None,
             });
         }
-        let mut label = label;
-        let mut summary: Option<(String, Value)> = None;
+        if summarize && self.model.is_none() {
+            return Err(branch_summary::NO_MODEL.into());
+        }
+        let (target, collected) = {
+            let state = self.shared.state.lock().unwrap();
+            let target = state
+                .store
+                .get_entry(target_id)
+                .cloned()
+                .ok_or_else(|| format!("Entry {target_id} not found"))?;
+            let collected =
+                branch_summary::collect_entries(&state.store, old_leaf.as_deref(), target_id);
+            (target, collected)
+        };
+        let mut extension_summary: Option<Value> = None;
         if self.has_handlers("session_before_tree") {
-            let preparation = json!({
-                "targetId": target_id, "oldLeafId": old_leaf, "commonAncestorId": common_ancestor,
-                "entriesToSummarize": entries_to_summarize, "userWantsSummary": summarize,
-                "label": label,
+            // Options that were not given stay out of the event, as `undefined` does in pi.
+            let mut preparation = json!({
+                "targetId": target_id, "oldLeafId": old_leaf,
+                "commonAncestorId": collected.common_ancestor_id,
+                "entriesToSummarize": collected.entries, "userWantsSummary": summarize,
             });
+            if let Some(c) = &custom_instructions {
+                preparation["customInstructions"] = json!(c);
+            }
+            if let Some(r) = replace_instructions {
+                preparation["replaceInstructions"] = json!(r);
+            }
+            if let Some(l) = &label {
+                preparation["label"] = json!(l);
+            }
             let result = self
                 .emit(
                     "session_before_tree",
@@ -415,19 +438,54 @@ impl Session {
                 .await
                 .unwrap_or(Value::Null);
             if result["cancel"] == json!(true) {
-                return Ok(TreeOutcome {
-                    cancelled: true,
-                    editor_text: None,
-                    summary_entry: None,
-                });
+                return Ok(cancelled);
             }
-            if summarize && let Some(text) = result["summary"]["summary"].as_str() {
-                summary = Some((text.to_owned(), result["summary"]["details"].clone()));
+            if summarize && js_truthy(&result["summary"]) {
+                extension_summary = Some(result["summary"].clone());
             }
-            if let Some(l) = result["label"].as_str() {
-                label = Some(l.to_owned());
+            // A key the handler returned overrides, even with null (pi: `!== undefined`).
+            if let Some(c) = result.get("customInstructions") {
+                custom_instructions = c.as_str().map(str::to_owned);
+            }
+            if let Some(r) = result.get("replaceInstructions") {
+                replace_instructions = Some(js_truthy(r));
+            }
+            if let Some(l) = result.get("label") {
+                label = l.as_str().map(str::to_owned);
             }
         }
+        let from_extension = extension_summary.is_some();
+        let (summary, details) = match &extension_summary {
+            Some(given) => (
+                given["summary"].as_str().map(str::to_owned),
+                Some(given["details"].clone()).filter(|d| !d.is_null()),
+            ),
+            None if summarize && !collected.entries.is_empty() => {
+                let model = self.model.clone().ok_or(branch_summary::NO_MODEL)?;
+                // Like pi's fresh AbortController: an abort of an earlier run does not count.
+                self.shared.abort.send_replace(false);
+                let options = BranchSummaryOptions {
+                    custom_instructions,
+                    replace_instructions: replace_instructions.unwrap_or(false),
+                    reserve_tokens: branch_summary::DEFAULT_RESERVE_TOKENS,
+                };
+                let cancel = self.shared.abort.subscribe();
+                match branch_summary::summarize_branch(&model, &collected.entries, options, cancel)
+                    .await
+                {
+                    Ok(s) => {
+                        let details = s.details();
+                        (Some(s.summary), Some(details))
+                    }
+                    Err(e) if e.is::<branch_summary::Aborted>() => return Ok(cancelled),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            None => (None, None),
+        };
+        // pi tests both for truthiness: an empty summary or label counts as none.
+        let summary = summary.filter(|s| !s.is_empty());
+        let label = label.filter(|l| !l.is_empty());
         let (new_leaf, editor_text) = match (target["type"].as_str(), &target["message"]["role"]) {
             (Some("message"), role) if role == "user" => (
                 target["parentId"].as_str().map(str::to_owned),
@@ -439,18 +497,17 @@ impl Session {
             ),
             _ => (Some(target_id.to_owned()), None),
         };
-        let from_extension = summary.is_some();
         let summary_entry = {
             let mut state = self.shared.state.lock().unwrap();
             let store = &mut state.store;
             let summary_entry = match &summary {
-                Some((text, details)) => {
+                Some(text) => {
                     let entry = store
                         .branch_with_summary(
                             new_leaf.as_deref(),
                             text,
-                            Some(details.clone()).filter(|d| !d.is_null()),
-                            Some(true),
+                            details,
+                            Some(from_extension),
                         )
                         .map_err(|e| format!("{e:#}"))?;
                     if let (Some(label), Some(id)) = (&label, entry["id"].as_str()) {

@@ -4,6 +4,7 @@
 //! extension receives.
 
 pub mod agent_loop;
+pub mod branch_summary;
 pub mod compact;
 pub mod compaction;
 pub mod dialogs;
