@@ -1234,11 +1234,11 @@ fn huge_strings_are_refused_or_truncated_at_every_door() {
             .map(|(_, e)| e)
             .collect()
     };
-    let chars = |v: &Value| v.as_str().unwrap().len();
-    assert!(chars(&method("notify")[0]["message"]) <= (64 << 10) + 64);
+    let bytes = |v: &Value| v.as_str().unwrap().len();
+    assert!(bytes(&method("notify")[0]["message"]) <= (64 << 10) + 64);
     let statuses = method("setStatus");
-    assert!(chars(&statuses[0]["statusText"]) <= 1024 + 64);
-    assert!(chars(&statuses[1]["statusKey"]) <= 128 + 64);
+    assert!(bytes(&statuses[0]["statusText"]) <= 1024 + 64);
+    assert!(bytes(&statuses[1]["statusKey"]) <= 128 + 64);
     let widget = &method("setWidget")[0]["widgetLines"];
     assert_eq!(widget.as_array().unwrap().len(), 200);
     assert!(
@@ -1246,13 +1246,13 @@ fn huge_strings_are_refused_or_truncated_at_every_door() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|l| chars(l) <= 1024 + 64)
+            .all(|l| bytes(l) <= 1024 + 64)
     );
-    assert!(chars(&method("setTitle")[0]["title"]) <= 256 + 64);
-    assert!(chars(&method("set_editor_text")[0]["text"]) <= (1 << 20) + 64);
-    assert!(chars(&method("select")[0]["title"]) <= 4096 + 64);
+    assert!(bytes(&method("setTitle")[0]["title"]) <= 256 + 64);
+    assert!(bytes(&method("set_editor_text")[0]["text"]) <= (1 << 20) + 64);
+    assert!(bytes(&method("select")[0]["title"]) <= 4096 + 64);
     let log = run.logs_of("huge-strings");
-    assert!(chars(&log[0]["message"]) <= (16 << 10) + 64);
+    assert!(bytes(&log[0]["message"]) <= (16 << 10) + 64);
     // Nothing close to the 6 MiB originals reached the output in one piece.
     assert!(run.stdout.lines().all(|l| l.len() < (2 << 20)));
     run.assert_bystander_tool_served();
