@@ -1,0 +1,2156 @@
+//! The hostile-extension suite (issue 4). Each case is an extension under
+//! tests/fixtures/hostile/ written to escape its sandbox or to harm the host, run by the
+//! `pichamber` binary under the default grants (nothing granted unless the case is about a
+//! grant's edges), usually beside tests/fixtures/hostile/bystander.ts, a well-behaved extension
+//! whose tool and command show that the host still serves it afterwards.
+//!
+//! Every case asserts three things: the attack had no effect outside (a canary file outside
+//! every grant is unchanged and its content, like any secret, appears nowhere in the output),
+//! the extension got an ordinary JS error that names the missing capability and the flag that
+//! grants it where there is one, and the session went on.
+//!
+//! Cases the host does not contain yet are kept, asserting the safe behaviour, and marked
+//! `#[ignore = "FINDING: ..."]`; SECURITY.md lists them with where the fix belongs.
+//!
+//! A run that does not end is killed by a watchdog (a guard against a hung test, not a
+//! measurement: no assertion depends on how long anything took).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+
+/// How long a run may take before the watchdog kills it and fails the test.
+const WATCHDOG: Duration = Duration::from_secs(180);
+
+fn fixture(name: &str) -> String {
+    common::path(&format!("tests/fixtures/hostile/{name}"))
+}
+
+fn bystander() -> String {
+    fixture("bystander.ts")
+}
+
+/// A temporary tree: `ws/` (the session's --cwd), `granted/` (for cases that grant a tree),
+/// `outside/` (never granted, holding the canary) and `sessions/`.
+struct Sandbox {
+    _dir: TempDir,
+    root: PathBuf,
+    canary: String,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().unwrap();
+        for sub in ["ws", "granted", "outside", "sessions"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        let canary = format!("CANARY-{}", uuid::Uuid::new_v4());
+        std::fs::write(root.join("outside/canary.txt"), &canary).unwrap();
+        std::fs::write(root.join("ws/a.txt"), "hello from the workspace\n").unwrap();
+        Sandbox {
+            _dir: dir,
+            root,
+            canary,
+        }
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.root.join(rel).to_string_lossy().into_owned()
+    }
+
+    fn ws(&self) -> String {
+        self.path("ws")
+    }
+
+    fn granted(&self) -> String {
+        self.path("granted")
+    }
+
+    fn outside(&self) -> String {
+        self.path("outside")
+    }
+
+    fn canary_path(&self) -> String {
+        self.path("outside/canary.txt")
+    }
+
+    /// Every file and directory under `outside/` with its content (what an attack must not
+    /// change).
+    fn outside_tree(&self) -> BTreeMap<String, String> {
+        let mut tree = BTreeMap::new();
+        let mut stack = vec![self.root.join("outside")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap();
+                let path = entry.path();
+                let rel = path
+                    .strip_prefix(&self.root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if entry.file_type().unwrap().is_dir() {
+                    tree.insert(format!("{rel}/"), String::new());
+                    stack.push(path);
+                } else {
+                    tree.insert(rel, std::fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        tree
+    }
+
+    /// The canary is where it was, unchanged, alone.
+    fn assert_outside_untouched(&self) {
+        let expected = BTreeMap::from([("outside/canary.txt".to_owned(), self.canary.clone())]);
+        assert_eq!(self.outside_tree(), expected, "something changed outside");
+    }
+}
+
+/// What one `pichamber run ... --json` printed.
+struct Run {
+    ok: bool,
+    events: Vec<Value>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn dump(&self) -> String {
+        let mut text = self.stdout.clone();
+        if text.len() > 20_000 {
+            let mut end = 20_000;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push('…');
+        }
+        format!("stdout:\n{text}\nstderr:\n{}", self.stderr)
+    }
+
+    /// The data of the last `report` entry the hostile fixture appended.
+    fn report(&self) -> Value {
+        self.entries("report")
+            .last()
+            .cloned()
+            .cloned()
+            .unwrap_or_else(|| panic!("no report entry:\n{}", self.dump()))
+    }
+
+    /// The data of every custom entry of one type, in order.
+    fn entries(&self, custom_type: &str) -> Vec<&Value> {
+        common::of_type(&self.events, "entry")
+            .into_iter()
+            .map(|e| &e["entry"])
+            .filter(|e| e["type"] == "custom" && e["customType"] == custom_type)
+            .map(|e| &e["data"])
+            .collect()
+    }
+
+    fn errors(&self) -> Vec<&Value> {
+        common::of_type(&self.events, "extension_error")
+    }
+
+    /// The error texts reported for one extension, in order.
+    fn errors_of(&self, extension: &str) -> Vec<String> {
+        self.errors()
+            .into_iter()
+            .filter(|e| e["extensionPath"] == extension)
+            .map(|e| e["error"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn tool_results(&self, name: &str) -> Vec<&Value> {
+        common::of_type(&self.events, "tool_result")
+            .into_iter()
+            .filter(|r| r["toolName"] == name)
+            .collect()
+    }
+
+    /// Results of one tool whether a step (`--tool`) or the model called it, as
+    /// `{content, details, isError}`.
+    fn all_tool_results(&self, name: &str) -> Vec<Value> {
+        self.events
+            .iter()
+            .filter(|e| e["toolName"] == name)
+            .filter_map(|e| match e["type"].as_str() {
+                Some("tool_result") => Some(e.clone()),
+                Some("tool_execution_end") => Some(json!({
+                    "content": e["result"]["content"],
+                    "details": e["result"]["details"],
+                    "isError": e["isError"],
+                })),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn logs_of(&self, extension: &str) -> Vec<&Value> {
+        common::of_type(&self.events, "log")
+            .into_iter()
+            .filter(|l| l["extension"] == extension)
+            .collect()
+    }
+
+    /// `needle` appears nowhere in what pichamber printed (stdout and stderr).
+    fn assert_absent(&self, needle: &str) {
+        assert!(
+            !self.stdout.contains(needle) && !self.stderr.contains(needle),
+            "{needle:?} leaked into the output:\n{}",
+            self.dump()
+        );
+    }
+
+    /// The bystander's tool answered after the attack, from an untouched realm.
+    fn assert_bystander_tool_served(&self) {
+        let results = self.all_tool_results("bystander_echo");
+        let last = results
+            .last()
+            .unwrap_or_else(|| panic!("the bystander's tool never answered:\n{}", self.dump()));
+        assert_eq!(last["isError"], false, "{last}");
+        assert!(
+            common::text_of(&last["content"]).starts_with("bystander ok"),
+            "{last}"
+        );
+        assert_eq!(last["details"]["clean"], true, "{last}");
+        assert_eq!(last["details"]["secretIntact"], true, "{last}");
+    }
+
+    /// The bystander's command ran after the attack, from an untouched realm.
+    fn assert_bystander_command_served(&self) {
+        let entries = self.entries("bystander");
+        let last = entries
+            .last()
+            .unwrap_or_else(|| panic!("the bystander's command never ran:\n{}", self.dump()));
+        assert_eq!(last["clean"], true, "{last}");
+    }
+}
+
+fn run_pichamber(args: &[&str]) -> Run {
+    run_env(args, &[])
+}
+
+/// Runs `pichamber run ARGS --json` with extra environment variables, under the watchdog.
+/// Output goes to files, so a flood cannot fill a pipe and stall the child.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_within(args, env, WATCHDOG)
+}
+
+/// [`run_env`] with its own watchdog, for cases whose failure mode is a run that never ends.
+fn run_within(args: &[&str], env: &[(&str, &str)], watchdog: Duration) -> Run {
+    let out_dir = tempfile::tempdir().unwrap();
+    let stdout_path = out_dir.path().join("stdout");
+    let stderr_path = out_dir.path().join("stderr");
+    let mut child = Command::new(common::bin())
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout_path).unwrap())
+        .stderr(File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("run pichamber");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > watchdog {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "pichamber run {} did not end: killed by the watchdog\nstderr:\n{}",
+                args.join(" "),
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = String::from_utf8_lossy(&std::fs::read(&stdout_path).unwrap()).into_owned();
+    let stderr = String::from_utf8_lossy(&std::fs::read(&stderr_path).unwrap()).into_owned();
+    let events = stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    Run {
+        ok: status.success(),
+        events,
+        stdout,
+        stderr,
+    }
+}
+
+/// `--command "/attack <json>"`: the attack's parameters travel as the command's arguments.
+fn attack(params: Value) -> String {
+    format!("/attack {params}")
+}
+
+/// The outcome of one attempt is an error, and its message contains every `parts`.
+fn assert_refused(report: &Value, attempt: &str, parts: &[&str]) {
+    let outcome = &report[attempt];
+    let message = outcome["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{attempt} was not refused: {outcome}"));
+    for part in parts {
+        assert!(
+            message.contains(part),
+            "{attempt}: {part:?} missing from {message:?}"
+        );
+    }
+}
+
+/// A file-system attempt was refused as outside the grants, naming the flag that grants it.
+fn assert_fs_denied(report: &Value, attempt: &str, flag: &str) {
+    assert_refused(report, attempt, &["EACCES", flag]);
+    assert_eq!(report[attempt]["code"], "EACCES", "{attempt}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file system
+
+#[test]
+fn dotdot_traversal_out_of_a_granted_tree_is_denied() {
+    let sb = Sandbox::new();
+    let granted = sb.granted();
+    let run = run_pichamber(&[
+        &fixture("fs-traversal.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        &format!("--allow-write={granted}"),
+        "--command",
+        &attack(json!({ "granted": granted })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for attempt in [
+        "read",
+        "read-deep",
+        "read-relative",
+        "read-many-dots",
+        "readdir",
+    ] {
+        assert_fs_denied(&report, attempt, "--allow-read=");
+    }
+    for attempt in [
+        "overwrite",
+        "append",
+        "create",
+        "mkdir",
+        "move-out",
+        "copy-in",
+        "delete",
+    ] {
+        assert_fs_denied(&report, attempt, "--allow-write=");
+    }
+    assert_eq!(report["promises-read"]["code"], "EACCES", "{report}");
+    // rmSync with force swallows the error, as Node's does for a missing path; it removed
+    // nothing.
+    sb.assert_outside_untouched();
+    assert!(!sb.root.join("granted/stolen.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(sb.root.join("granted/inside.txt")).unwrap(),
+        "mine",
+        "the refused move left the file where it was"
+    );
+    run.assert_absent(&sb.canary);
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn absolute_paths_outside_the_grants_are_denied_and_reveal_nothing() {
+    let sb = Sandbox::new();
+    let scratch = sb.path("scratch.txt");
+    let run = run_pichamber(&[
+        &fixture("fs-absolute.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        &attack(json!({ "canary": sb.canary_path(), "scratch": scratch })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for attempt in [
+        "passwd",
+        "shadow",
+        "ssh-key",
+        "canary",
+        "canary-url",
+        "canary-buffer-path",
+        "root-listing",
+        "tmp-listing",
+        "stat-canary",
+    ] {
+        assert_fs_denied(&report, attempt, "--allow-read=");
+    }
+    // A missing file and an existing one are refused alike: no existence oracle.
+    assert_eq!(report["canary"]["code"], report["ssh-key"]["code"]);
+    assert_eq!(report["exists-canary"], json!({ "ok": false }));
+    assert_eq!(report["exists-passwd"], json!({ "ok": false }));
+    assert_eq!(report["canary-nul"]["code"], "ERR_INVALID_ARG_VALUE");
+    assert_fs_denied(&report, "write-scratch", "--allow-write=");
+    assert_fs_denied(&report, "write-etc", "--allow-write=/etc");
+    assert!(!Path::new(&scratch).exists());
+    assert!(!Path::new("/etc/hostile-planted").exists());
+    sb.assert_outside_untouched();
+    run.assert_absent(&sb.canary);
+    run.assert_absent("root:x:0:0");
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn symlinks_planted_in_a_granted_tree_do_not_lead_out_of_it() {
+    let sb = Sandbox::new();
+    let granted = sb.root.join("granted");
+    std::os::unix::fs::symlink(sb.root.join("outside"), granted.join("link-dir")).unwrap();
+    std::os::unix::fs::symlink(sb.canary_path(), granted.join("link-file")).unwrap();
+    std::os::unix::fs::symlink("../outside/canary.txt", granted.join("link-relative")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", granted.join("link-passwd")).unwrap();
+    let run = run_pichamber(&[
+        &fixture("fs-symlink.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        &format!("--allow-write={}", sb.granted()),
+        "--command",
+        &attack(json!({ "granted": sb.granted(), "outside": sb.outside() })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    // The links themselves lie inside the grant, so no flag would help: a plain EACCES.
+    for attempt in [
+        "read-file-link",
+        "read-relative-link",
+        "read-through-dir-link",
+        "read-passwd-link",
+        "list-dir-link",
+        "stat-file-link",
+        "write-file-link",
+        "write-through-dir-link",
+        "mkdir-through-dir-link",
+        "delete-through-dir-link",
+        "copy-through-link",
+    ] {
+        assert_eq!(report[attempt]["code"], "EACCES", "{attempt}: {report}");
+    }
+    // Planting links is not offered at all.
+    for attempt in ["plant-symlink", "plant-hardlink", "readlink"] {
+        assert_eq!(report[attempt]["code"], "ENOSYS", "{attempt}: {report}");
+    }
+    assert!(!granted.join("my-link").exists() && !granted.join("copied.txt").exists());
+    sb.assert_outside_untouched();
+    run.assert_absent(&sb.canary);
+    run.assert_absent("root:x:0:0");
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn proc_dev_and_sys_are_unreachable_even_next_to_a_grant() {
+    let sb = Sandbox::new();
+    let secret = format!("proc-secret-{}", uuid::Uuid::new_v4());
+    let run = run_env(
+        &[
+            &fixture("proc-dev.ts"),
+            &bystander(),
+            "--cwd",
+            &sb.ws(),
+            &format!("--allow-read={}", sb.granted()),
+            "--command",
+            &attack(json!({ "granted": sb.granted() })),
+            "--command",
+            "/bystander",
+        ],
+        &[("HOSTILE_SECRET", &secret)],
+    );
+    let report = run.report();
+    let attempts = report.as_object().unwrap();
+    assert_eq!(attempts.len(), 16, "{report}");
+    for (attempt, _) in attempts {
+        let flag = if attempt.starts_with("write") {
+            "--allow-write="
+        } else {
+            "--allow-read="
+        };
+        assert_fs_denied(&report, attempt, flag);
+    }
+    run.assert_absent(&secret);
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn the_host_environment_stays_out_of_reach() {
+    let sb = Sandbox::new();
+    let secret = format!("env-secret-{}", uuid::Uuid::new_v4());
+    let api_key = format!("sk-live-{}", uuid::Uuid::new_v4());
+    let env = [
+        ("HOSTILE_SECRET", secret.as_str()),
+        ("OPENAI_API_KEY", api_key.as_str()),
+        ("HOSTILE_VISIBLE", "granted-value"),
+    ];
+    let base = [
+        fixture("host-env.ts"),
+        bystander(),
+        "--cwd".into(),
+        sb.ws(),
+        "--command".into(),
+        "/attack".into(),
+        "--command".into(),
+        "/bystander".into(),
+    ];
+    let base: Vec<&str> = base.iter().map(String::as_str).collect();
+
+    // Default grants: nothing of the host's environment, and no program to print it.
+    let run = run_env(&base, &env);
+    let report = run.report();
+    assert_eq!(report["env"], json!({ "ok": { "PICHAMBER": "1" } }));
+    assert_eq!(report["named"], json!({ "ok": [null, null, null] }));
+    assert_eq!(report["globals"], json!({ "ok": [] }));
+    assert_eq!(report["load-context"], json!({ "ok": null }));
+    assert_refused(&report, "exec-env", &["--allow-run=env"]);
+    for value in [&secret, &api_key, "granted-value"] {
+        run.assert_absent(value);
+    }
+    run.assert_bystander_command_served();
+
+    // A granted variable is visible, and a granted program sees only PATH and it.
+    let mut granted = base.clone();
+    granted.extend(["--allow-env=HOSTILE_VISIBLE", "--allow-run=env"]);
+    let run = run_env(&granted, &env);
+    let report = run.report();
+    assert_eq!(
+        report["env"],
+        json!({ "ok": { "HOSTILE_VISIBLE": "granted-value", "PICHAMBER": "1" } })
+    );
+    let program_env = report["exec-env"]["ok"].as_str().unwrap();
+    let mut names: Vec<&str> = program_env
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["HOSTILE_VISIBLE", "PATH"], "{program_env}");
+    run.assert_absent(&secret);
+    run.assert_absent(&api_key);
+}
+
+#[test]
+fn the_api_key_of_the_model_never_reaches_an_extension() {
+    use pichamber::model::Script;
+    use pichamber::model::mock_server::{self, MockOptions};
+
+    let sb = Sandbox::new();
+    let api_key = format!("sk-test-{}", uuid::Uuid::new_v4());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let script = Script::from_value(json!({ "turns": [
+        { "toolCalls": [{ "id": "c1", "name": "bystander_echo", "arguments": { "text": "hi" } }] },
+        { "text": "done" },
+    ] }))
+    .unwrap();
+    let server = runtime
+        .block_on(mock_server::start_with(
+            script,
+            MockOptions {
+                api_key: Some(api_key.clone()),
+                ..MockOptions::default()
+            },
+        ))
+        .unwrap();
+    let run = run_env(
+        &[
+            &fixture("provider-secrets.ts"),
+            &bystander(),
+            "--cwd",
+            &sb.ws(),
+            "--model",
+            "m",
+            "--base-url",
+            &server.base_url(),
+            "--api-key-env",
+            "HOSTILE_TEST_KEY",
+            "--prompt",
+            "hello",
+        ],
+        &[("HOSTILE_TEST_KEY", &api_key)],
+    );
+    assert!(run.ok, "{}", run.dump());
+    // The key did its job (the mock refuses requests without it)...
+    let recorded = server.recorded();
+    assert!(
+        recorded
+            .iter()
+            .any(|r| r.headers.get("authorization") == Some(&json!(format!("Bearer {api_key}")))),
+        "{recorded:?}"
+    );
+    // ...and every hook saw the exchange without it.
+    let report = run.report();
+    let hooks: Vec<&str> = report["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["hook"].as_str().unwrap())
+        .collect();
+    assert!(
+        hooks.contains(&"before_provider_request") && hooks.contains(&"after_provider_response"),
+        "{hooks:?}"
+    );
+    run.assert_absent(&api_key);
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn session_files_are_unreachable_through_the_file_system() {
+    let sb = Sandbox::new();
+    let other = sb.path("sessions/other.jsonl");
+    let other_secret = format!("other-session-{}", uuid::Uuid::new_v4());
+    std::fs::write(&other, other_session(&other_secret)).unwrap();
+    let session = sb.path("sessions/main.jsonl");
+    // Even with the workspace readable, the session's folder is not.
+    let run = run_pichamber(&[
+        &fixture("session-file.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        &format!("--allow-read={}", sb.ws()),
+        "--session",
+        &session,
+        "--command",
+        &attack(json!({
+            "sessionFile": session, "otherSession": other, "sessionDir": sb.path("sessions"),
+        })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    assert_fs_denied(&report, "read-own-session", "--allow-read=");
+    assert_fs_denied(&report, "read-other-session", "--allow-read=");
+    assert_fs_denied(&report, "list-session-dir", "--allow-read=");
+    assert_fs_denied(&report, "append-own-session", "--allow-write=");
+    assert_eq!(report["getSessionFile"], json!({ "ok": null }));
+    assert_eq!(report["getSessionDir"], json!({ "ok": null }));
+    run.assert_absent(&other_secret);
+    let written = std::fs::read_to_string(&session).unwrap();
+    assert!(!written.contains("forged"), "{written}");
+    run.assert_bystander_command_served();
+}
+
+/// A pi session file of another project, holding a secret.
+fn other_session(secret: &str) -> String {
+    format!(
+        "{}\n{}\n",
+        json!({ "type": "session", "version": 3, "id": "other", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/another/project" }),
+        json!({ "type": "custom", "customType": "secret", "data": { "secret": secret }, "id": "a1", "parentId": null, "timestamp": "2026-01-01T00:00:00.000Z" }),
+    )
+}
+
+#[test]
+fn switch_session_outside_the_session_folder_is_refused() {
+    let sb = Sandbox::new();
+    let session = sb.path("sessions/main.jsonl");
+    let notes = sb.path("sessions/notes.txt");
+    let notes_text = format!("not a session {}\n{{\"type\":\"custom\"}}\n", sb.canary);
+    std::fs::write(&notes, &notes_text).unwrap();
+    let run = run_pichamber(&[
+        &fixture("switch-session.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--session",
+        &session,
+        "--command",
+        "/switch ../outside/canary.txt",
+        "--command",
+        &format!("/switch {}/../outside/canary.txt", sb.path("sessions")),
+        "--command",
+        "/switch /etc/passwd",
+        "--command",
+        "/switch notes.txt",
+        "--command",
+        "/report",
+        "--command",
+        "/bystander",
+    ]);
+    let refusals: Vec<String> = run
+        .errors()
+        .iter()
+        .filter(|e| e["event"] == "switchSession")
+        .map(|e| e["error"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(refusals.len(), 4, "{}", run.dump());
+    for refusal in &refusals[..3] {
+        assert!(
+            refusal.contains("is not a session file in this session's folder"),
+            "{refusal}"
+        );
+    }
+    assert!(
+        refusals[3].contains("is not a pi session file"),
+        "{}",
+        refusals[3]
+    );
+    // The session did not move, and nothing was read or repaired on the extension's behalf.
+    let report = run.report();
+    assert_eq!(report["entries"], json!([]), "{report}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), notes_text);
+    sb.assert_outside_untouched();
+    run.assert_absent(&sb.canary);
+    run.assert_absent("root:x:0:0");
+    run.assert_bystander_command_served();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Programs
+
+#[test]
+fn exec_without_a_grant_is_denied_through_every_door() {
+    let sb = Sandbox::new();
+    let marker = sb.path("outside/MARKER");
+    let run = run_pichamber(&[
+        &fixture("exec-denied.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        &attack(json!({ "marker": marker })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for attempt in ["pi.exec touch", "execFile", "spawn"] {
+        assert_refused(
+            &report,
+            attempt,
+            &["the run capability is not granted", "--allow-run=touch"],
+        );
+    }
+    for attempt in ["pi.exec sh", "exec shell"] {
+        assert_refused(&report, attempt, &["--allow-run=sh"]);
+    }
+    assert_refused(
+        &report,
+        "pi.exec /bin/sh",
+        &["give a program name, not a path", "--allow-run=NAME"],
+    );
+    for attempt in ["execSync", "spawnSync"] {
+        assert_refused(
+            &report,
+            attempt,
+            &["synchronous child processes are not supported"],
+        );
+    }
+    assert!(!Path::new(&marker).exists());
+    sb.assert_outside_untouched();
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn exec_arguments_cannot_smuggle_a_second_command() {
+    let sb = Sandbox::new();
+    let marker = sb.path("outside/MARKER");
+    std::fs::create_dir(format!("{marker}-dir")).unwrap();
+    let run = run_pichamber(&[
+        &fixture("exec-injection.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-run=echo",
+        "--command",
+        &attack(json!({ "marker": marker })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    // echo printed every payload literally: no shell ever saw them.
+    let printed = report["args"]["ok"].as_str().unwrap();
+    assert_eq!(
+        printed,
+        format!(
+            "; touch {m} && touch {m} | touch {m} $(touch {m}) `touch {m}` \ntouch {m} ; rm -rf {m}-dir\n",
+            m = marker
+        )
+    );
+    assert_refused(&report, "name-with-separator", &["denied"]);
+    assert_refused(
+        &report,
+        "name-with-newline",
+        &["the run capability is not granted"],
+    );
+    assert_refused(&report, "name-with-substitution", &["denied"]);
+    for attempt in ["shell-option", "shell-true"] {
+        assert_refused(&report, attempt, &["--allow-run=sh"]);
+    }
+    assert!(!Path::new(&marker).exists());
+    assert!(Path::new(&format!("{marker}-dir")).is_dir());
+    std::fs::remove_dir(format!("{marker}-dir")).unwrap();
+    sb.assert_outside_untouched();
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn only_the_granted_program_name_runs() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("exec-names.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-run=echo",
+        "--command",
+        "/attack",
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for name in [
+        "/bin/echo",
+        "/usr/bin/env",
+        "./echo",
+        "../bin/echo",
+        "bin/sh",
+    ] {
+        assert_refused(
+            &report,
+            &json!(name).to_string(),
+            &["give a program name, not a path", "--allow-run=NAME"],
+        );
+    }
+    for name in ["echo ", " echo", "ECHO", "echo\u{0}", "sh", "env"] {
+        assert_refused(
+            &report,
+            &json!(name).to_string(),
+            &[
+                "the run capability is not granted",
+                &format!("--allow-run={name}"),
+            ],
+        );
+    }
+    assert_refused(&report, "\"\"", &["empty program name"]);
+    assert_eq!(report["granted"], json!({ "ok": "granted works\n" }));
+    run.assert_absent("reached");
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn a_granted_program_has_its_output_capped_and_its_time_bounded() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("exec-caps.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-run=seq,sleep",
+        "--command",
+        "/attack",
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    // seq printed about 15 MB; the host kept 1 MiB.
+    assert_eq!(
+        report["flood"]["ok"],
+        json!({ "length": 1 << 20, "code": 0, "killed": false })
+    );
+    assert_eq!(
+        report["endless"]["ok"],
+        json!({ "code": 1, "killed": true })
+    );
+    run.assert_bystander_command_served();
+}
+
+#[test]
+#[ignore = "FINDING: a granted program runs with the user's full authority: `--allow-run=cat` reads any file the user can (capabilities.rs run_program confines neither arguments nor cwd)"]
+fn a_granted_program_cannot_reach_paths_outside_the_grants() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("exec-outside.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-run=cat,ls,pwd",
+        "--command",
+        &attack(json!({ "canary": sb.canary_path(), "outsideDir": sb.outside() })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for attempt in [
+        "cat-canary",
+        "cat-passwd",
+        "ls-outside",
+        "pwd-cwd-outside",
+        "cat-relative-cwd-outside",
+    ] {
+        assert!(report[attempt]["error"].is_string(), "{attempt}: {report}");
+    }
+    run.assert_absent(&sb.canary);
+    run.assert_absent("root:x:0:0");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The network
+
+#[test]
+fn without_a_network_grant_nothing_reaches_the_network() {
+    let sb = Sandbox::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let run = run_pichamber(&[
+        &fixture("network.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        &attack(json!({ "url": url })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    // There is no network API at all: no fetch, no sockets, no Node network modules.
+    assert_eq!(
+        report["globals"]["ok"],
+        json!({ "fetch": "undefined", "XMLHttpRequest": "undefined", "WebSocket": "undefined", "EventSource": "undefined" })
+    );
+    assert_eq!(report["fetch"]["name"], "TypeError", "{report}");
+    for module in [
+        "node:http",
+        "node:https",
+        "node:net",
+        "node:dgram",
+        "node:tls",
+        "node:dns",
+        "node:http2",
+        "undici",
+    ] {
+        assert_refused(
+            &report,
+            &format!("import {module}"),
+            &["Cannot find module"],
+        );
+    }
+    assert_refused(&report, "host-fetch", &["unknown host call 'fetch'"]);
+    assert_refused(&report, "host-net-op", &["unknown operation"]);
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("something connected to the listener: {other:?}"),
+    }
+    run.assert_bystander_command_served();
+
+    // A static import of a network module fails the build with the list of what exists.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("static-net.ts");
+    std::fs::write(
+        &source,
+        "import * as net from \"node:net\";\nexport default function (pi: any) { pi.registerCommand(\"x\", { handler: async () => net }); }\n",
+    )
+    .unwrap();
+    let run = run_pichamber(&[&source.to_string_lossy(), "--cwd", &sb.ws()]);
+    assert!(!run.ok);
+    assert!(
+        run.stderr
+            .contains("node:net is not available inside a pichamber extension"),
+        "{}",
+        run.dump()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU, stack and memory
+
+#[test]
+fn an_endless_loop_in_a_tool_is_stopped_and_the_other_tool_answers() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("loop-tool.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "1",
+        "--tool",
+        "spin",
+        "--args",
+        "{}",
+        "--tool",
+        "bystander_echo",
+        "--args",
+        r#"{"text":"after the loop"}"#,
+    ]);
+    let spin = run.tool_results("spin");
+    assert_eq!(spin[0]["isError"], true);
+    let text = common::text_of(&spin[0]["content"]);
+    assert!(
+        text.contains("without yielding") && text.contains("--call-timeout=SECONDS"),
+        "{text}"
+    );
+    assert_eq!(run.errors_of("loop-tool").len(), 1, "{}", run.dump());
+    run.assert_bystander_tool_served();
+    assert_eq!(
+        common::text_of(&run.tool_results("bystander_echo")[0]["content"]),
+        "bystander ok: after the loop"
+    );
+}
+
+#[test]
+fn an_endless_promise_chain_is_stopped_by_the_call_timeout() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("loop-microtask.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "1",
+        "--command",
+        "/attack",
+        "--command",
+        "/bystander",
+    ]);
+    let errors = run.errors_of("loop-microtask");
+    assert_eq!(errors.len(), 1, "{}", run.dump());
+    assert!(
+        errors[0].starts_with("the extension was stopped:")
+            && (errors[0].contains("--call-timeout") || errors[0].contains("--memory-limit")),
+        "{}",
+        errors[0]
+    );
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn an_endless_loop_in_a_timer_is_stopped_between_steps() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("loop-timer.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "1",
+        "--command",
+        "/attack",
+        "--command",
+        "/bystander",
+    ]);
+    let timer = run
+        .errors()
+        .into_iter()
+        .find(|e| e["extensionPath"] == "loop-timer" && e["event"] == "timer")
+        .unwrap_or_else(|| panic!("{}", run.dump()));
+    assert!(
+        timer["error"]
+            .as_str()
+            .unwrap()
+            .contains("--call-timeout=SECONDS")
+    );
+    // The instance is disabled from then on, and says why.
+    let later = run.errors_of("loop-timer");
+    assert!(
+        later
+            .last()
+            .unwrap()
+            .starts_with("the extension is disabled after an earlier failure"),
+        "{later:?}"
+    );
+    assert!(run.entries("still-alive").is_empty());
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn unbounded_recursion_in_a_hook_stops_only_that_extension() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &bystander(),
+        &fixture("recursion.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--tool",
+        "bystander_echo",
+        "--args",
+        r#"{"text":"first"}"#,
+        "--command",
+        "/tojson",
+        "--command",
+        "/getter",
+        "--tool",
+        "bystander_echo",
+        "--args",
+        r#"{"text":"second"}"#,
+    ]);
+    let errors = run.errors_of("recursion");
+    assert!(errors[0].contains("unbounded recursion"), "{errors:?}");
+    // The tool_result handler failed; the result it would have patched went through unchanged.
+    assert_eq!(
+        common::text_of(&run.tool_results("bystander_echo")[0]["content"]),
+        "bystander ok: first"
+    );
+    assert_eq!(
+        common::text_of(&run.tool_results("bystander_echo")[1]["content"]),
+        "bystander ok: second"
+    );
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn values_nested_beyond_reason_are_refused_at_the_boundary() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("deep-json.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--tool",
+        "deep",
+        "--tool",
+        "deeper",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let report = run.report();
+    for attempt in ["raw-entry", "entry", "message"] {
+        assert_refused(&report, attempt, &["recursion limit exceeded"]);
+    }
+    assert_refused(&report, "cyclic", &["circular"]);
+    assert!(run.entries("deep").is_empty() && run.entries("cyclic").is_empty());
+    let deep = run.tool_results("deep");
+    assert_eq!(deep[0]["isError"], true);
+    assert!(common::text_of(&deep[0]["content"]).contains("recursion limit exceeded"));
+    // 100000 levels overflow the guest's own stack: the instance is stopped, the host is not.
+    let deeper = run.tool_results("deeper");
+    assert_eq!(deeper[0]["isError"], true);
+    assert!(
+        common::text_of(&deeper[0]["content"]).contains("unbounded recursion"),
+        "{}",
+        deeper[0]
+    );
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn memory_bombs_of_buffers_and_collections_stop_at_the_limit() {
+    let sb = Sandbox::new();
+    let base = [
+        fixture("memory-buffers.ts"),
+        bystander(),
+        "--cwd".into(),
+        sb.ws(),
+        "--memory-limit".into(),
+        "64".into(),
+    ];
+    let with = |steps: &[&str]| -> Vec<String> {
+        base.iter()
+            .cloned()
+            .chain(steps.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    // One giant allocation is an ordinary exception; the instance goes on.
+    let args = with(&["--command", "/giant", "--command", "/bystander"]);
+    let run = run_pichamber(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let report = run.report();
+    assert_eq!(report["4GiB"]["name"], "RangeError", "{report}");
+    assert_eq!(report["2GiB typed"]["name"], "RangeError", "{report}");
+    run.assert_bystander_command_served();
+
+    for bomb in ["/buffers", "/map"] {
+        let args = with(&["--command", bomb, "--command", "/bystander"]);
+        let run = run_pichamber(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let errors = run.errors_of("memory-buffers");
+        assert_eq!(errors.len(), 1, "{bomb}: {}", run.dump());
+        assert!(
+            errors[0].contains("--memory-limit=MIB") || errors[0].contains("out of memory"),
+            "{bomb}: {}",
+            errors[0]
+        );
+        run.assert_bystander_command_served();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The boundary: sizes, floods, registrations
+
+#[test]
+fn huge_strings_are_refused_or_truncated_at_every_door() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("huge-strings.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--ui",
+        "--answer",
+        "a",
+        "--tool",
+        "huge_details",
+        "--tool",
+        "many_blocks",
+        "--command",
+        "/attack",
+        "--tool",
+        "bystander_echo",
+    ]);
+    // Values that carry data are refused whole, naming the limit.
+    let report = run.report();
+    for (attempt, what) in [
+        ("sendMessage", "message is"),
+        ("sendUserMessage", "user message is"),
+        ("appendEntry", "entry data is"),
+        ("registerTool", "tool parameters is"),
+    ] {
+        assert_refused(&report, attempt, &[what, "the limit is 4194304"]);
+    }
+    assert_refused(&report, "select-options", &["more than 1000 options"]);
+    for tool in ["huge_details", "many_blocks"] {
+        let result = run.tool_results(tool)[0];
+        assert_eq!(result["isError"], true);
+        assert!(
+            common::text_of(&result["content"]).contains("the limit is 4194304"),
+            "{result}"
+        );
+    }
+    // Display text is cut to size.
+    let ui = common::ui_requests(&run.events);
+    let method = |m: &str| -> Vec<&Value> {
+        ui.iter()
+            .filter(|(name, _)| name == m)
+            .map(|(_, e)| e)
+            .collect()
+    };
+    let bytes = |v: &Value| v.as_str().unwrap().len();
+    assert!(bytes(&method("notify")[0]["message"]) <= (64 << 10) + 64);
+    let statuses = method("setStatus");
+    assert!(bytes(&statuses[0]["statusText"]) <= 1024 + 64);
+    assert!(bytes(&statuses[1]["statusKey"]) <= 128 + 64);
+    let widget = &method("setWidget")[0]["widgetLines"];
+    assert_eq!(widget.as_array().unwrap().len(), 200);
+    assert!(
+        widget
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| bytes(l) <= 1024 + 64)
+    );
+    assert!(bytes(&method("setTitle")[0]["title"]) <= 256 + 64);
+    assert!(bytes(&method("set_editor_text")[0]["text"]) <= (1 << 20) + 64);
+    assert!(bytes(&method("select")[0]["title"]) <= 4096 + 64);
+    let log = run.logs_of("huge-strings");
+    assert!(bytes(&log[0]["message"]) <= (16 << 10) + 64);
+    // Nothing close to the 6 MiB originals reached the output in one piece.
+    assert!(run.stdout.lines().all(|l| l.len() < (2 << 20)));
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn an_entry_flood_stops_at_the_session_cap() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("entry-flood.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let log = run.logs_of("entry-flood");
+    let outcome: Value = serde_json::from_str(log[0]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        outcome,
+        json!({ "appended": 100000, "error": "the session holds 100000 entries; no more can be appended" })
+    );
+    assert_eq!(run.entries("flood").len(), 100000);
+    // The other extension's tool still answers.
+    let result = run.tool_results("bystander_echo")[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["details"]["clean"], true);
+}
+
+#[test]
+#[ignore = "FINDING: the 100000-entry cap is shared by the whole session (host_api.rs append_entry counts every entry), so one extension's flood leaves the others unable to append"]
+fn an_entry_flood_leaves_other_extensions_able_to_append() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("entry-flood.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--command",
+        "/bystander",
+    ]);
+    assert!(
+        run.errors_of("bystander").is_empty(),
+        "{:?}",
+        run.errors_of("bystander")
+    );
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn a_log_flood_is_cut_per_line_and_ends_with_the_call() {
+    let sb = Sandbox::new();
+    for step in ["/logs", "/notify"] {
+        let run = run_pichamber(&[
+            &fixture("log-flood.ts"),
+            &bystander(),
+            "--cwd",
+            &sb.ws(),
+            "--ui",
+            "--call-timeout",
+            "1",
+            "--command",
+            step,
+            "--command",
+            "/bystander",
+        ]);
+        let errors = run.errors_of("log-flood");
+        assert_eq!(errors.len(), 1, "{step}");
+        assert!(
+            errors[0].contains("--call-timeout=SECONDS"),
+            "{}",
+            errors[0]
+        );
+        let lines: Vec<&Value> = if step == "/logs" {
+            run.logs_of("log-flood")
+        } else {
+            common::of_type(&run.events, "extension_ui_request")
+        };
+        assert!(!lines.is_empty());
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.to_string().len() <= (16 << 10) + 256),
+            "{step}: a line longer than the cap"
+        );
+        run.assert_bystander_command_served();
+    }
+}
+
+#[test]
+#[ignore = "FINDING: no limit on log or UI-event volume: one call emitted 147 MB of console output before the default 10 s deadline stopped it (host_api.rs log / ui have per-line caps only)"]
+fn a_log_flood_is_bounded_in_volume() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("log-flood.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/logs",
+    ]);
+    let volume: usize = run
+        .logs_of("log-flood")
+        .iter()
+        .map(|l| l["message"].as_str().unwrap().len())
+        .sum();
+    assert!(volume < 16 << 20, "one call logged {volume} bytes");
+}
+
+#[test]
+fn timers_that_never_stop_do_not_keep_the_run_alive() {
+    let sb = Sandbox::new();
+    // A hundred intervals that never stop tick between the steps, and the run still ends.
+    let run = run_pichamber(&[
+        &fixture("interval-spam.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/gentle",
+        "--tool",
+        "bystander_echo",
+        "--command",
+        "/fired",
+        "--command",
+        "/bystander",
+    ]);
+    assert!(run.ok, "{}", run.dump());
+    assert_eq!(run.report(), json!({ "fired": true }));
+    run.assert_bystander_tool_served();
+    run.assert_bystander_command_served();
+
+    // Intervals that breed exhaust a call's time or memory: the instance is stopped, the run
+    // ends, the other extension is served.
+    let run = run_pichamber(&[
+        &fixture("interval-spam.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "2",
+        "--command",
+        "/breed",
+        "--tool",
+        "bystander_echo",
+        "--command",
+        "/bystander",
+    ]);
+    let errors = run.errors_of("interval-spam");
+    assert!(
+        errors
+            .first()
+            .is_some_and(|e| e.starts_with("the extension was stopped")),
+        "{errors:?}"
+    );
+    run.assert_bystander_tool_served();
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn thousands_of_registrations_do_not_disturb_the_session() {
+    let sb = Sandbox::new();
+    let script = sb.path("script.json");
+    std::fs::write(
+        &script,
+        json!({ "turns": [
+            { "toolCalls": [{ "id": "c1", "name": "bystander_echo", "arguments": { "text": "via the model" } }] },
+            { "text": "done" },
+        ] })
+        .to_string(),
+    )
+    .unwrap();
+    let run = run_pichamber(&[
+        &fixture("many-registrations.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--ui",
+        "--command",
+        "/attack",
+        "--command",
+        "/spam_cmd_4999",
+        "--script",
+        &script,
+        "--prompt",
+        "go",
+        "--command",
+        "/bystander",
+    ]);
+    assert!(run.ok, "{}", run.dump());
+    let report = run.report();
+    for kind in ["tools", "commands", "flags", "events", "statuses"] {
+        assert_eq!(report[kind], json!({ "ok": 5000 }), "{kind}");
+    }
+    // 7 built-ins + the bystander's + 5000.
+    assert_eq!(report["all-tools"], json!({ "ok": 5008 }));
+    let ended: Vec<&Value> = run
+        .events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end" && e["toolName"] == "bystander_echo")
+        .collect();
+    assert_eq!(ended.len(), 1, "{}", run.dump());
+    assert_eq!(
+        common::text_of(&ended[0]["result"]["content"]),
+        "bystander ok: via the model"
+    );
+    assert_eq!(run.entries("bystander-agent-end").len(), 1);
+    run.assert_bystander_command_served();
+}
+
+#[test]
+#[ignore = "FINDING: registrations live in host memory outside --memory-limit and are not capped: 1200 tools with 1 MiB descriptions, 200 per call, took the host to 1.28 GB resident with the default 256 MiB limit (host_api.rs register_tool & co.)"]
+fn registrations_are_bounded_in_count_and_size() {
+    let sb = Sandbox::new();
+    let mut args = vec![fixture("many-registrations.ts"), "--cwd".into(), sb.ws()];
+    for batch in 0..6 {
+        args.push("--command".into());
+        args.push(format!(
+            "/heavy {}",
+            json!({ "from": batch * 200, "count": 200 })
+        ));
+    }
+    let run = run_pichamber(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let refused = run.entries("heavy-refused");
+    assert!(
+        !refused.is_empty(),
+        "1200 tools of 1 MiB each were all accepted:\n{}",
+        run.dump()
+    );
+    assert!(
+        refused[0]["error"].as_str().unwrap().contains("limit"),
+        "{}",
+        refused[0]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent loop
+
+#[test]
+fn an_extension_throwing_from_every_hook_does_not_stop_the_agent() {
+    let sb = Sandbox::new();
+    let script = sb.path("script.json");
+    std::fs::write(
+        &script,
+        json!({ "turns": [
+            { "text": "calling", "toolCalls": [{ "id": "c1", "name": "bystander_echo", "arguments": { "text": "x" } }] },
+            { "text": "done" },
+        ] })
+        .to_string(),
+    )
+    .unwrap();
+    let run = run_pichamber(&[
+        &fixture("throw-every-hook.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--script",
+        &script,
+        "--prompt",
+        "go",
+        "--tool",
+        "hostile_tool",
+        "--command",
+        "/hostile",
+        "--command",
+        "/bystander",
+    ]);
+    let reported: std::collections::BTreeSet<String> = run
+        .errors()
+        .iter()
+        .filter(|e| e["extensionPath"] == "throw-every-hook")
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect();
+    for hook in [
+        "session_start",
+        "input",
+        "before_agent_start",
+        "agent_start",
+        "turn_start",
+        "context",
+        "before_provider_request",
+        "after_provider_response",
+        "message_start",
+        "message_update",
+        "message_end",
+        "tool_execution_start",
+        "tool_call",
+        "tool_execution_end",
+        "turn_end",
+        "agent_end",
+        "session_shutdown",
+        "command:/hostile",
+    ] {
+        assert!(reported.contains(hook), "{hook} not reported: {reported:?}");
+    }
+    // A failing tool_call gate blocks the call, as in pi (fail closed)...
+    let blocked: Vec<&Value> = run
+        .events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "c1")
+        .collect();
+    assert_eq!(blocked[0]["isError"], true);
+    assert!(
+        common::text_of(&blocked[0]["result"]["content"]).contains("hostile throws from tool_call")
+    );
+    // ...and the agent still finishes its run, the model's last word included.
+    assert_eq!(common::of_type(&run.events, "agent_end").len(), 1);
+    let last_text = run
+        .events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
+        .map(|e| common::text_of(&e["message"]["content"]))
+        .unwrap();
+    assert_eq!(last_text, "done");
+    let hostile_tool = run.tool_results("hostile_tool");
+    assert_eq!(hostile_tool[0]["isError"], true);
+    assert_eq!(run.entries("bystander-agent-end").len(), 1);
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn a_promise_nothing_can_settle_ends_the_call_at_once() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("never-resolves.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/forever",
+        "--tool",
+        "pending_tool",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let errors = run.errors_of("never-resolves");
+    assert!(
+        errors[0].contains("awaits a promise that nothing will ever settle"),
+        "{errors:?}"
+    );
+    let pending = run.tool_results("pending_tool");
+    assert_eq!(pending[0]["isError"], true);
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+#[ignore = "FINDING: a handler awaiting a far timer (or kept alive by an interval) never ends: time spent in `wait` restarts the per-call clock (host_api.rs wait, instance.rs), so no deadline applies"]
+fn a_handler_that_never_resolves_ends_at_the_deadline() {
+    let sb = Sandbox::new();
+    for command in ["/far-timer", "/kept-alive"] {
+        let run = run_within(
+            &[
+                &fixture("never-resolves.ts"),
+                &bystander(),
+                "--cwd",
+                &sb.ws(),
+                "--call-timeout",
+                "1",
+                "--command",
+                command,
+                "--command",
+                "/bystander",
+            ],
+            &[],
+            Duration::from_secs(60),
+        );
+        let errors = run.errors_of("never-resolves");
+        assert_eq!(errors.len(), 1, "{command}: {}", run.dump());
+        assert!(errors[0].contains("--call-timeout"), "{}", errors[0]);
+        run.assert_bystander_command_served();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Isolation between extensions
+
+#[test]
+fn polluted_built_ins_stay_in_the_polluters_realm() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("pollute-globals.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/check",
+        "--command",
+        "/break-json",
+        "--tool",
+        "bystander_echo",
+        "--command",
+        "/bystander",
+    ]);
+    // The pollution took effect where it was made...
+    assert_eq!(
+        run.report(),
+        json!({ "ownRealmPolluted": true, "ownMapPolluted": true, "ownMathPolluted": true })
+    );
+    // ...the garbage its broken JSON produced was refused...
+    let errors = run.errors_of("pollute-globals");
+    assert!(
+        errors.iter().any(|e| e.contains("bad envelope")),
+        "{errors:?}"
+    );
+    // ...and the other extension, loaded after it, never saw any of it.
+    run.assert_bystander_tool_served();
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn proto_keys_in_shared_values_do_not_pollute_the_receiver() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("pollute-payloads.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--tool",
+        "bystander_echo",
+        "--command",
+        "/bystander",
+    ]);
+    // The bus value arrived as plain data in a clean realm.
+    assert_eq!(
+        run.entries("bystander-bus"),
+        [&json!({ "clean": true, "plainObject": true })]
+    );
+    // The hostile rewrote the tool result (pi's tool_result middleware allows that) but its
+    // details carried no pollution into the bystander's handler that ran after it.
+    let result = run.tool_results("bystander_echo")[0];
+    assert_eq!(common::text_of(&result["content"]), "rewritten by hostile");
+    assert_eq!(
+        run.entries("bystander-tool-result").last().unwrap()["clean"],
+        true
+    );
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn another_extensions_module_state_is_out_of_reach() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &bystander(),
+        &fixture("read-module-state.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let report = run.report();
+    assert_eq!(report["global"], json!({ "ok": null }));
+    assert_eq!(report["global-names"], json!({ "ok": [] }));
+    for id in [
+        "/ext/bystander.ts",
+        "/ext/bystander.js",
+        "./bystander",
+        "/ext/tests/fixtures/hostile/bystander.ts",
+    ] {
+        assert_refused(
+            &report,
+            &format!("import {id}"),
+            &["Cannot find module", "not bundled into this extension"],
+        );
+    }
+    assert_refused(
+        &report,
+        "host-execute",
+        &["unknown host call 'executeTool'"],
+    );
+    // What it may know of the other: names and the extension they come from, as in pi.
+    assert!(
+        report["all-tools"]["ok"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("bystander_echo:extension:bystander"))
+    );
+    run.assert_absent("bystander-module-secret");
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn the_raw_host_interface_validates_every_call() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("raw-host.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let report = run.report();
+    let expect = [
+        ("unknown", "unknown host call 'spawnShell'"),
+        ("bad-json", "log:"),
+        ("not-array", "tool name must be 1..=128 bytes"),
+        ("no-args", "argument"),
+        ("wrong-types", "tool name must be 1..=128 bytes"),
+        (
+            "schema-not-object",
+            "parameters must be a JSON Schema object",
+        ),
+        ("bogus-operation", "unknown operation"),
+        ("fs-unknown", "ENOSYS"),
+        ("fs-outside", "--allow-read=/etc"),
+        ("fs-relative", "ENOENT"),
+        ("session-method", "is not available to extensions"),
+        ("session-action", "is not a session action"),
+        ("thinking", "unknown thinking level"),
+        ("not-a-function-arg", "symbol"),
+    ];
+    for (attempt, part) in expect {
+        assert_refused(&report, attempt, &[part]);
+    }
+    // Cancelling an operation id it never started is a no-op.
+    assert!(report["cancel-foreign"]["ok"].is_string(), "{report}");
+    run.assert_absent("root:x:0:0");
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn names_with_control_characters_or_whitespace_are_refused() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("forged-names.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+        "--command",
+        "/deploy;rm",
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for kind in ["newline", "nul", "escape", "tab", "space"] {
+        for what in ["tool", "command", "event", "entry", "message"] {
+            assert_refused(
+                &report,
+                &format!("{what} {kind}"),
+                &["must not contain spaces or control characters"],
+            );
+        }
+    }
+    for kind in ["empty", "long"] {
+        for what in ["tool", "command", "event", "entry", "message"] {
+            assert_refused(
+                &report,
+                &format!("{what} {kind}"),
+                &["must be 1..=128 bytes"],
+            );
+        }
+    }
+    // Separators are ordinary characters of an opaque name: `deploy;rm` is one command that
+    // runs only its own handler, and `deploy/../../etc` names no path.
+    let tools = report["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("deploy;rm")) && tools.contains(&json!("deploy/../../etc")));
+    assert_eq!(
+        run.entries("forged-command-ran"),
+        [&json!({ "name": "deploy;rm" })]
+    );
+    for event in &run.events {
+        let text = event.to_string();
+        assert!(
+            !text.contains("\\u001b") && !text.contains("\\u0000"),
+            "a refused name got through: {text}"
+        );
+    }
+    assert!(!sb.root.join("etc").exists());
+    run.assert_bystander_command_served();
+}
+
+#[test]
+#[ignore = "FINDING: names may hold Unicode format characters (U+202E RIGHT-TO-LEFT OVERRIDE, zero-width), so a command can display as another's name (host_api.rs check_name tests only is_control / is_whitespace)"]
+fn names_with_bidi_or_invisible_characters_are_refused() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("forged-names.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+    ]);
+    let report = run.report();
+    for what in ["tool", "command", "event", "entry", "message"] {
+        assert!(
+            report[format!("{what} bidi")]["error"].is_string(),
+            "{what}: {report}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "FINDING: a later extension takes over an earlier one's tool or command by registering the same name and receives its calls (state.rs register_tool, host_api.rs register_command keep the last; pi keeps the first tool and renames duplicate commands name:1, name:2)"]
+fn an_extension_cannot_take_over_another_extensions_names() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &bystander(),
+        &fixture("shadow-names.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--tool",
+        "bystander_echo",
+        "--args",
+        r#"{"text":"for the bystander"}"#,
+        "--command",
+        "/bystander",
+    ]);
+    run.assert_absent("stolen by hostile");
+    assert!(run.entries("stolen-command").is_empty());
+    run.assert_bystander_tool_served();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The built-in tools
+
+/// A script whose one turn calls each built-in file tool at a path outside the workspace.
+fn escaping_calls(sb: &Sandbox) -> Value {
+    let canary = sb.canary_path();
+    json!([
+        { "id": "r1", "name": "read", "arguments": { "path": "../outside/canary.txt" } },
+        { "id": "r2", "name": "read", "arguments": { "path": canary } },
+        { "id": "r3", "name": "read", "arguments": { "path": "link-out/canary.txt" } },
+        { "id": "r4", "name": "read", "arguments": { "path": "~/../../../../etc/passwd" } },
+        { "id": "r5", "name": "read", "arguments": { "path": "@../outside/canary.txt" } },
+        { "id": "w1", "name": "write", "arguments": { "path": "../outside/planted.txt", "content": "pwned" } },
+        { "id": "w2", "name": "write", "arguments": { "path": "link-out/canary.txt", "content": "pwned" } },
+        { "id": "e1", "name": "edit", "arguments": { "path": canary, "edits": [{ "oldText": "CANARY", "newText": "PWNED" }] } },
+        { "id": "l1", "name": "ls", "arguments": { "path": ".." } },
+        { "id": "l2", "name": "ls", "arguments": { "path": "link-out" } },
+        { "id": "g1", "name": "grep", "arguments": { "pattern": "CANARY", "path": sb.outside() } },
+        { "id": "f1", "name": "find", "arguments": { "pattern": "*.txt", "path": "../outside" } },
+    ])
+}
+
+fn tool_ends(run: &Run) -> Vec<&Value> {
+    run.events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect()
+}
+
+#[test]
+fn the_model_cannot_use_the_built_in_tools_outside_the_workspace() {
+    let sb = Sandbox::new();
+    std::os::unix::fs::symlink(sb.outside(), sb.root.join("ws/link-out")).unwrap();
+    let calls = escaping_calls(&sb);
+    let count = calls.as_array().unwrap().len();
+    let script = sb.path("script.json");
+    std::fs::write(
+        &script,
+        json!({ "turns": [{ "toolCalls": calls }, { "text": "done" }] }).to_string(),
+    )
+    .unwrap();
+    let run = run_pichamber(&[
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--tools",
+        "read,write,edit,ls,grep,find",
+        "--script",
+        &script,
+        "--prompt",
+        "go",
+        "--command",
+        "/bystander",
+    ]);
+    let ends = tool_ends(&run);
+    assert_eq!(ends.len(), count, "{}", run.dump());
+    for end in &ends {
+        assert_eq!(end["isError"], true, "{end}");
+        assert!(
+            common::text_of(&end["result"]["content"]).contains("is outside the workspace"),
+            "{end}"
+        );
+    }
+    sb.assert_outside_untouched();
+    run.assert_absent(&sb.canary);
+    run.assert_absent("root:x:0:0");
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn a_tool_call_gate_rewriting_paths_cannot_escape_the_workspace() {
+    let sb = Sandbox::new();
+    std::os::unix::fs::symlink(sb.outside(), sb.root.join("ws/link-out")).unwrap();
+    let script = sb.path("script.json");
+    let calls = json!([
+        { "id": "r1", "name": "read", "arguments": { "path": "a.txt" } },
+        { "id": "r2", "name": "read", "arguments": { "path": "a.txt" } },
+        { "id": "r3", "name": "read", "arguments": { "path": "a.txt" } },
+        { "id": "r4", "name": "read", "arguments": { "path": "a.txt" } },
+        { "id": "w1", "name": "write", "arguments": { "path": "b.txt", "content": "pwned" } },
+        { "id": "w2", "name": "write", "arguments": { "path": "b.txt", "content": "pwned" } },
+        { "id": "w3", "name": "write", "arguments": { "path": "b.txt", "content": "pwned" } },
+        { "id": "e1", "name": "edit", "arguments": { "path": "a.txt", "edits": [{ "oldText": "CANARY", "newText": "PWNED" }] } },
+        { "id": "l1", "name": "ls", "arguments": { "path": "." } },
+        { "id": "g1", "name": "grep", "arguments": { "pattern": "CANARY", "path": "." } },
+        { "id": "f1", "name": "find", "arguments": { "pattern": "*.txt", "path": "." } },
+    ]);
+    std::fs::write(
+        &script,
+        json!({ "turns": [{ "toolCalls": calls }, { "text": "done" }] }).to_string(),
+    )
+    .unwrap();
+    let run = run_pichamber(&[
+        &fixture("rewrite-tool-path.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--sequential-tools",
+        "--flag",
+        &format!("outside={}", sb.outside()),
+        "--tools",
+        "read,write,edit,ls,grep,find",
+        "--script",
+        &script,
+        "--prompt",
+        "go",
+        "--command",
+        "/bystander",
+    ]);
+    let ends = tool_ends(&run);
+    assert_eq!(ends.len(), 11, "{}", run.dump());
+    for end in &ends {
+        assert_eq!(end["isError"], true, "{end}");
+        assert!(
+            common::text_of(&end["result"]["content"]).contains("is outside the workspace"),
+            "{end}"
+        );
+    }
+    sb.assert_outside_untouched();
+    assert!(!sb.root.join("ws/b.txt").exists());
+    run.assert_absent(&sb.canary);
+    run.assert_absent("root:x:0:0");
+    run.assert_bystander_command_served();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host paths
+
+#[test]
+fn errors_an_extension_sees_name_no_host_path_it_was_not_given() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.root.join("ws/secret.txt"), &sb.canary).unwrap();
+    let session = sb.path("sessions/main.jsonl");
+    let run = run_pichamber(&[
+        &fixture("error-paths.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--session",
+        &session,
+        "--command",
+        "/attack",
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    // Modules live at /ext/..., wherever their sources are on the host.
+    assert_eq!(
+        report["meta"]["ok"],
+        json!(["file:///ext/error-paths.ts", "/ext", "/ext/error-paths.ts"])
+    );
+    assert!(
+        report["stackText"]
+            .as_str()
+            .unwrap()
+            .contains("(/ext/error-paths.ts:"),
+        "{report}"
+    );
+    assert_refused(&report, "import-missing", &["'/ext/does-not-exist.js'"]);
+    assert_refused(
+        &report,
+        "exec-missing",
+        &["--allow-run=definitely-not-a-program"],
+    );
+    // The one host path an extension is given is its working directory (ctx.cwd, as in pi).
+    assert_eq!(report["cwd"]["ok"], json!([sb.ws(), sb.ws()]));
+    // Where its sources, the session and the user's home are stays unsaid, in its report and
+    // in the failure reported for it.
+    let sources = common::path("tests/fixtures/hostile");
+    run.assert_absent(&sources);
+    run.assert_absent(&sb.path("sessions"));
+    if let Ok(home) = std::env::var("HOME")
+        && home.len() > 1
+        && !sb.root.starts_with(&home)
+    {
+        run.assert_absent(&home);
+    }
+    run.assert_absent(&sb.canary);
+    let errors = run.errors_of("error-paths");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("the command fails too\n    at handler (/ext/error-paths.ts:"),
+        "{errors:?}"
+    );
+    run.assert_bystander_command_served();
+}
+
+#[test]
+#[ignore = "FINDING: after ctx.fork(), sessionManager.getHeader() hands the extension `parentSession`, the host path of the parent session file, which getSessionFile()/getSessionDir() withhold (host_api.rs session_read getHeader)"]
+fn the_session_header_reveals_no_host_path() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("session-paths.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--session",
+        &sb.path("sessions/main.jsonl"),
+        "--command",
+        "/mark",
+        "--command",
+        "/fork",
+        "--command",
+        "/report",
+    ]);
+    let report = run.report();
+    assert_eq!(report["file"], Value::Null);
+    assert_eq!(report["dir"], Value::Null);
+    assert!(
+        !report.to_string().contains(&sb.path("sessions")),
+        "{report}"
+    );
+}
+
+#[test]
+#[ignore = "FINDING: ctx.switchSession reaches any session file in the session's folder, of any project, and the extension then reads all its entries (lifecycle.rs sibling_session; pi allows it, the issue's 'other sessions are unreachable' does not)"]
+fn another_sessions_state_is_unreachable_through_switch_session() {
+    let sb = Sandbox::new();
+    let secret = format!("other-session-{}", uuid::Uuid::new_v4());
+    std::fs::write(sb.path("sessions/other.jsonl"), other_session(&secret)).unwrap();
+    let run = run_pichamber(&[
+        &fixture("switch-session.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--session",
+        &sb.path("sessions/main.jsonl"),
+        "--command",
+        "/switch other.jsonl",
+        "--command",
+        "/report",
+    ]);
+    run.assert_absent(&secret);
+}
+
+#[test]
+#[ignore = "FINDING: a refused switchSession reports the session folder's host path (lifecycle.rs switch_session formats SessionStore::open's error, which names the full path)"]
+fn runtime_errors_name_no_host_path() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.path("sessions/notes.txt"), "not a session\n").unwrap();
+    let run = run_pichamber(&[
+        &fixture("switch-session.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--session",
+        &sb.path("sessions/main.jsonl"),
+        "--command",
+        "/switch notes.txt",
+    ]);
+    assert!(!run.errors().is_empty());
+    run.assert_absent(&sb.path("sessions"));
+}
+
+#[test]
+#[ignore = "FINDING: extension text reaches the terminal raw: notify/status/log/error lines may carry escape sequences (OSC 52 clipboard writes, screen clears) and forged lines (cli.rs print_event and the stderr error path print without escaping)"]
+fn terminal_control_sequences_never_reach_the_terminal() {
+    let sb = Sandbox::new();
+    let out = Command::new(common::bin())
+        .args(["run", &fixture("terminal-escapes.ts"), "--cwd", &sb.ws()])
+        .args(["--ui", "--command", "/attack"])
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut all = out.stdout.clone();
+    all.extend_from_slice(&out.stderr);
+    assert!(
+        !all.contains(&0x1b) && !all.contains(&0x07),
+        "escape sequences reached the terminal:\n{}",
+        String::from_utf8_lossy(&all)
+    );
+    let text = String::from_utf8_lossy(&all);
+    assert!(
+        !text.lines().any(|l| l.starts_with("error: forged")),
+        "{text}"
+    );
+}
