@@ -13,11 +13,36 @@ use serde_json::{Value, json};
 
 use crate::artifact::Artifact;
 
-/// println! that tolerates a closed stdout (`pichamber inspect x.wasm | head -1`).
+/// println! that tolerates a closed stdout (`pichamber inspect x.wasm | head -1`) and
+/// keeps extension text from driving the terminal (see [`terminal_safe`]).
 macro_rules! say {
     ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", terminal_safe(&format!($($arg)*)));
     }};
+}
+
+/// eprintln! with the same care.
+macro_rules! esay {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), "{}", terminal_safe(&format!($($arg)*)));
+    }};
+}
+
+/// Text for a terminal: control characters other than newline and tab (escape sequences
+/// that could clear the screen, move the cursor or set the clipboard) become U+FFFD, and
+/// every continuation line is indented, so text cannot pass for a line of its own (a forged
+/// "error: ..."). Extension text is untrusted; `--json` output is JSON-escaped already.
+fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\n  "),
+            '\t' => out.push(c),
+            c if c.is_control() => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 use crate::bundle;
 use crate::capabilities::Grants;
@@ -776,12 +801,12 @@ fn print_event(event: &SessionEvent) {
             extension,
             event,
             error,
-        } => eprintln!("error: {extension} ({event}): {error}"),
+        } => esay!("error: {extension} ({event}): {error}"),
         SessionEvent::Log {
             extension,
             level,
             message,
-        } => eprintln!("[{extension}] {level}: {message}"),
+        } => esay!("[{extension}] {level}: {message}"),
     }
 }
 
@@ -804,7 +829,7 @@ fn print_agent_event(event: &Value) {
                         say!("{}", text.join("\n"));
                     }
                     if let Some(error) = m["errorMessage"].as_str() {
-                        eprintln!("error: model: {error}");
+                        esay!("error: model: {error}");
                     }
                 }
                 "toolResult" => say!(
@@ -851,7 +876,7 @@ async fn mock_model(args: MockModelArgs) -> Result<ExitCode> {
     say!("{}", json!({ "baseUrl": server.base_url() }));
     let mut sink = Vec::new();
     let _ = tokio::io::stdin().read_to_end(&mut sink).await;
-    eprintln!(
+    esay!(
         "mock-model: served {} request(s), {} turn(s) left",
         server.requests().len(),
         server.turns_left()

@@ -227,13 +227,7 @@ fn queue(shared: &SessionShared, command: &Value, kind: &str) -> Result<Option<V
     if let Some(name) = text
         .strip_prefix('/')
         .map(|t| t.split(' ').next().unwrap_or(""))
-        && shared
-            .state
-            .lock()
-            .unwrap()
-            .commands
-            .iter()
-            .any(|c| c.name == name)
+        && shared.state.lock().unwrap().command(name).is_some()
     {
         return Err(format!(
             "Extension command \"/{name}\" cannot be queued. Use prompt() or execute the command when not streaming."

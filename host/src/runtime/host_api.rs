@@ -39,12 +39,24 @@ fn check_name(kind: &str, name: &str) -> Result<(), String> {
             name.len()
         ));
     }
-    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+    if name
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || is_invisible(c))
+    {
         return Err(format!(
-            "{kind} name {name:?} must not contain spaces or control characters"
+            "{kind} name {name:?} must not contain spaces, control or invisible characters"
         ));
     }
     Ok(())
+}
+
+/// Format characters that change how a name displays without showing themselves: zero-width
+/// spaces and joiners, bidirectional overrides and isolates, the byte-order mark. A name with
+/// one could pass for another's.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}'
+        | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, String> {
@@ -159,7 +171,14 @@ impl Host for ExtensionState {
                 ));
             }
             let registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
-            self.session.state.lock().unwrap().register_tool(registered);
+            let name = registered.name.clone();
+            if !self.session.state.lock().unwrap().register_tool(registered) {
+                // pi keeps the first extension's tool and says nothing; say it in the log.
+                tracing::warn!(
+                    "{}: tool {name} is already registered by another extension; the first registration stays",
+                    self.name
+                );
+            }
             Ok(())
         })())
     }
@@ -171,9 +190,11 @@ impl Host for ExtensionState {
         Ok((|| {
             check_name("command", &command.name)?;
             let registered = RegisteredCommand::from_wit(self.index, &self.name, command);
-            let mut state = self.session.state.lock().unwrap();
-            state.commands.retain(|c| c.name != registered.name);
-            state.commands.push(registered);
+            self.session
+                .state
+                .lock()
+                .unwrap()
+                .register_command(registered);
             Ok(())
         })())
     }
@@ -465,7 +486,17 @@ impl Host for ExtensionState {
             "getSessionFile" | "getSessionDir" => Value::Null,
             "getSessionId" => json!(store.get_session_id()),
             "getSessionName" => json!(store.get_session_name()),
-            "getHeader" => store.get_header().clone(),
+            // The parent's location is a host path: extensions see its file name only.
+            "getHeader" => {
+                let mut header = store.get_header().clone();
+                if let Some(parent) = header["parentSession"].as_str() {
+                    let name = std::path::Path::new(parent)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned());
+                    header["parentSession"] = json!(name);
+                }
+                header
+            }
             "getCwd" => json!(self.session.cwd),
             // pi's tree nests as deep as the longest chain; building and serialising it
             // recurses, so a session an extension grew very long is refused, not a crash.

@@ -247,7 +247,7 @@ impl Session {
 
     fn has_command(&self, name: &str) -> bool {
         let state = self.shared.state.lock().unwrap();
-        state.commands.iter().any(|c| c.name == name)
+        state.command(name).is_some()
     }
 
     /// The `input` event: `None` when an extension handled the input.
@@ -401,7 +401,11 @@ impl Session {
     async fn queue_streaming_requests(&mut self) {
         let requests: Vec<AgentRequest> = {
             let mut state = self.shared.state.lock().unwrap();
-            let commands: Vec<String> = state.commands.iter().map(|c| c.name.clone()).collect();
+            let commands: Vec<String> = state
+                .commands
+                .iter()
+                .map(|c| c.invocation_name.clone())
+                .collect();
             let is_command = |text: &str, source: &str| {
                 source != "extension"
                     && text.strip_prefix('/').is_some_and(|t| {

@@ -184,6 +184,12 @@ impl Session {
 
     /// Continues in another session file (pi's resume / switch_session).
     pub async fn switch_session(&mut self, path: &Path) -> Result<bool, String> {
+        self.switch_to(path, false).await
+    }
+
+    /// `same_cwd_only`: for an extension's request, which may reach only this working
+    /// directory's sessions (another project's entries are not its to read).
+    async fn switch_to(&mut self, path: &Path, same_cwd_only: bool) -> Result<bool, String> {
         let target = path
             .file_name()
             .map(|n| json!(n.to_string_lossy()))
@@ -197,8 +203,25 @@ impl Session {
         {
             return Ok(true);
         }
-        let (store, report) =
-            SessionStore::open(path, SyncPolicy::EveryEntry).map_err(|e| format!("{e:#}"))?;
+        let shown = path.file_name().unwrap_or_default().to_string_lossy();
+        // Errors name the file, not where it is: the folder is the operator's business.
+        let (store, report) = SessionStore::open(path, SyncPolicy::EveryEntry).map_err(|e| {
+            let folder = path
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let message = format!("{e:#}").replace(&path.display().to_string(), &shown);
+            if folder.is_empty() {
+                message
+            } else {
+                message.replace(&folder, "<session folder>")
+            }
+        })?;
+        if same_cwd_only && store.get_cwd() != self.shared.cwd {
+            return Err(format!(
+                "session {shown} belongs to another working directory; it can only be resumed from there"
+            ));
+        }
         if !report.is_clean() {
             tracing::warn!("{}: {report}", path.display());
         }
@@ -316,7 +339,7 @@ impl Session {
             "switchSession" => {
                 let path =
                     self.sibling_session(args["sessionPath"].as_str().unwrap_or_default())?;
-                self.switch_session(&path).await.map(drop)
+                self.switch_to(&path, true).await.map(drop)
             }
             other => Err(format!("unknown session action {other}")),
         }

@@ -121,7 +121,7 @@ impl Session {
                     name: spec.name.to_owned(),
                     label: spec.label.to_owned(),
                     description: spec.description,
-                    validator: state::compile_schema(&spec.parameters),
+                    validator: Default::default(),
                     parameters: spec.parameters,
                     prompt_snippet: spec.prompt_snippet,
                     prompt_guidelines: spec.prompt_guidelines,
@@ -453,13 +453,9 @@ impl Session {
         };
         let owner = {
             let state = self.shared.state.lock().unwrap();
-            state
-                .commands
-                .iter()
-                .find(|c| c.name == name)
-                .map(|c| c.extension)
+            state.command(name).map(|c| (c.extension, c.name.clone()))
         };
-        let Some(owner) = owner else {
+        let Some((owner, registered_name)) = owner else {
             let known: Vec<String> = self
                 .shared
                 .state
@@ -467,7 +463,7 @@ impl Session {
                 .unwrap()
                 .commands
                 .iter()
-                .map(|c| format!("/{}", c.name))
+                .map(|c| format!("/{}", c.invocation_name))
                 .collect();
             return Err(format!(
                 "unknown command /{name} (registered: {})",
@@ -479,7 +475,9 @@ impl Session {
             ));
         };
         let ctx = self.ctx();
-        let result = self.extensions[owner].run_command(name, args, &ctx).await;
+        let result = self.extensions[owner]
+            .run_command(&registered_name, args, &ctx)
+            .await;
         self.flush_bus().await;
         result.map_err(|e| {
             let extension = self.extensions[owner].name.clone();
@@ -497,14 +495,13 @@ impl Session {
         let owner = {
             let state = self.shared.state.lock().unwrap();
             state
-                .commands
-                .iter()
-                .find(|c| c.name == command)
-                .map(|c| c.extension)
+                .command(command)
+                .map(|c| (c.extension, c.name.clone()))
         };
-        let owner = owner.ok_or_else(|| format!("unknown command /{command}"))?;
+        let (owner, registered_name) =
+            owner.ok_or_else(|| format!("unknown command /{command}"))?;
         let items = self.extensions[owner]
-            .complete_arguments(command, prefix)
+            .complete_arguments(&registered_name, prefix)
             .await
             .map_err(|e| e.to_string())?;
         Ok(items.map(|items| {

@@ -59,10 +59,10 @@ pub struct RegisteredTool {
     pub prompt_guidelines: Vec<String>,
     pub has_prepare_arguments: bool,
     pub execution_mode: Option<String>,
-    /// The parameter schema compiled once at registration (None when it does not compile:
-    /// pi does not reject such tools, it just cannot validate their arguments).
+    /// The parameter schema, compiled on the tool's first call and kept (a run that never
+    /// calls a tool compiles nothing).
     #[serde(skip)]
-    pub validator: Option<Arc<jsonschema::Validator>>,
+    pub validator: LazyValidator,
 }
 
 impl std::fmt::Debug for RegisteredTool {
@@ -87,7 +87,7 @@ impl RegisteredTool {
             name: def.name,
             label: def.label,
             description: def.description,
-            validator: compile_schema(&parameters),
+            validator: LazyValidator::default(),
             parameters,
             prompt_snippet: def.prompt_snippet,
             prompt_guidelines: def.prompt_guidelines,
@@ -97,8 +97,18 @@ impl RegisteredTool {
     }
 }
 
-pub fn compile_schema(schema: &Value) -> Option<Arc<jsonschema::Validator>> {
-    jsonschema::validator_for(schema).ok().map(Arc::new)
+/// A tool's compiled parameter schema, made on first use and shared by the tool's copies.
+/// `None` inside when the schema does not compile: pi does not reject such tools, it just
+/// cannot validate their arguments.
+#[derive(Clone, Default)]
+pub struct LazyValidator(Arc<std::sync::OnceLock<Option<jsonschema::Validator>>>);
+
+impl LazyValidator {
+    pub fn get(&self, schema: &Value) -> Option<&jsonschema::Validator> {
+        self.0
+            .get_or_init(|| jsonschema::validator_for(schema).ok())
+            .as_ref()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -107,7 +117,11 @@ pub struct RegisteredCommand {
     #[serde(skip)]
     pub extension: usize,
     pub extension_name: String,
+    /// The name the extension registered (what its own instance knows it by).
     pub name: String,
+    /// What users type: the name, or `name:N` when several extensions registered it (pi's
+    /// invocation names).
+    pub invocation_name: String,
     pub description: Option<String>,
     pub has_argument_completions: bool,
 }
@@ -117,6 +131,7 @@ impl RegisteredCommand {
         Self {
             extension,
             extension_name: extension_name.to_owned(),
+            invocation_name: def.name.clone(),
             name: def.name,
             description: def.description,
             has_argument_completions: def.has_argument_completions,
@@ -251,16 +266,65 @@ impl SessionState {
         self.active_tools.clone()
     }
 
-    /// Adds or replaces a tool (same name: the later registration wins, so an extension can
-    /// override a built-in); a new name becomes active, as in pi.
-    pub fn register_tool(&mut self, tool: RegisteredTool) {
+    /// Adds or replaces a tool; a new name becomes active, as in pi. An extension's tool
+    /// replaces a built-in of the same name and its own earlier registration, but not another
+    /// extension's: as in pi, the first extension to register a name keeps it (so a later
+    /// one cannot take over calls meant for it). Returns false when the tool was not taken.
+    pub fn register_tool(&mut self, tool: RegisteredTool) -> bool {
         let name = tool.name.clone();
+        if let Some(existing) = self.tools.iter().find(|t| t.name == name)
+            && let (ToolSource::Extension(owner), ToolSource::Extension(new)) =
+                (existing.source, tool.source)
+            && owner != new
+        {
+            return false;
+        }
         let existed = self.tools.iter().any(|t| t.name == name);
         self.tools.retain(|t| t.name != name);
         self.tools.push(tool);
         if !existed && !self.active_tools.contains(&name) {
             self.active_tools.push(name);
         }
+        true
+    }
+
+    /// Adds or replaces (same extension, same name) a command, then gives every command pi's
+    /// invocation name: a name several extensions registered becomes `name:1`, `name:2`, ...
+    /// in load order.
+    pub fn register_command(&mut self, command: RegisteredCommand) {
+        self.commands
+            .retain(|c| !(c.extension == command.extension && c.name == command.name));
+        self.commands.push(command);
+        self.commands.sort_by_key(|c| c.extension);
+        let mut taken: Vec<String> = Vec::new();
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for i in 0..self.commands.len() {
+            let name = self.commands[i].name.clone();
+            let count = self.commands.iter().filter(|c| c.name == name).count();
+            let occurrence = {
+                let n = seen.entry(name.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            let mut invocation = if count > 1 {
+                format!("{name}:{occurrence}")
+            } else {
+                name.clone()
+            };
+            let mut suffix = occurrence;
+            while taken.contains(&invocation) {
+                suffix += 1;
+                invocation = format!("{name}:{suffix}");
+            }
+            taken.push(invocation.clone());
+            self.commands[i].invocation_name = invocation;
+        }
+    }
+
+    pub fn command(&self, invocation: &str) -> Option<&RegisteredCommand> {
+        self.commands
+            .iter()
+            .find(|c| c.invocation_name == invocation)
     }
 
     /// pi's `ctx.getContextUsage()`: the last assistant's reported usage plus an estimate of
@@ -282,7 +346,7 @@ impl SessionState {
                 .iter()
                 .map(|c| {
                     json!({
-                        "name": c.name, "description": c.description, "source": "extension",
+                        "name": c.invocation_name, "description": c.description, "source": "extension",
                         "sourceInfo": { "path": format!("extension:{}", c.extension_name), "source": "extension" },
                     })
                 })

@@ -493,7 +493,7 @@ fn result_message(done: &Finalized) -> Value {
 /// Value.Convert: "5" → 5 for a number, "true" → true for a boolean, 5 → "5" for a string).
 /// The error lists each problem as pi formats it.
 pub fn validate_arguments(tool: &RegisteredTool, args: &Value) -> Result<Value, String> {
-    let Some(validator) = &tool.validator else {
+    let Some(validator) = tool.validator.get(&tool.parameters) else {
         return Ok(args.clone());
     };
     let coerced = coerce(&tool.parameters, args.clone());
@@ -583,7 +583,6 @@ fn coerce(schema: &Value, value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::state::compile_schema;
 
     fn tool(schema: Value) -> RegisteredTool {
         RegisteredTool {
@@ -592,7 +591,7 @@ mod tests {
             name: "t".into(),
             label: "t".into(),
             description: String::new(),
-            validator: compile_schema(&schema),
+            validator: Default::default(),
             parameters: schema,
             prompt_snippet: None,
             prompt_guidelines: Vec::new(),
