@@ -538,15 +538,6 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-
-    fn stderr_text(&mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.stderr
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default()
-    }
 }
 
 impl Drop for Agent {
@@ -1175,6 +1166,8 @@ fn command_responses_match_pi() {
 
 /// Runs tests/oracle/rpc-client-drive.mjs against `side` and returns what it printed.
 fn drive(side: Side) -> Value {
+    // Both sides need pi's package: the client comes from it.
+    pi_bin();
     let script = json!({ "turns": [
         { "text": "Hi there.", "usage": { "input": 10, "output": 3 } },
         { "text": "A slow answer, in pieces.", "chunks": 4, "delayMs": 700,
@@ -1192,10 +1185,7 @@ fn drive(side: Side) -> Value {
         ..Launch::default()
     };
     let cli = match side {
-        Side::Pi => {
-            pi_bin();
-            oracle().join("node_modules/@mariozechner/pi-coding-agent/dist/cli.js")
-        }
+        Side::Pi => oracle().join("node_modules/@mariozechner/pi-coding-agent/dist/cli.js"),
         Side::Pichamber => oracle().join("pichamber-as-pi.mjs"),
     };
     let args: Vec<String> = agent_args(side, &home, &launch)
@@ -1358,4 +1348,588 @@ fn pi_rpc_client_drives_pi() {
 #[test]
 fn pi_rpc_client_drives_pichamber() {
     check_drive(Side::Pichamber, &drive(Side::Pichamber));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Framing
+
+/// U+2028 and U+2029 are content, not line ends; a CRLF-terminated command works; a line of
+/// a megabyte works; every line the agent prints is one JSON value ending in LF (checked by
+/// [`Agent::next`] for every line read).
+fn framing(side: Side) {
+    let separators = "line\u{2028}separator\u{2029}paragraph";
+    let long = format!("long:{}:end", "0123456789".repeat(100_000));
+    let script = json!({ "turns": [
+        { "text": format!("echo {separators}") },
+        { "text": "crlf ok" },
+        { "text": "long ok" },
+    ]});
+    let mock = Mock::new(&script);
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(side, &home, &Launch::default());
+
+    let prompt = json!({ "type": "prompt", "message": format!("say {separators}") });
+    let line = serde_json::to_string(&prompt).unwrap();
+    assert!(
+        line.contains('\u{2028}') && line.contains('\u{2029}'),
+        "the command line carries the separators unescaped"
+    );
+    agent.prompt(&format!("say {separators}"));
+    let echoed = agent
+        .out
+        .iter()
+        .rev()
+        .find(|v| v["type"] == "message_end" && v["message"]["role"] == "assistant")
+        .map(|v| common::text_of(&v["message"]["content"]));
+    assert_eq!(
+        echoed.as_deref(),
+        Some(format!("echo {separators}").as_str()),
+        "{side:?}: the separators come back inside one output line"
+    );
+
+    let mark = agent.mark();
+    agent.write_raw(b"{\"id\":\"crlf\",\"type\":\"prompt\",\"message\":\"crlf prompt\"}\r\n");
+    let response = agent
+        .response_to("crlf")
+        .expect("a response to the CRLF line");
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    agent.wait_idle(mark);
+    agent.write_raw(b"{\"id\":\"crlf-state\",\"type\":\"get_state\"}\r\n");
+    let response = agent
+        .response_to("crlf-state")
+        .expect("a response to get_state");
+    assert_eq!(
+        response["data"]["messageCount"],
+        json!(4),
+        "{side:?}: {response}"
+    );
+
+    agent.prompt(&long);
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "{side:?}: one model call per prompt");
+    let last_user = |i: usize| Mock::user_texts(&requests[i]).last().cloned();
+    assert_eq!(last_user(0), Some(format!("say {separators}")), "{side:?}");
+    assert_eq!(
+        last_user(1).as_deref(),
+        Some("crlf prompt"),
+        "{side:?}: the CR is not content"
+    );
+    assert_eq!(
+        last_user(2).as_deref(),
+        Some(long.as_str()),
+        "{side:?}: the long line whole"
+    );
+    let messages = agent.request(json!({ "type": "get_messages" }));
+    assert_eq!(
+        common::text_of(&messages["data"]["messages"][4]["content"]),
+        long,
+        "{side:?}"
+    );
+}
+
+#[test]
+fn framing_pi() {
+    framing(Side::Pi);
+}
+
+#[test]
+fn framing_pichamber() {
+    framing(Side::Pichamber);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. The extension UI sub-protocol
+
+/// What tests/fixtures/rpc/dialogs.ts's `/ask` must show a client, in order, without the
+/// requests' ids (pi's field names, docs/rpc.md "Extension UI Requests").
+fn expected_ui_requests() -> Vec<Value> {
+    let got = json!({
+        "select": "green", "confirm": true, "input": "<undefined>",
+        "editor": "edited\ntext", "timedSelect": "<undefined>", "timedConfirm": false,
+    });
+    [
+        json!({ "method": "setTitle", "title": "rpc dialogs" }),
+        json!({ "method": "setStatus", "statusKey": "ask", "statusText": "asking" }),
+        json!({ "method": "setWidget", "widgetKey": "ask",
+                "widgetLines": ["first line", "second line"], "widgetPlacement": "belowEditor" }),
+        json!({ "method": "select", "title": "Pick a colour", "options": ["red", "green", "blue"] }),
+        json!({ "method": "confirm", "title": "Sure?", "message": "Really sure?" }),
+        json!({ "method": "input", "title": "Your name?", "placeholder": "Ada" }),
+        json!({ "method": "editor", "title": "Edit this", "prefill": "line one\nline two" }),
+        json!({ "method": "select", "title": "Quick!", "options": ["a", "b"], "timeout": 300 }),
+        json!({ "method": "confirm", "title": "Quick confirm", "message": "Yes?", "timeout": 300 }),
+        json!({ "method": "set_editor_text", "text": "left for the user" }),
+        json!({ "method": "setWidget", "widgetKey": "ask" }),
+        json!({ "method": "setStatus", "statusKey": "ask" }),
+        json!({ "method": "notify", "message": "no type given" }),
+        json!({ "method": "notify", "message": got.to_string(), "notifyType": "warning" }),
+    ]
+    .into_iter()
+    .map(|mut v| {
+        v["type"] = json!("extension_ui_request");
+        v
+    })
+    .collect()
+}
+
+/// Runs `/ask`, answering its dialogs: a value, a confirmation, a cancellation, an edited
+/// text; the two with a timeout are left to expire. An answer for an unknown id and a late
+/// answer for an expired dialog are ignored.
+fn extension_ui(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["dialogs.ts"],
+            ..Launch::default()
+        },
+    );
+    let mark = agent.mark();
+    let ask = agent.send_with_id(json!({ "type": "prompt", "message": "/ask" }));
+    let answer = |agent: &mut Agent, request: &Value, fields: Value| {
+        let mut response = json!({ "type": "extension_ui_response", "id": request["id"] });
+        response
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        agent.send(&response);
+    };
+    let select = agent.wait_ui("select");
+    agent.send(&json!({ "type": "extension_ui_response", "id": "no-such-dialog", "value": "red" }));
+    answer(&mut agent, &select, json!({ "value": "green" }));
+    let confirm = agent.wait_ui("confirm");
+    answer(&mut agent, &confirm, json!({ "confirmed": true }));
+    let input = agent.wait_ui("input");
+    answer(&mut agent, &input, json!({ "cancelled": true }));
+    let editor = agent.wait_ui("editor");
+    answer(&mut agent, &editor, json!({ "value": "edited\ntext" }));
+    // Left unanswered: each resolves to its default when its timeout passes.
+    let quick = agent.wait_ui("select");
+    agent.wait_for("the final notify", |v| {
+        v["type"] == "extension_ui_request" && v["notifyType"] == "warning"
+    });
+    answer(&mut agent, &quick, json!({ "value": "a" }));
+    let response = agent.response_to(&ask).expect("a response to /ask");
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    assert_eq!(
+        agent.state()["isStreaming"],
+        json!(false),
+        "{side:?}: still serving"
+    );
+
+    let requests: Vec<Value> = agent
+        .since(mark)
+        .iter()
+        .filter(|v| v["type"] == "extension_ui_request")
+        .cloned()
+        .collect();
+    let mut ids: Vec<&str> = requests.iter().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(
+        ids.len(),
+        requests.len(),
+        "{side:?}: every request has a string id"
+    );
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), requests.len(), "{side:?}: ids are unique");
+    let without_ids: Vec<Value> = requests
+        .into_iter()
+        .map(|mut r| {
+            r.as_object_mut().unwrap().remove("id");
+            r
+        })
+        .collect();
+    let expected = expected_ui_requests();
+    for (i, (got, want)) in without_ids.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "{side:?}: UI request #{i}");
+    }
+    assert_eq!(
+        without_ids.len(),
+        expected.len(),
+        "{side:?}: {without_ids:#?}"
+    );
+}
+
+#[test]
+fn extension_ui_pi() {
+    extension_ui(Side::Pi);
+}
+
+#[test]
+fn extension_ui_pichamber() {
+    extension_ui(Side::Pichamber);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Prompts during a run, and abort
+
+/// How long a test waits for a response pi gives at once (a liveness bound, not a timing
+/// assertion: it only turns a hang into a failure that says what was missing).
+const PROMPT_ANSWER_BOUND: Duration = Duration::from_secs(30);
+
+/// Starts a run held by the `hold` tool's confirm dialog; returns (run mark, dialog request).
+fn held_run(agent: &mut Agent) -> (usize, Value) {
+    let run = agent.mark();
+    let r = agent.request(json!({ "type": "prompt", "message": "Use the hold tool" }));
+    assert_eq!(r["success"], json!(true), "{:?}: {r}", agent.side);
+    let hold = agent.wait_ui("confirm");
+    (run, hold)
+}
+
+fn release(agent: &mut Agent, hold: &Value) {
+    agent.send(&json!({ "type": "extension_ui_response", "id": hold["id"], "confirmed": true }));
+}
+
+fn hold_script() -> Value {
+    json!({ "turns": [
+        { "toolCalls": [{ "id": "call_hold", "name": "hold", "arguments": {} }] },
+        { "text": "Done holding." },
+    ]})
+}
+
+/// A prompt without streamingBehavior while a run streams is refused at once with pi's
+/// error, and never reaches the model.
+fn prompt_during_run_is_refused(side: Side) {
+    let mock = Mock::new(&hold_script());
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["commands.ts"],
+            ..Launch::default()
+        },
+    );
+    let (run, hold) = held_run(&mut agent);
+    let busy = agent.send_with_id(json!({ "type": "prompt", "message": "Busy prompt" }));
+    let response = agent.response_within(&busy, PROMPT_ANSWER_BOUND);
+    release(&mut agent, &hold);
+    let response = response.unwrap_or_else(|| {
+        panic!("{side:?} did not answer a prompt sent while a run was in progress (pi refuses it at once)")
+    });
+    assert_eq!(
+        response,
+        json!({ "id": busy, "type": "response", "command": "prompt", "success": false,
+                "error": "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message." }),
+        "{side:?}"
+    );
+    agent.wait_idle(run);
+    let requests = mock.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "{side:?}: the held run's two model calls only"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| !Mock::user_texts(r).iter().any(|t| t == "Busy prompt")),
+        "{side:?}: the refused prompt reached the model"
+    );
+}
+
+#[test]
+fn prompt_during_run_is_refused_pi() {
+    prompt_during_run_is_refused(Side::Pi);
+}
+
+#[test]
+fn prompt_during_run_is_refused_pichamber() {
+    prompt_during_run_is_refused(Side::Pichamber);
+}
+
+/// A prompt with streamingBehavior "steer" while a run streams is accepted at once and
+/// delivered before the next model call.
+fn prompt_steers_a_run(side: Side) {
+    let mock = Mock::new(&hold_script());
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["commands.ts"],
+            ..Launch::default()
+        },
+    );
+    let (run, hold) = held_run(&mut agent);
+    let steer = agent.send_with_id(
+        json!({ "type": "prompt", "message": "Steered in", "streamingBehavior": "steer" }),
+    );
+    let response = agent.response_within(&steer, PROMPT_ANSWER_BOUND);
+    let pending = agent.state()["pendingMessageCount"].clone();
+    release(&mut agent, &hold);
+    let response = response.unwrap_or_else(|| {
+        panic!("{side:?} did not answer a steering prompt while a run was in progress (pi accepts it at once)")
+    });
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    assert_eq!(
+        pending,
+        json!(1),
+        "{side:?}: the steer is pending while the run is held"
+    );
+    agent.wait_idle(run);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{side:?}");
+    assert_eq!(
+        Mock::user_texts(&requests[0]),
+        ["Use the hold tool"],
+        "{side:?}"
+    );
+    let second = &requests[1]["messages"];
+    let roles: Vec<&str> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "user"],
+        "{side:?}: the steer follows the tool result in the next call"
+    );
+    assert_eq!(
+        Mock::user_texts(&requests[1]).last().map(String::as_str),
+        Some("Steered in"),
+        "{side:?}"
+    );
+}
+
+#[test]
+fn prompt_steers_a_run_pi() {
+    prompt_steers_a_run(Side::Pi);
+}
+
+#[test]
+fn prompt_steers_a_run_pichamber() {
+    prompt_steers_a_run(Side::Pichamber);
+}
+
+/// `abort` during a slow model turn ends the run with stopReason "aborted", long before the
+/// turn would have ended.
+fn abort_stops_a_slow_turn(side: Side) {
+    let full = "This answer is cut off long before it ends, by an abort.";
+    let mock = Mock::new(&json!({ "turns": [
+        { "text": full, "chunks": 10, "delayMs": 1500 },
+    ]}));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(side, &home, &Launch::default());
+    let run = agent.mark();
+    let r = agent.request(json!({ "type": "prompt", "message": "Take your time" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    agent.wait_for("the first text delta", |v| {
+        v["type"] == "message_update" && v["assistantMessageEvent"]["type"] == "text_delta"
+    });
+    let r = agent.request(json!({ "type": "abort" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    // pi may print agent_end before the abort's response.
+    let end = match agent.since(run).iter().find(|v| v["type"] == "agent_end") {
+        Some(end) => end.clone(),
+        None => agent.wait_event("agent_end"),
+    };
+    let last = end["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], json!("assistant"), "{side:?}: {last}");
+    assert_eq!(last["stopReason"], json!("aborted"), "{side:?}: {last}");
+    assert_ne!(
+        common::text_of(&last["content"]),
+        full,
+        "{side:?}: the turn was cut short"
+    );
+    agent.wait_idle(run);
+    let state = agent.state();
+    assert_eq!(state["isStreaming"], json!(false), "{side:?}");
+}
+
+#[test]
+fn abort_stops_a_slow_turn_pi() {
+    abort_stops_a_slow_turn(Side::Pi);
+}
+
+#[test]
+fn abort_stops_a_slow_turn_pichamber() {
+    abort_stops_a_slow_turn(Side::Pichamber);
+}
+
+/// An `abort` while nothing runs does not cancel what comes next (pi resets its abort
+/// signal per operation): a manual compaction after it succeeds.
+fn abort_while_idle_then_compact(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [
+        { "text": "Hello.", "usage": { "input": 10, "output": 2 } },
+        { "text": "A summary." },
+    ]}));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            session: true,
+            ..Launch::default()
+        },
+    );
+    agent.prompt("Say hello");
+    let r = agent.request(json!({ "type": "abort" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    let r = agent.request(json!({ "type": "compact" }));
+    assert_eq!(
+        r["success"],
+        json!(true),
+        "{side:?}: compact after an idle abort: {r}"
+    );
+    assert_eq!(r["data"]["summary"], json!("A summary."), "{side:?}: {r}");
+}
+
+#[test]
+fn abort_while_idle_then_compact_pi() {
+    abort_while_idle_then_compact(Side::Pi);
+}
+
+#[test]
+fn abort_while_idle_then_compact_pichamber() {
+    abort_while_idle_then_compact(Side::Pichamber);
+}
+
+/// `abort_bash` stops a running `bash` command; its response says it was cancelled and keeps
+/// the output so far.
+/// The command creates a file before it sleeps, so the abort is sent while it certainly runs.
+fn abort_bash_cancels_a_running_command(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(side, &home, &Launch::default());
+    let started = home.workspace.join("started");
+    let bash = agent.send_with_id(
+        json!({ "type": "bash", "command": "echo early; touch started; sleep 30; echo late" }),
+    );
+    let until = Instant::now() + DEADLINE;
+    while !started.exists() {
+        assert!(
+            Instant::now() < until,
+            "{side:?}: the bash command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = agent.request(json!({ "type": "abort_bash" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    let response = agent.response_to(&bash).expect("a response to bash");
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    // What ran before the abort is kept; there is no exit code (pi leaves the field out).
+    assert_eq!(
+        response["data"],
+        json!({ "output": "early\n", "cancelled": true, "truncated": false }),
+        "{side:?}"
+    );
+}
+
+#[test]
+fn abort_bash_cancels_a_running_command_pi() {
+    abort_bash_cancels_a_running_command(Side::Pi);
+}
+
+#[test]
+fn abort_bash_cancels_a_running_command_pichamber() {
+    abort_bash_cancels_a_running_command(Side::Pichamber);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. How the process ends
+
+/// `ctx.shutdown()` from an extension command ends the process (stdin still open). pi acts
+/// on the request once it has handled the next command line, so one follows.
+fn shutdown_from_a_command(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["commands.ts"],
+            ..Launch::default()
+        },
+    );
+    agent.state();
+    agent.send_with_id(json!({ "type": "prompt", "message": "/quit" }));
+    agent.send_with_id(json!({ "type": "get_state" }));
+    let status = agent.wait_exit(Duration::from_secs(60));
+    assert!(agent.stdin.is_some(), "stdin stays open");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{side:?} did not exit (cleanly) after ctx.shutdown(): {status:?}\n{}",
+        agent.tail(8)
+    );
+}
+
+#[test]
+fn shutdown_from_a_command_pi() {
+    shutdown_from_a_command(Side::Pi);
+}
+
+#[test]
+fn shutdown_from_a_command_pichamber() {
+    shutdown_from_a_command(Side::Pichamber);
+}
+
+/// pichamber acts on `ctx.shutdown()` when the command returns, without waiting for more
+/// input.
+#[test]
+fn shutdown_from_a_command_needs_no_further_input() {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        Side::Pichamber,
+        &home,
+        &Launch {
+            extensions: &["commands.ts"],
+            ..Launch::default()
+        },
+    );
+    agent.state();
+    agent.send_with_id(json!({ "type": "prompt", "message": "/quit" }));
+    let status = agent.wait_exit(Duration::from_secs(60));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "pichamber did not exit after ctx.shutdown(): {status:?}\n{}",
+        agent.tail(8)
+    );
+}
+
+/// Closing stdin ends pichamber once the work already accepted is done: a prompt sent just
+/// before the input ends still runs to completion. (pi exits at once when its input ends,
+/// abandoning the run: this is pichamber's own promise, not pi's behaviour.)
+#[test]
+fn closing_stdin_finishes_work_in_flight() {
+    let full = "An answer that takes a while.";
+    let mock = Mock::new(&json!({ "turns": [
+        { "text": full, "chunks": 3, "delayMs": 500 },
+    ]}));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(Side::Pichamber, &home, &Launch::default());
+    agent.send(&json!({ "id": "last", "type": "prompt", "message": "One more thing" }));
+    agent.close();
+    let status = agent.wait_exit(Duration::from_secs(60));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "pichamber did not exit cleanly after stdin closed: {status:?}\n{}",
+        agent.tail(8)
+    );
+    let response = agent
+        .out
+        .iter()
+        .find(|v| v["type"] == "response" && v["id"] == "last")
+        .cloned();
+    assert_eq!(
+        response.map(|r| r["success"].clone()),
+        Some(json!(true)),
+        "the prompt sent before stdin closed was answered:\n{}",
+        agent.tail(8)
+    );
+    let end = agent
+        .out
+        .iter()
+        .find(|v| v["type"] == "agent_end")
+        .unwrap_or_else(|| panic!("the run finished before exiting:\n{}", agent.tail(8)));
+    let last = end["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["stopReason"], json!("stop"), "{last}");
+    assert_eq!(common::text_of(&last["content"]), full);
+    assert_eq!(mock.requests().len(), 1);
 }
