@@ -675,6 +675,15 @@ fn differences(a: &Value, b: &Value, path: &str, out: &mut Vec<(String, Value, V
                 differences(v, w, &format!("{path}[{i}]"), out);
             }
         }
+        // Lists of different lengths: what follows their common beginning.
+        (Value::Array(x), Value::Array(y)) => {
+            let at = x.iter().zip(y).take_while(|(v, w)| v == w).count();
+            out.push((
+                format!("{path}[{at}..]"),
+                Value::Array(x[at..].to_vec()),
+                Value::Array(y[at..].to_vec()),
+            ));
+        }
         _ if a != b => out.push((path.to_owned(), a.clone(), b.clone())),
         _ => {}
     }
@@ -682,8 +691,8 @@ fn differences(a: &Value, b: &Value, path: &str, out: &mut Vec<(String, Value, V
 
 fn short(value: &Value) -> String {
     let text = value.to_string();
-    if text.chars().count() > 240 {
-        format!("{}…", text.chars().take(240).collect::<String>())
+    if text.chars().count() > 400 {
+        format!("{}…", text.chars().take(400).collect::<String>())
     } else {
         text
     }
@@ -899,6 +908,10 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
         json!({ "type": "set_model", "provider": PROVIDER, "modelId": REASONER }),
     );
     r.cmd(
+        "get_state (after set_model)",
+        json!({ "type": "get_state" }),
+    );
+    r.cmd(
         "set_thinking_level medium",
         json!({ "type": "set_thinking_level", "level": "medium" }),
     );
@@ -1027,6 +1040,21 @@ fn run_sequence(side: Side) -> SequenceRun {
         },
     );
     let (mut steps, export) = command_sequence(&mut agent);
+    // What the original session file holds, entry by entry (type, and role for messages).
+    let file = std::fs::read_to_string(home.session_file()).unwrap_or_default();
+    let entries: Vec<Value> = file
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| match e["message"]["role"].as_str() {
+            Some(role) => json!(format!("message:{role}")),
+            None => e["type"].clone(),
+        })
+        .collect();
+    steps.push(Step {
+        label: "the session file's entries".into(),
+        response: json!(entries),
+        events: Vec::new(),
+    });
     let mut normaliser = Normaliser::new(&home, &mock.server.base_url());
     for step in &mut steps {
         step.response = normalise_response(&step.response, &mut normaliser);
@@ -1063,8 +1091,8 @@ fn run_sequence(side: Side) -> SequenceRun {
 /// polls a side needed) becomes `<request-id>` where there is one; the JavaScript and Rust
 /// JSON parsers' own error texts are left out of parse errors.
 fn normalise_response(response: &Value, normaliser: &mut Normaliser) -> Value {
-    if response.is_null() {
-        return Value::Null;
+    if !response.is_object() {
+        return normaliser.apply(response);
     }
     let mut out = response.clone();
     let map = out.as_object_mut().unwrap();
