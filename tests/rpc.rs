@@ -7,8 +7,11 @@
 //! - framing (U+2028 / U+2029 inside strings, CRLF, very long lines), the extension UI
 //!   sub-protocol, prompts during a run, abort, and how the process ends.
 //!
-//! Behavioural tests run against both real pi and pichamber where pi behaves the same, so
-//! the assertions themselves are checked against the reference.
+//! Behavioural tests run against both real pi and pichamber where pi behaves the same
+//! (`*_pi` / `*_pichamber` pairs), so the assertions themselves are checked against the
+//! reference. The differential test prints a per-step summary (matched / differs, with the
+//! JSON paths) to stderr; with RPC_DIFF_LOGS=DIR both sides' normalised steps and raw output
+//! are kept there.
 //!
 //! Real pi comes from tests/oracle (`npm ci --prefix tests/oracle`); without it these tests
 //! fail with a message saying so.
@@ -689,6 +692,47 @@ fn differences(a: &Value, b: &Value, path: &str, out: &mut Vec<(String, Value, V
     }
 }
 
+/// Where two lists (of events, of entries) differ, as runs of items only one side has (or
+/// has differently), found by a sequence diff so one extra item does not misalign the rest.
+fn list_differences(
+    name: &str,
+    pi: &[Value],
+    ours: &[Value],
+    out: &mut Vec<(String, Value, Value)>,
+) {
+    use similar::{Algorithm, DiffOp, capture_diff_slices};
+    let text = |events: &[Value]| events.iter().map(Value::to_string).collect::<Vec<_>>();
+    for op in capture_diff_slices(Algorithm::Myers, &text(pi), &text(ours)) {
+        let (a, b) = match op {
+            DiffOp::Equal { .. } => continue,
+            DiffOp::Delete {
+                old_index,
+                old_len,
+                new_index,
+            } => (old_index..old_index + old_len, new_index..new_index),
+            DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } => (old_index..old_index, new_index..new_index + new_len),
+            DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } => (
+                old_index..old_index + old_len,
+                new_index..new_index + new_len,
+            ),
+        };
+        out.push((
+            format!("{name}, pi #{a:?} / pichamber #{b:?}"),
+            json!(pi[a].to_vec()),
+            json!(ours[b].to_vec()),
+        ));
+    }
+}
+
 fn short(value: &Value) -> String {
     let text = value.to_string();
     if text.chars().count() > 400 {
@@ -828,20 +872,33 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
         json!({ "type": "get_last_assistant_text" }),
     );
 
-    // A run held by the `hold` tool's dialog: queue while it certainly streams.
+    // A run held by the `hold` tool's dialog: queue while it certainly streams. When each
+    // output line is read depends on which response the test waits for, so the run's events
+    // are compared as one list (the "held run" step) and these steps compare responses only.
     let run = r.agent.mark();
-    let mark = r.agent.mark();
-    r.cmd(
-        "prompt (held run)",
-        json!({ "type": "prompt", "message": "Use the hold tool" }),
-    );
+    let held = r
+        .agent
+        .request(json!({ "type": "prompt", "message": "Use the hold tool" }));
+    r.steps.push(Step {
+        label: "prompt (held run)".into(),
+        response: held,
+        events: Vec::new(),
+    });
     let hold = r.agent.wait_ui("confirm");
-    r.push("hold dialog", json!(null), mark);
-    r.cmd("steer", json!({ "type": "steer", "message": "Steer one" }));
-    r.cmd(
-        "follow_up",
-        json!({ "type": "follow_up", "message": "Follow one" }),
-    );
+    for (label, command) in [
+        ("steer", json!({ "type": "steer", "message": "Steer one" })),
+        (
+            "follow_up",
+            json!({ "type": "follow_up", "message": "Follow one" }),
+        ),
+    ] {
+        let response = r.agent.request(command);
+        r.steps.push(Step {
+            label: label.into(),
+            response,
+            events: Vec::new(),
+        });
+    }
     // pi answers these at once; they are collected after the run goes on, so an agent that
     // answers late is reported rather than stalling the sequence.
     let busy = r
@@ -850,12 +907,20 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
     let queued = r.agent.send_with_id(
         json!({ "type": "prompt", "message": "Queued prompt", "streamingBehavior": "followUp" }),
     );
-    r.cmd(
-        "steer with an extension command",
-        json!({ "type": "steer", "message": "/greet nobody" }),
-    );
-    r.cmd("get_state (streaming)", json!({ "type": "get_state" }));
-    let mark = r.agent.mark();
+    for (label, command) in [
+        (
+            "steer with an extension command",
+            json!({ "type": "steer", "message": "/greet nobody" }),
+        ),
+        ("get_state (streaming)", json!({ "type": "get_state" })),
+    ] {
+        let response = r.agent.request(command);
+        r.steps.push(Step {
+            label: label.into(),
+            response,
+            events: Vec::new(),
+        });
+    }
     r.agent
         .send(&json!({ "type": "extension_ui_response", "id": hold["id"], "confirmed": true }));
     for (label, id) in [
@@ -864,7 +929,7 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
     ] {
         let response = r
             .agent
-            .response_within(&id, Duration::from_secs(30))
+            .response_within(&id, PROMPT_ANSWER_BOUND)
             .unwrap_or_else(|| json!("<no response>"));
         r.steps.push(Step {
             label: label.into(),
@@ -873,7 +938,7 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
         });
     }
     r.agent.wait_idle(run);
-    r.push("held run finished", json!(null), mark);
+    r.push("held run (all its events)", json!(null), run);
     r.cmd(
         "get_messages (after held run)",
         json!({ "type": "get_messages" }),
@@ -1150,8 +1215,11 @@ fn command_responses_match_pi() {
     let mut first = None;
     for (p, o) in pi.steps.iter().zip(&ours.steps) {
         let mut diffs = Vec::new();
-        differences(&p.response, &o.response, "response", &mut diffs);
-        differences(&json!(p.events), &json!(o.events), "events", &mut diffs);
+        match (&p.response, &o.response) {
+            (Value::Array(a), Value::Array(b)) => list_differences("response", a, b, &mut diffs),
+            (a, b) => differences(a, b, "response", &mut diffs),
+        }
+        list_differences("events", &p.events, &o.events, &mut diffs);
         if diffs.is_empty() {
             report.push(format!("  {:<48} matched", p.label));
             continue;
@@ -1862,61 +1930,48 @@ fn abort_bash_cancels_a_running_command_pichamber() {
 // ---------------------------------------------------------------------------------------------
 // 6. How the process ends
 
-/// `ctx.shutdown()` from an extension command ends the process (stdin still open). pi acts
-/// on the request once it has handled the next command line, so one follows.
-fn shutdown_from_a_command(side: Side) {
+/// pi acts on `ctx.shutdown()` from an extension command once it has handled the next
+/// command line (rpc-mode.js checks the request after each command), stdin still open.
+#[test]
+fn shutdown_from_a_command_pi() {
     let mock = Mock::new(&json!({ "turns": [] }));
     let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
-        side,
-        &home,
-        &Launch {
-            extensions: &["commands.ts"],
-            ..Launch::default()
-        },
-    );
-    agent.state();
-    agent.send_with_id(json!({ "type": "prompt", "message": "/quit" }));
+    let launch = Launch {
+        extensions: &["commands.ts"],
+        ..Launch::default()
+    };
+    let mut agent = Agent::start(Side::Pi, &home, &launch);
+    // pi answers an extension command's prompt after the handler ran.
+    let r = agent.request(json!({ "type": "prompt", "message": "/quit" }));
+    assert_eq!(r["success"], json!(true), "{r}");
     agent.send_with_id(json!({ "type": "get_state" }));
     let status = agent.wait_exit(Duration::from_secs(60));
     assert!(agent.stdin.is_some(), "stdin stays open");
     assert!(
         status.is_some_and(|s| s.success()),
-        "{side:?} did not exit (cleanly) after ctx.shutdown(): {status:?}\n{}",
+        "pi did not exit (cleanly) after ctx.shutdown(): {status:?}\n{}",
         agent.tail(8)
     );
 }
 
+/// pichamber acts on `ctx.shutdown()` from an extension command when the command returns,
+/// without waiting for more input (stdin stays open).
 #[test]
-fn shutdown_from_a_command_pi() {
-    shutdown_from_a_command(Side::Pi);
-}
-
-#[test]
-fn shutdown_from_a_command_pichamber() {
-    shutdown_from_a_command(Side::Pichamber);
-}
-
-/// pichamber acts on `ctx.shutdown()` when the command returns, without waiting for more
-/// input.
-#[test]
-fn shutdown_from_a_command_needs_no_further_input() {
+fn shutdown_from_a_command_ends_pichamber() {
     let mock = Mock::new(&json!({ "turns": [] }));
     let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
-        Side::Pichamber,
-        &home,
-        &Launch {
-            extensions: &["commands.ts"],
-            ..Launch::default()
-        },
-    );
+    let launch = Launch {
+        extensions: &["commands.ts"],
+        ..Launch::default()
+    };
+    let mut agent = Agent::start(Side::Pichamber, &home, &launch);
     agent.state();
     agent.send_with_id(json!({ "type": "prompt", "message": "/quit" }));
     let status = agent.wait_exit(Duration::from_secs(60));
+    assert!(agent.stdin.is_some(), "stdin stays open");
     assert!(
         status.is_some_and(|s| s.success()),
-        "pichamber did not exit after ctx.shutdown(): {status:?}\n{}",
+        "pichamber did not exit after ctx.shutdown() (stdin open, no further input): {status:?}\n{}",
         agent.tail(8)
     );
 }
