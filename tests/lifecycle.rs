@@ -57,8 +57,15 @@ fn artifact(dir: &Path, source: &str) -> Artifact {
     Artifact::from_bundle(&bundle)
 }
 
+/// A scripted model that reasons (so thinking levels other than "off" stick, as in pi).
 fn scripted(turns: Value) -> ScriptedModel {
-    ScriptedModel::new(Script::from_value(json!({ "turns": turns })).unwrap())
+    let mut config =
+        pichamber::model::OpenAiConfig::new("scripted", "scripted", "http://localhost:0");
+    config.reasoning = true;
+    ScriptedModel::with_config(
+        Script::from_value(json!({ "turns": turns })).unwrap(),
+        config,
+    )
 }
 
 async fn harness(turns: Value, env: &[&str]) -> Harness {
@@ -191,7 +198,12 @@ async fn new_session_reloads_extensions_with_fresh_state_in_a_new_file() {
         json!(first_file.file_name().unwrap().to_string_lossy())
     );
     assert_ne!(h.file().unwrap(), first_file);
-    assert!(h.entries().is_empty());
+    // A new session records only its model and thinking level, as pi's does.
+    let kinds: Vec<Value> = h.entries().iter().map(|e| e["type"].clone()).collect();
+    assert_eq!(
+        kinds,
+        [json!("model_change"), json!("thinking_level_change")]
+    );
 }
 
 #[tokio::test]
@@ -244,6 +256,7 @@ async fn fork_before_a_user_message_keeps_what_came_before_and_returns_its_text(
     let kept: Vec<Value> = h
         .entries()
         .iter()
+        .filter(|e| e["type"] == "message")
         .map(|e| e["message"]["content"][0]["text"].clone())
         .collect();
     assert_eq!(kept, [json!("first question"), json!("first answer")]);
@@ -500,11 +513,19 @@ async fn aborting_the_branch_summary_cancels_the_navigation() {
 async fn user_bash_runs_in_the_workspace_or_takes_an_extension_result() {
     let mut h = harness(json!([]), &[]).await;
     let result = h.session.user_bash("echo hi; exit 3", false).await.unwrap();
-    assert_eq!(result["output"], "hi");
+    assert_eq!(
+        result["output"], "hi\n",
+        "output as printed, as pi keeps it"
+    );
     assert_eq!(result["exitCode"], 3);
     let result = h.session.user_bash("magic", true).await.unwrap();
     assert_eq!(result["output"], "from the extension");
-    let recorded: Vec<Value> = h.entries().iter().map(|e| e["message"].clone()).collect();
+    let recorded: Vec<Value> = h
+        .entries()
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["message"].clone())
+        .collect();
     assert_eq!(recorded[0]["role"], "bashExecution");
     assert_eq!(recorded[0]["exitCode"], 3);
     assert_eq!(recorded[1]["excludeFromContext"], true);
@@ -624,7 +645,15 @@ async fn extension_thinking_level_and_name_changes_are_recorded_and_announced() 
         .iter()
         .map(|e| e["type"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(kinds, ["thinking_level_change", "session_info"]);
+    assert_eq!(
+        kinds,
+        [
+            "model_change",
+            "thinking_level_change",
+            "thinking_level_change",
+            "session_info"
+        ]
+    );
     let select = events
         .iter()
         .find(|e| e["type"] == "thinking_level_select")

@@ -303,6 +303,9 @@ pub fn main() -> ExitCode {
             Command::MockModel(args) => mock_model(args).await,
         }
     });
+    // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
+    // done (an extension's ctx.shutdown()).
+    runtime.shutdown_background();
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -889,9 +892,10 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     let output = Arc::new(rpc::Output::stdout());
     let dialogs = Arc::new(rpc::RpcDialogs::default());
     let sink = rpc::event_sink(output.clone());
-    let Some(session) = open_session(&args.common, true, dialogs.clone(), sink).await? else {
+    let Some(mut session) = open_session(&args.common, true, dialogs.clone(), sink).await? else {
         return Ok(ExitCode::FAILURE);
     };
+    session.start().await;
     let models = rpc::ModelCatalog::load(args.common.model.models.as_deref());
     rpc::serve(session, dialogs, output, models, tokio::io::stdin()).await;
     Ok(ExitCode::SUCCESS)

@@ -126,6 +126,22 @@ pub(super) fn handle_line(
                     return;
                 }
             };
+            let behavior = command["streamingBehavior"].as_str();
+            // During a run, a plain prompt is queued (or refused) at once, as pi answers it;
+            // with input handlers or as a command it needs the session and waits its turn.
+            let immediate = {
+                let state = shared.state.lock().unwrap();
+                state.agent.streaming
+                    && !state.has_handlers("input")
+                    && !text
+                        .strip_prefix('/')
+                        .is_some_and(|t| state.command(t.split(' ').next().unwrap_or("")).is_some())
+            };
+            if immediate {
+                let outcome = shared.queue_user_message(&text, &images_arg(&command), behavior);
+                output.line(&response(&id, "prompt", outcome.map(|()| None)));
+                return;
+            }
             // Answered when the session accepts (or rejects) it; queued into a running run.
             let answer = output.clone();
             let answer_id = id.clone();
@@ -149,7 +165,14 @@ pub(super) fn handle_line(
         }
         "steer" | "follow_up" => queue(shared, &command, &kind),
         "abort" => {
-            shared.abort.send_replace(true);
+            // pi aborts what runs; an idle abort must not cancel the next operation.
+            let busy = {
+                let state = shared.state.lock().unwrap();
+                state.agent.streaming || state.agent.compacting
+            };
+            if busy {
+                shared.abort.send_replace(true);
+            }
             Ok(None)
         }
         "abort_bash" => {
@@ -168,7 +191,11 @@ pub(super) fn handle_line(
             Ok(Some(json!({ "commands": state.commands_json() })))
         }
         "get_fork_messages" => Ok(Some(json!({ "messages": fork_messages(shared) }))),
-        "get_last_assistant_text" => Ok(Some(json!({ "text": last_assistant_text(shared) }))),
+        // pi leaves `text` out when there is none.
+        "get_last_assistant_text" => Ok(Some(match last_assistant_text(shared) {
+            Value::Null => json!({}),
+            text => json!({ "text": text }),
+        })),
         "get_session_stats" => Ok(Some(session_stats(shared))),
         "set_steering_mode" | "set_follow_up_mode" => parse_mode(&command).map(|mode| {
             let mut state = shared.state.lock().unwrap();

@@ -102,11 +102,7 @@ impl SessionShared {
 impl Session {
     /// Whether any loaded extension subscribed to `event`.
     pub fn has_handlers(&self, event: &str) -> bool {
-        let state = self.shared.state.lock().unwrap();
-        state
-            .registrations
-            .iter()
-            .any(|r| r.events.iter().any(|e| e == event))
+        self.shared.state.lock().unwrap().has_handlers(event)
     }
 
     pub fn is_streaming(&self) -> bool {

@@ -23,6 +23,8 @@ impl Session {
             json!({ "type": "compaction_start", "reason": reason }),
         ));
         self.shared.state.lock().unwrap().agent.compacting = true;
+        // A fresh abort for this operation (pi makes a new controller for each compaction).
+        self.shared.abort.send_replace(false);
         let outcome = self.compact_inner(custom_instructions).await;
         self.shared.state.lock().unwrap().agent.compacting = false;
         let end = match &outcome {

@@ -67,6 +67,7 @@ impl Session {
     /// reload, "startup" otherwise). pichamber has no skills, prompt templates or themes
     /// to extend, so what extensions discover is not used.
     async fn session_started(&mut self, event: Value) {
+        self.record_initial_settings();
         let reason = if event["reason"] == "reload" {
             "reload"
         } else {
@@ -80,6 +81,32 @@ impl Session {
                     json!({ "type": "resources_discover", "cwd": self.shared.cwd, "reason": reason }),
                 )
                 .await;
+        }
+    }
+
+    /// A new session records its model and thinking level first, so a resume restores them
+    /// (pi's createAgentSession). pi records the thinking level even without a model;
+    /// pichamber only when there is one, so a session of extension calls alone holds just
+    /// what the extensions appended.
+    fn record_initial_settings(&mut self) {
+        let Some(model) = self.model.as_ref().map(|m| m.info()) else {
+            return;
+        };
+        let mut state = self.shared.state.lock().unwrap();
+        if !state.store.get_entries().is_empty() {
+            return;
+        }
+        let level = state.thinking_level.clone();
+        let recorded = state
+            .store
+            .append_model_change(
+                model["provider"].as_str().unwrap_or_default(),
+                model["id"].as_str().unwrap_or_default(),
+            )
+            .and_then(|_| state.store.append_thinking_level_change(&level));
+        drop(state);
+        if let Err(e) = recorded {
+            self.error("<runtime>", "session", format!("{e:#}"));
         }
     }
 
@@ -601,7 +628,8 @@ impl Session {
     pub async fn change_thinking_level(&mut self, level: &str) -> Result<(), String> {
         let previous = self.shared.state.lock().unwrap().thinking_level.clone();
         self.set_thinking_level(level)?;
-        if previous == level {
+        let level = &self.shared.state.lock().unwrap().thinking_level.clone();
+        if previous == *level {
             return Ok(());
         }
         self.shared
@@ -694,14 +722,16 @@ impl Session {
     }
 
     fn record_bash(&mut self, command: &str, result: &Value, exclude_from_context: bool) {
-        let message = json!({
+        let mut message = json!({
             "role": "bashExecution", "command": command,
             "output": result["output"], "exitCode": result["exitCode"],
             "cancelled": result["cancelled"] == json!(true),
             "truncated": result["truncated"] == json!(true),
             "timestamp": now_ms(),
-            "excludeFromContext": exclude_from_context,
         });
+        if exclude_from_context {
+            message["excludeFromContext"] = json!(true);
+        }
         let entry = {
             let mut state = self.shared.state.lock().unwrap();
             state.agent.messages.push(message.clone());
@@ -713,30 +743,53 @@ impl Session {
         }
     }
 
+    /// Runs `bash -c` in the session directory, stdout and stderr in one stream as a terminal
+    /// shows them. An abort kills it and keeps what it printed so far (pi's result shape:
+    /// no exit code when cancelled).
     async fn run_user_bash(&mut self, command: &str) -> Result<Value, String> {
+        use tokio::io::AsyncReadExt;
         self.shared.bash_abort.send_replace(false);
         let mut cancel = self.shared.bash_abort.subscribe();
-        let child = tokio::process::Command::new("bash")
+        let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot run bash: {e}"))?;
+        let writer_err = writer
+            .try_clone()
+            .map_err(|e| format!("cannot run bash: {e}"))?;
+        let mut child = tokio::process::Command::new("bash")
             .arg("-c")
             .arg(command)
             .current_dir(&self.shared.cwd)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
+            .stdout(writer)
+            .stderr(writer_err)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot run bash: {e}"))?;
-        let output = tokio::select! {
-            out = child.wait_with_output() => Some(out.map_err(|e| format!("bash: {e}"))?),
-            _ = crate::model::cancelled(&mut cancel) => None,
+        let mut output = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())
+            .map_err(|e| format!("cannot read bash's output: {e}"))?;
+        let mut bytes = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let cancelled = loop {
+            tokio::select! {
+                read = output.read(&mut chunk) => match read {
+                    Ok(0) | Err(_) => break false,
+                    Ok(n) => {
+                        bytes.extend_from_slice(&chunk[..n]);
+                        // Keep the tail: pi shows the last 50 KB of a long output.
+                        if bytes.len() > 2 * MAX_BASH_OUTPUT {
+                            bytes.drain(..bytes.len() - MAX_BASH_OUTPUT);
+                        }
+                    }
+                },
+                _ = crate::model::cancelled(&mut cancel) => break true,
+            }
         };
-        let Some(output) = output else {
-            return Ok(
-                json!({ "output": "", "exitCode": null, "cancelled": true, "truncated": false }),
-            );
+        let exit_code = if cancelled {
+            let _ = child.kill().await;
+            None
+        } else {
+            child.wait().await.map_err(|e| format!("bash: {e}"))?.code()
         };
-        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
         let truncated = text.len() > MAX_BASH_OUTPUT;
         if truncated {
             let mut cut = text.len() - MAX_BASH_OUTPUT;
@@ -745,11 +798,12 @@ impl Session {
             }
             text = text[cut..].to_owned();
         }
-        Ok(json!({
-            "output": text.trim_end_matches('\n'),
-            "exitCode": output.status.code(),
-            "cancelled": false,
-            "truncated": truncated,
-        }))
+        let mut result = json!({ "output": text });
+        if let Some(code) = exit_code {
+            result["exitCode"] = json!(code);
+        }
+        result["cancelled"] = json!(cancelled);
+        result["truncated"] = json!(truncated);
+        Ok(result)
     }
 }

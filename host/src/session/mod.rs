@@ -202,7 +202,13 @@ impl Session {
                 LEVELS.join(", ")
             ));
         }
-        self.shared.state.lock().unwrap().thinking_level = level.to_owned();
+        let mut state = self.shared.state.lock().unwrap();
+        // As pi: a model that does not reason has only "off".
+        let reasoning = state
+            .model
+            .as_ref()
+            .is_none_or(|m| m["reasoning"] == json!(true));
+        state.thinking_level = if reasoning { level } else { "off" }.to_owned();
         Ok(())
     }
 

@@ -339,6 +339,13 @@ impl SessionState {
         }))
     }
 
+    /// Whether any extension subscribed to `event`.
+    pub fn has_handlers(&self, event: &str) -> bool {
+        self.registrations
+            .iter()
+            .any(|r| r.events.iter().any(|e| e == event))
+    }
+
     /// The registered commands as pi lists them (`get_commands`, `pi.getCommands()`).
     pub fn commands_json(&self) -> Value {
         Value::Array(
