@@ -133,9 +133,9 @@ pub(super) fn handle_line(
                 let state = shared.state.lock().unwrap();
                 state.agent.streaming
                     && !state.has_handlers("input")
-                    && !text
+                    && text
                         .strip_prefix('/')
-                        .is_some_and(|t| state.command(t.split(' ').next().unwrap_or("")).is_some())
+                        .is_none_or(|t| state.command(t.split(' ').next().unwrap_or("")).is_none())
             };
             if immediate {
                 let outcome = shared.queue_user_message(&text, &images_arg(&command), behavior);
