@@ -1166,7 +1166,18 @@ fn normalise_response(response: &Value, normaliser: &mut Normaliser) -> Value {
         map.insert("id".into(), json!("<request-id>"));
     }
     if let Some(data) = map.get("data").cloned() {
-        map.insert("data".into(), normaliser.apply(&data));
+        let mut data = normaliser.apply(&data);
+        // A command's sourceInfo names the extension's file on the host in pi; pichamber
+        // names the extension (extensions see this list too, and no host paths) — a
+        // difference by design.
+        if let Some(commands) = data["commands"].as_array_mut() {
+            for command in commands {
+                if let Some(c) = command.as_object_mut() {
+                    c.remove("sourceInfo");
+                }
+            }
+        }
+        map.insert("data".into(), data);
     }
     if map.get("command") == Some(&json!("parse"))
         && let Some(Value::String(error)) = map.get_mut("error")

@@ -331,6 +331,24 @@ impl SessionState {
     /// what came after it, against the model's context window.
     pub fn context_usage(&self) -> Option<Value> {
         let window = self.agent.context_window.filter(|w| *w > 0)?;
+        // After a compaction the last reported usage measured the old, larger context: the
+        // size is unknown until a model answers again (pi says null, not a guess).
+        let branch = self.store.get_branch(None);
+        if let Some(at) = branch.iter().rposition(|e| e["type"] == "compaction") {
+            let answered = branch[at + 1..].iter().any(|e| {
+                let m = &e["message"];
+                e["type"] == "message"
+                    && m["role"] == "assistant"
+                    && m["stopReason"] != "aborted"
+                    && m["stopReason"] != "error"
+                    && super::compaction::estimate_context_tokens(std::slice::from_ref(m))
+                        .usage_tokens
+                        > 0
+            });
+            if !answered {
+                return Some(json!({ "tokens": null, "contextWindow": window, "percent": null }));
+            }
+        }
         let tokens = super::compaction::estimate_context_tokens(&self.agent.messages).tokens;
         Some(json!({
             "tokens": tokens,
