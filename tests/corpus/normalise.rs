@@ -1,0 +1,387 @@
+//! What is compared between pi and pichamber, and what is left out because it legitimately
+//! differs between two runs or two implementations. Each normalisation says why.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value, json};
+
+use super::scenario::Record;
+
+/// UI requests that set a piece of UI state rather than report something. Timers (spinners,
+/// clocks) repaint them as often as time allows, so how many updates a step makes depends on
+/// timing: what is compared is the state they leave (per key) at the end of each step, when
+/// it changed.
+const UI_STATE: &[&str] = &["setStatus", "setWidget", "setTitle"];
+
+/// Replaces per-side text: the side's temporary folder, the example's (possibly copied)
+/// location.
+#[derive(Debug, Clone, Default)]
+pub struct Paths {
+    /// (from, to), applied in order: longest first.
+    pub replacements: Vec<(String, String)>,
+}
+
+impl Paths {
+    pub fn new(mut replacements: Vec<(String, String)>) -> Paths {
+        replacements.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
+        Paths { replacements }
+    }
+
+    fn apply(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (from, to) in &self.replacements {
+            if !from.is_empty() {
+                out = out.replace(from.as_str(), to);
+            }
+        }
+        out
+    }
+}
+
+/// `value` without what differs legitimately:
+/// - `timestamp` fields (wall clock);
+/// - the side's temporary folder (`<root>`) and the example's location (`<examples>/NAME`,
+///   also when a copy with installed dependencies is loaded);
+/// - the `Current date: ...` line pi's system prompt may carry;
+/// - wall-clock times inside text (extensions print `Date.now()` values and ISO times):
+///   13-digit millisecond times (as text or numbers) and ISO 8601 date-times become
+///   `<time>`.
+pub fn scrub(value: &Value, paths: &Paths) -> Value {
+    static DATE: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\d{4}-\d{2}-\d{2}").unwrap());
+    static TIME: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"\b1\d{12}\b|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?",
+        )
+        .unwrap()
+    });
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "timestamp")
+                .map(|(k, v)| (k.clone(), scrub(v, paths)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| scrub(v, paths)).collect()),
+        Value::Number(n)
+            if n.as_u64()
+                .is_some_and(|n| (1_000_000_000_000..2_000_000_000_000).contains(&n)) =>
+        {
+            json!("<time>")
+        }
+        Value::String(s) => {
+            let s = paths.apply(s);
+            let s = TIME.replace_all(&s, "<time>").into_owned();
+            if s.contains("Current date") {
+                Value::String(DATE.replace_all(&s, "<date>").into_owned())
+            } else {
+                Value::String(s)
+            }
+        }
+        other => other.clone(),
+    }
+}
+
+/// Ids are random (UI request ids, session ids) or counters that differ in how many polls a
+/// side needed (request ids): within a step, each distinct id becomes `<id:N>` by first
+/// appearance, so the same id still matches where it is used again.
+fn rename_ids(value: &mut Value, ids: &mut HashMap<String, String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if (key == "id" || key.ends_with("Id"))
+                    && let Value::String(s) = v
+                {
+                    let next = format!("<id:{}>", ids.len() + 1);
+                    *s = ids.entry(s.clone()).or_insert(next).clone();
+                } else {
+                    rename_ids(v, ids);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rename_ids(v, ids)),
+        _ => {}
+    }
+}
+
+/// How many streams a step's output is split into: responses, agent events, UI requests,
+/// extension errors. pi hands agent events to extensions through an asynchronous queue, so
+/// where an extension's UI request or error lands among the agent events depends on timing;
+/// each stream's own order is compared.
+const STREAMS: usize = 4;
+
+fn stream_of(line: &Value) -> usize {
+    match line["type"].as_str().unwrap_or_default() {
+        "response" => 0,
+        "extension_ui_request" => 2,
+        "extension_error" => 3,
+        _ => 1,
+    }
+}
+
+/// One step, normalised: its label and its streams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormalStep {
+    pub label: String,
+    pub streams: Vec<Vec<Value>>,
+}
+
+/// A side's record, normalised step by step.
+pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
+    let mut ui_state: BTreeMap<String, Value> = BTreeMap::new();
+    let mut reported_state = ui_state.clone();
+    let mut out = Vec::new();
+    for (label, lines) in &record.steps {
+        let mut streams = vec![Vec::new(); STREAMS];
+        for line in lines {
+            let mut line = scrub(line, paths);
+            let kind = line["type"].as_str().unwrap_or_default().to_owned();
+            if kind == "extension_ui_request"
+                && let Some(method) = line["method"].as_str()
+                && UI_STATE.contains(&method)
+            {
+                // The state as a client would keep it: a status text, a widget's lines and
+                // placement, the title.
+                let (key, value) = match method {
+                    "setStatus" => (
+                        format!("status {}", line["statusKey"].as_str().unwrap_or_default()),
+                        line["statusText"].clone(),
+                    ),
+                    "setWidget" => (
+                        format!("widget {}", line["widgetKey"].as_str().unwrap_or_default()),
+                        json!({ "lines": line["widgetLines"], "placement": line["widgetPlacement"] }),
+                    ),
+                    _ => ("title".to_owned(), line["title"].clone()),
+                };
+                if value.is_null() || value.get("lines").is_some_and(Value::is_null) {
+                    ui_state.remove(&key);
+                } else {
+                    ui_state.insert(key, value);
+                }
+                continue;
+            }
+            // pi's assistant message_start carries the message object that streaming goes on
+            // filling in, and is printed when pi's event queue gets to it: what it shows of
+            // the content, usage and stop reason depends on timing. message_end has them.
+            if kind == "message_start"
+                && line["message"]["role"] == "assistant"
+                && let Some(message) = line["message"].as_object_mut()
+            {
+                for key in [
+                    "content",
+                    "usage",
+                    "stopReason",
+                    "responseId",
+                    "errorMessage",
+                ] {
+                    message.remove(key);
+                }
+            }
+            // The partial message of a message_update is a snapshot pi takes while the
+            // stream is still being filled in; the delta and the finished message_end are
+            // compared instead.
+            if kind == "message_update"
+                && let Some(map) = line.as_object_mut()
+            {
+                map.remove("message");
+                if let Some(event) = map
+                    .get_mut("assistantMessageEvent")
+                    .and_then(Value::as_object_mut)
+                {
+                    event.remove("partial");
+                }
+            }
+            streams[stream_of(&line)].push(line);
+        }
+        if ui_state != reported_state {
+            let state: Map<String, Value> = ui_state
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            streams[2].push(json!({ "type": "<ui state>", "state": state }));
+            reported_state = ui_state.clone();
+        }
+        let mut ids = HashMap::new();
+        for stream in &mut streams {
+            for line in stream.iter_mut() {
+                rename_ids(line, &mut ids);
+            }
+        }
+        out.push(NormalStep {
+            label: label.clone(),
+            streams,
+        });
+    }
+    out
+}
+
+/// The first JSON path where `a` and `b` differ, with both values there.
+pub fn first_difference(a: &Value, b: &Value, path: &str) -> Option<(String, Value, Value)> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                let here = format!("{path}.{k}");
+                match y.get(k) {
+                    Some(w) => {
+                        if let Some(d) = first_difference(v, w, &here) {
+                            return Some(d);
+                        }
+                    }
+                    None => return Some((here, v.clone(), json!("<absent>"))),
+                }
+            }
+            y.iter()
+                .find(|(k, _)| !x.contains_key(*k))
+                .map(|(k, w)| (format!("{path}.{k}"), json!("<absent>"), w.clone()))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                if let Some(d) = first_difference(v, w, &format!("{path}[{i}]")) {
+                    return Some(d);
+                }
+            }
+            let n = x.len().min(y.len());
+            (x.len() != y.len()).then(|| {
+                let here = format!("{path}[{n}]");
+                match (x.get(n), y.get(n)) {
+                    (Some(v), _) => (here, v.clone(), json!("<absent>")),
+                    (_, Some(w)) => (here, json!("<absent>"), w.clone()),
+                    (None, None) => unreachable!(),
+                }
+            })
+        }
+        _ => (a != b).then(|| (path.to_owned(), a.clone(), b.clone())),
+    }
+}
+
+/// `value` as compact JSON, cut to `max` characters.
+pub fn short(value: &Value, max: usize) -> String {
+    let text = match value {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    };
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn describe(line: &Value) -> String {
+    let kind = line["type"].as_str().unwrap_or("?");
+    match kind {
+        "response" => format!("response to {}", line["command"].as_str().unwrap_or("?")),
+        "extension_ui_request" => format!("ui request {}", line["method"].as_str().unwrap_or("?")),
+        "<ui state>" => "UI state".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// Where two streams first differ, in words.
+fn stream_difference(pi: &[Value], ours: &[Value]) -> Option<String> {
+    let at = (0..pi.len().max(ours.len())).find(|&i| pi.get(i) != ours.get(i))?;
+    Some(match (pi.get(at), ours.get(at)) {
+        (Some(p), Some(o)) => {
+            let (path, a, b) = first_difference(p, o, "").expect("they differ");
+            format!(
+                "{} (#{at}) differs at `{path}`: pi {}, pichamber {}",
+                describe(p),
+                short(&a, 120),
+                short(&b, 120)
+            )
+        }
+        (Some(p), None) => format!(
+            "pichamber printed no {} (pi: {})",
+            describe(p),
+            short(p, 160)
+        ),
+        (None, Some(o)) => format!(
+            "pichamber printed an extra {}: {}",
+            describe(o),
+            short(o, 160)
+        ),
+        (None, None) => unreachable!(),
+    })
+}
+
+/// How one step's outputs differ, if they do: its output streams first, then the model
+/// requests it made.
+fn step_difference(
+    a: &NormalStep,
+    b: &NormalStep,
+    requests_a: &[Value],
+    requests_b: &[Value],
+) -> Option<String> {
+    for (x, y) in a.streams.iter().zip(&b.streams) {
+        if let Some(d) = stream_difference(x, y) {
+            return Some(d);
+        }
+    }
+    if requests_a != requests_b {
+        return Some(
+            match first_difference(&json!(requests_a), &json!(requests_b), "") {
+                Some((path, p, o)) => format!(
+                    "model request differs at `{path}`: pi {}, pichamber {}",
+                    short(&p, 120),
+                    short(&o, 120)
+                ),
+                None => "model requests differ".to_owned(),
+            },
+        );
+    }
+    None
+}
+
+/// How pi's and pichamber's runs differ: per step (in order) its label and the first
+/// difference within it; the exit status last. Steps are compared independently (ids are
+/// renamed per step), so a difference early on does not hide later ones.
+pub fn compare(
+    pi: &Record,
+    pi_paths: &Paths,
+    ours: &Record,
+    our_paths: &Paths,
+) -> Vec<(String, String)> {
+    let (a, b) = (normalise(pi, pi_paths), normalise(ours, our_paths));
+    let requests = |record: &Record, paths: &Paths, step: usize| -> Vec<Value> {
+        record
+            .requests
+            .iter()
+            .filter(|(s, _)| *s == step)
+            .map(|(_, r)| scrub(r, paths))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (index, step) in a.iter().enumerate() {
+        let Some(other) = b.get(index) else {
+            out.push((
+                step.label.clone(),
+                "pichamber's run ended before this step".to_owned(),
+            ));
+            continue;
+        };
+        if let Some(d) = step_difference(
+            step,
+            other,
+            &requests(pi, pi_paths, index),
+            &requests(ours, our_paths, index),
+        ) {
+            out.push((step.label.clone(), d));
+        }
+    }
+    if pi.exit_success != ours.exit_success {
+        let word = |s: Option<bool>| match s {
+            Some(true) => "exits successfully",
+            Some(false) => "exits with an error",
+            None => "does not exit",
+        };
+        out.push((
+            "exit".to_owned(),
+            format!(
+                "pi {}, pichamber {}",
+                word(pi.exit_success),
+                word(ours.exit_success)
+            ),
+        ));
+    }
+    out
+}

@@ -1,0 +1,543 @@
+//! What each example goes through, and running it on one side.
+//!
+//! The scenario, the same for both sides:
+//! 1. `load`: the startup events (session_start handlers' UI requests, load errors);
+//! 2. `get_commands`;
+//! 3. `prompt (text)`: "Hello", answered with text (the extension's hooks: input,
+//!    before_agent_start, context, turn and message events);
+//! 4. `prompt (read)`: a prompt answered with a call of the built-in `read`, then text (the
+//!    tool_call / tool_result hooks);
+//! 5. one step per extension tool: a prompt answered with a call of it (arguments: a minimal
+//!    object valid for its schema, [`minimal_value`]), then text;
+//! 6. one step per command: a `prompt` of `/name` with no arguments (any model call it
+//!    causes gets the filler answer "OK.");
+//! 7. `shutdown`: stdin closed, as an RPC client quits.
+//!
+//! Tools and commands come from a discovery run of real pi (load, get_commands, the first
+//! prompt, whose model request lists the tools), so both sides get the same steps and the
+//! same model script.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{LazyLock, OnceLock};
+
+use pichamber::model::Script;
+use pichamber::model::mock_server::{self, MockServer};
+use serde_json::{Value, json};
+
+use super::common;
+use super::rpc::Side;
+
+pub const PROVIDER: &str = "mock";
+pub const MODEL: &str = "mock-model";
+pub const SYSTEM_PROMPT: &str = "You are a test.";
+const HELLO: &str = "Hello";
+const HELLO_ANSWER: &str = "Hello! How can I help?";
+/// Model answers left for commands that start agent turns of their own.
+const FILLERS: usize = 8;
+
+/// The pichamber binary the run uses: a private copy of the one cargo built for this test,
+/// so another build replacing it mid-run (several worktrees share a target dir) cannot
+/// change or break the run.
+static BIN: OnceLock<PathBuf> = OnceLock::new();
+
+/// Copies the binary into `dir` and uses the copy from now on.
+pub fn use_private_binary(dir: &Path) {
+    let copy = dir.join("pichamber");
+    std::fs::copy(common::bin(), &copy).expect("copy the pichamber binary");
+    let _ = BIN.set(copy);
+}
+
+pub fn bin() -> PathBuf {
+    BIN.get().cloned().unwrap_or_else(common::bin)
+}
+
+/// Runs the pichamber binary with the test's compile cache.
+pub fn pichamber(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .output()
+        .expect("run pichamber")
+}
+
+pub fn examples_dir() -> PathBuf {
+    common::repo()
+        .join("tests/oracle/node_modules/@mariozechner/pi-coding-agent/examples/extensions")
+}
+
+pub fn pi_bin() -> PathBuf {
+    common::repo().join("tests/oracle/node_modules/.bin/pi")
+}
+
+/// Every example pi ships: its `.ts` files and folders, by name.
+pub fn list_examples() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(examples_dir())
+        .expect("pi's examples folder")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "ts"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Mock model servers of every example share one runtime.
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+});
+
+fn serve(script: &Value) -> MockServer {
+    let script = Script::from_value(script.clone()).expect("valid script");
+    RUNTIME
+        .block_on(mock_server::start(script))
+        .expect("start the mock model server")
+}
+
+/// The example as both sides load it: its own path, or for a package with dependencies a
+/// copy with them installed (`npm ci`, cached under the target dir by the package's content
+/// hash; never inside the repository's node_modules).
+pub fn prepare(name: &str) -> Result<PathBuf, String> {
+    let source = examples_dir().join(name);
+    let manifest = source.join("package.json");
+    let Ok(text) = std::fs::read_to_string(&manifest) else {
+        return Ok(source);
+    };
+    let package: Value = serde_json::from_str(&text).map_err(|e| format!("package.json: {e}"))?;
+    if package["dependencies"]
+        .as_object()
+        .is_none_or(|d| d.is_empty())
+    {
+        return Ok(source);
+    }
+    let hash = {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(text.as_bytes());
+        hasher.update(std::fs::read(source.join("package-lock.json")).unwrap_or_default());
+        format!("{:x}", hasher.finalize())[..12].to_owned()
+    };
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("corpus-deps");
+    let ready = cache.join(format!("{name}-{hash}"));
+    if ready.join("node_modules").exists() {
+        return Ok(ready);
+    }
+    let partial = cache.join(format!("{name}-{hash}.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    copy_dir(&source, &partial).map_err(|e| format!("copy: {e}"))?;
+    let install = if partial.join("package-lock.json").exists() {
+        "ci"
+    } else {
+        "install"
+    };
+    let out = Command::new("npm")
+        .arg(install)
+        .args([
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            "--loglevel=error",
+        ])
+        .current_dir(&partial)
+        .output()
+        .map_err(|e| format!("npm: {e}"))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(format!(
+            "npm {install} failed: {}",
+            first_line(&String::from_utf8_lossy(&out.stderr))
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&ready);
+    std::fs::rename(&partial, &ready).map_err(|e| format!("rename: {e}"))?;
+    Ok(ready)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A minimal value valid for a JSON schema: `const`, else the first `enum` value, else the
+/// first variant of `anyOf` / `oneOf` that is not null; objects get their required
+/// properties only, arrays `minItems` items, numbers their `minimum` (or 1), booleans false,
+/// strings "notes.txt" for a property named like a path or file (the workspace has one) and
+/// "test" otherwise (also a harmless shell command).
+pub fn minimal_value(schema: &Value, name: &str) -> Value {
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(variants) = schema[key].as_array() {
+            let pick = variants
+                .iter()
+                .find(|v| v["type"] != "null")
+                .or(variants.first());
+            if let Some(variant) = pick {
+                return minimal_value(variant, name);
+            }
+        }
+    }
+    if let Some(first) = schema["allOf"].as_array().and_then(|a| a.first()) {
+        return minimal_value(first, name);
+    }
+    let kind = match &schema["type"] {
+        Value::String(t) => t.as_str(),
+        Value::Array(types) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ if schema.get("items").is_some() => "array",
+        _ => "string",
+    };
+    match kind {
+        "object" => {
+            let mut out = serde_json::Map::new();
+            for key in schema["required"].as_array().into_iter().flatten() {
+                let Some(key) = key.as_str() else { continue };
+                let property = &schema["properties"][key];
+                out.insert(key.to_owned(), minimal_value(property, key));
+            }
+            Value::Object(out)
+        }
+        "array" => {
+            let n = schema["minItems"].as_u64().unwrap_or(0) as usize;
+            Value::Array(vec![minimal_value(&schema["items"], name); n])
+        }
+        "integer" | "number" => schema
+            .get("minimum")
+            .cloned()
+            .or_else(|| {
+                schema
+                    .get("exclusiveMinimum")
+                    .map(|m| json!(m.as_f64().unwrap_or(0.0) + 1.0))
+            })
+            .unwrap_or(json!(1)),
+        "boolean" => json!(false),
+        "null" => Value::Null,
+        _ => {
+            let lower = name.to_ascii_lowercase();
+            if lower.contains("path") || lower.contains("file") {
+                json!("notes.txt")
+            } else {
+                json!("test")
+            }
+        }
+    }
+}
+
+/// What a step does.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Wait for the side to finish starting.
+    Startup,
+    Request(Value),
+    Prompt(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub label: String,
+    pub action: Action,
+}
+
+/// An extension tool the model is scripted to call.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// What the discovery run found.
+#[derive(Debug, Default, Clone)]
+pub struct Discovery {
+    pub commands: Vec<String>,
+    pub tools: Vec<ToolCall>,
+    /// pi could not load the example: the first line it printed about it.
+    pub pi_load_error: Option<String>,
+}
+
+/// Everything one side printed, step by step, and what it sent the model.
+#[derive(Debug, Default)]
+pub struct Record {
+    pub steps: Vec<(String, Vec<Value>)>,
+    /// The model requests (JSON bodies), and for each the index of the step that made it.
+    pub requests: Vec<(usize, Value)>,
+    pub exit_success: Option<bool>,
+    pub stderr: String,
+}
+
+/// A side's directories: the workspace (its cwd, with notes.txt) and its home (HOME and
+/// PI_CODING_AGENT_DIR, with models.json pointing at the side's mock).
+pub struct Place {
+    pub workspace: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Place {
+    pub fn new(root: PathBuf, base_url: &str) -> Place {
+        let workspace = root.join("workspace");
+        let home = root.join("home");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(workspace.join("notes.txt"), "first line\nsecond line\n").unwrap();
+        let models = json!({ "providers": { PROVIDER: {
+            "baseUrl": base_url,
+            "api": "openai-completions",
+            "apiKey": "test-key",
+            "models": [{ "id": MODEL }],
+        }}});
+        std::fs::write(
+            home.join("models.json"),
+            serde_json::to_string_pretty(&models).unwrap(),
+        )
+        .unwrap();
+        Place { workspace, home }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Pi,
+    Pichamber,
+}
+
+fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
+    let mut cmd = match kind {
+        Kind::Pi => {
+            let mut cmd = Command::new(pi_bin());
+            cmd.args([
+                "--mode",
+                "rpc",
+                "--no-session",
+                "--no-extensions",
+                "--no-skills",
+                "--no-prompt-templates",
+                "--no-themes",
+                "--no-context-files",
+            ]);
+            cmd.env("PI_CODING_AGENT_DIR", &place.home)
+                .env("PI_OFFLINE", "1");
+            cmd
+        }
+        Kind::Pichamber => {
+            let mut cmd = Command::new(bin());
+            cmd.arg("rpc")
+                .arg("--models")
+                .arg(place.home.join("models.json"))
+                .arg("--cwd")
+                .arg(&place.workspace)
+                // The grants a user would give an example they trust to do its job: the
+                // workspace, its home, git and a shell, and HOME.
+                .arg("--allow-write")
+                .arg(&place.workspace)
+                .arg("--allow-read")
+                .arg(&place.home)
+                .args(["--allow-run", "git,bash,sh", "--allow-env", "HOME"])
+                .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+                .env_remove("PICHAMBER_LOG");
+            cmd
+        }
+    };
+    cmd.args(["--provider", PROVIDER, "--model", MODEL])
+        .args(["--system-prompt", SYSTEM_PROMPT])
+        .current_dir(&place.workspace)
+        .env("HOME", &place.home);
+    if let Some(ext) = ext {
+        cmd.arg("-e").arg(ext);
+    }
+    cmd
+}
+
+/// Runs `steps` on one side against a fresh mock serving `script`, in `root`.
+pub fn run_side(kind: Kind, ext: &Path, root: PathBuf, script: &Value, steps: &[Step]) -> Record {
+    let mock = serve(script);
+    let place = Place::new(root, &mock.base_url());
+    let mut record = Record::default();
+    let mut side = match Side::spawn(command_for(kind, Some(ext), &place)) {
+        Ok(side) => side,
+        Err(e) => {
+            record.stderr = format!("cannot start: {e}");
+            return record;
+        }
+    };
+    let mut made = 0;
+    for (index, step) in steps.iter().enumerate() {
+        match &step.action {
+            Action::Startup => {}
+            Action::Request(command) => {
+                side.request(command.clone());
+            }
+            Action::Prompt(text) => {
+                side.request(json!({ "type": "prompt", "message": text }));
+            }
+        }
+        side.settle();
+        record.steps.push((step.label.clone(), side.take()));
+        let requests = mock.requests();
+        record
+            .requests
+            .extend(requests[made..].iter().map(|r| (index, r.clone())));
+        made = requests.len();
+    }
+    let (last, status, stderr) = side.close();
+    record.steps.push(("shutdown".into(), last));
+    let requests = mock.requests();
+    record
+        .requests
+        .extend(requests[made..].iter().map(|r| (steps.len(), r.clone())));
+    record.exit_success = status;
+    record.stderr = stderr;
+    record
+}
+
+fn text_turn(text: &str) -> Value {
+    json!({ "text": text, "usage": { "input": 10, "output": 5 } })
+}
+
+fn call_turn(name: &str, arguments: &Value) -> Value {
+    json!({ "toolCalls": [{ "name": name, "arguments": arguments }], "usage": { "input": 10, "output": 5 } })
+}
+
+fn discovery_steps() -> Vec<Step> {
+    vec![
+        Step {
+            label: "load".into(),
+            action: Action::Startup,
+        },
+        Step {
+            label: "get_commands".into(),
+            action: Action::Request(json!({ "type": "get_commands" })),
+        },
+        Step {
+            label: "prompt (text)".into(),
+            action: Action::Prompt(HELLO.into()),
+        },
+    ]
+}
+
+/// The tools pi offers the model in a request: (name, parameters), with their full entry.
+fn offered_tools(request: &Value) -> Vec<(String, Value, Value)> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                t["function"]["parameters"].clone(),
+                t.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The tools pi offers with no extension: pi's own built-ins, left out of the tool steps
+/// (unless an extension replaces one: then its entry differs and it is called).
+pub fn builtin_tools(root: PathBuf) -> Vec<Value> {
+    let script = json!({ "turns": [text_turn(HELLO_ANSWER)] });
+    let mock = serve(&script);
+    let place = Place::new(root, &mock.base_url());
+    let cmd = command_for(Kind::Pi, None, &place);
+    let mut side = Side::spawn(cmd).expect("start pi");
+    side.settle();
+    side.request(json!({ "type": "prompt", "message": HELLO }));
+    side.settle();
+    drop(side);
+    let requests = mock.requests();
+    let first = requests.first().expect("pi asked the model");
+    offered_tools(first)
+        .into_iter()
+        .map(|(_, _, t)| t)
+        .collect()
+}
+
+/// Discovers an example's commands and tools by running real pi on the first steps.
+pub fn discover(ext: &Path, root: PathBuf, builtins: &[Value]) -> Discovery {
+    let script = json!({ "turns": [text_turn(HELLO_ANSWER)] });
+    let record = run_side(Kind::Pi, ext, root, &script, &discovery_steps());
+    let mut found = Discovery::default();
+    let all: Vec<&Value> = record.steps.iter().flat_map(|(_, e)| e).collect();
+    if record.steps[0].1.iter().any(|e| e["type"] == "<exited>") {
+        found.pi_load_error = Some(first_line(&record.stderr));
+    }
+    for event in &all {
+        if event["type"] == "response" && event["command"] == "get_commands" {
+            found.commands = event["data"]["commands"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                .collect();
+        }
+    }
+    if let Some((_, request)) = record.requests.first() {
+        found.tools = offered_tools(request)
+            .into_iter()
+            .filter(|(_, _, entry)| !builtins.contains(entry))
+            .map(|(name, parameters, _)| ToolCall {
+                arguments: minimal_value(&parameters, &name),
+                name,
+            })
+            .collect();
+    }
+    found
+}
+
+/// The full scenario's steps and model script for what discovery found.
+pub fn scenario(found: &Discovery) -> (Vec<Step>, Value) {
+    let mut steps = discovery_steps();
+    let mut turns = vec![text_turn(HELLO_ANSWER)];
+    steps.push(Step {
+        label: "prompt (read)".into(),
+        action: Action::Prompt("Read notes.txt".into()),
+    });
+    turns.push(call_turn("read", &json!({ "path": "notes.txt" })));
+    turns.push(text_turn("The notes have two lines."));
+    for tool in &found.tools {
+        steps.push(Step {
+            label: format!("tool {}", tool.name),
+            action: Action::Prompt(format!("Use the tool {}.", tool.name)),
+        });
+        turns.push(call_turn(&tool.name, &tool.arguments));
+        turns.push(text_turn("Done."));
+    }
+    for command in &found.commands {
+        steps.push(Step {
+            label: format!("/{command}"),
+            action: Action::Prompt(format!("/{command}")),
+        });
+    }
+    turns.extend((0..FILLERS).map(|_| text_turn("OK.")));
+    (steps, json!({ "turns": turns }))
+}
