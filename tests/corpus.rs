@@ -11,6 +11,7 @@
 //! For working on it:
 //! - `CORPUS_ONLY=hello.ts,todo.ts` runs only these examples and prints their outcome (the
 //!   committed table is not checked);
+//! - `CORPUS_VERBOSE=1` prints every differing step of each example, not only the first;
 //! - `CORPUS_LOGS=DIR` keeps each side's raw record as DIR/NAME.{pi,pichamber}.json;
 //! - `CORPUS_PI_VS_PI=1` runs real pi on both sides: a check of the harness (what the
 //!   normalisation leaves must not vary between two runs of pi), failing on any difference;
@@ -45,6 +46,8 @@ struct Outcome {
     commands: usize,
     tools: usize,
     took: Duration,
+    /// Every step that differs, with its first difference (printed with CORPUS_VERBOSE).
+    details: Vec<String>,
 }
 
 /// `text` cut to `max` characters.
@@ -179,6 +182,7 @@ fn run_example(name: &str, builtins: &[Value], pi_vs_pi: bool) -> Outcome {
         commands: 0,
         tools: 0,
         took: Duration::ZERO,
+        details: Vec::new(),
     };
     let finish = |mut o: Outcome| {
         o.took = started.elapsed();
@@ -244,6 +248,10 @@ fn run_example(name: &str, builtins: &[Value], pi_vs_pi: bool) -> Outcome {
         &ours,
         &paths_for(&our_root, name, &ext),
     );
+    outcome.details = differences
+        .iter()
+        .map(|(label, d)| format!("{label}: {d}"))
+        .collect();
     if let Some(error) = &found.pi_load_error {
         let error = normalise::scrub(
             &json!(error),
@@ -287,6 +295,7 @@ fn compatibility_table() {
         .ok()
         .map(|s| s.split(',').map(|n| n.trim().to_owned()).collect());
     let pi_vs_pi = std::env::var_os("CORPUS_PI_VS_PI").is_some();
+    let verbose = std::env::var_os("CORPUS_VERBOSE").is_some();
     // Most of an example's time is spent waiting for its processes to settle, so a few more
     // examples than cores run at once.
     let threads: usize = std::env::var("CORPUS_THREADS")
@@ -322,6 +331,11 @@ fn compatibility_table() {
                             format!(" — {}", outcome.reason)
                         }
                     );
+                    if verbose {
+                        for detail in &outcome.details {
+                            eprintln!("corpus:   {name}: {detail}");
+                        }
+                    }
                     outcomes.lock().unwrap().push(outcome);
                 }
             });

@@ -343,8 +343,6 @@ fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
                 "--no-themes",
                 "--no-context-files",
             ]);
-            cmd.env("PI_CODING_AGENT_DIR", &place.home)
-                .env("PI_OFFLINE", "1");
             cmd
         }
         Kind::Pichamber => {
@@ -355,21 +353,33 @@ fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
                 .arg("--cwd")
                 .arg(&place.workspace)
                 // The grants a user would give an example they trust to do its job: the
-                // workspace, its home, git and a shell, and HOME.
+                // workspace and pi's agent folder, git and a shell, and where home is.
                 .arg("--allow-write")
                 .arg(&place.workspace)
-                .arg("--allow-read")
+                .arg("--allow-write")
                 .arg(&place.home)
-                .args(["--allow-run", "git,bash,sh", "--allow-env", "HOME"])
-                .env("PICHAMBER_CACHE_DIR", common::cache_dir())
-                .env_remove("PICHAMBER_LOG");
+                .args(["--allow-run", "git,bash,sh"])
+                .args(["--allow-env", "HOME,PI_CODING_AGENT_DIR"]);
             cmd
         }
     };
+    // The same environment on both sides, whatever the machine's: pi's theme picks its
+    // colour codes from COLORTERM / TERM / COLORFGBG, and tools print in the locale's
+    // language.
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &place.home)
+        .env("PI_CODING_AGENT_DIR", &place.home)
+        .env("PI_OFFLINE", "1")
+        .env("COLORTERM", "truecolor")
+        .env("TERM", "xterm-256color")
+        .env("LC_ALL", "C");
+    if kind == Kind::Pichamber {
+        cmd.env("PICHAMBER_CACHE_DIR", common::cache_dir());
+    }
     cmd.args(["--provider", PROVIDER, "--model", MODEL])
         .args(["--system-prompt", SYSTEM_PROMPT])
-        .current_dir(&place.workspace)
-        .env("HOME", &place.home);
+        .current_dir(&place.workspace);
     if let Some(ext) = ext {
         cmd.arg("-e").arg(ext);
     }
