@@ -25,6 +25,7 @@ mod rpc;
 #[path = "corpus/scenario.rs"]
 mod scenario;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -141,6 +142,13 @@ fn paths_for(root: &Path, name: &str, ext: &Path) -> Paths {
             "<examples>".to_owned(),
         ),
     ];
+    // A copy with installed dependencies is a folder named NAME-HASH; messages may name it
+    // relative to its parent.
+    if let Some(copy) = ext.file_name().map(|n| n.to_string_lossy().into_owned())
+        && copy != name
+    {
+        replacements.push((copy, name.to_owned()));
+    }
     if let Ok(real) = examples.canonicalize() {
         replacements.push((real.to_string_lossy().into_owned(), "<examples>".to_owned()));
     }
@@ -344,11 +352,14 @@ fn compatibility_table() {
     let mut outcomes = outcomes.into_inner().unwrap();
     outcomes.sort_by(|a, b| a.name.cmp(&b.name));
     let table = report(&outcomes);
-    eprintln!(
-        "corpus: {} examples in {:.1}s ({threads} at a time)",
+    // Written to stderr directly, not through the test harness's capture, so the run time
+    // shows in every CI log.
+    let summary = format!(
+        "corpus: {} examples in {:.1}s ({threads} at a time)\n",
         outcomes.len(),
         started.elapsed().as_secs_f64()
     );
+    let _ = std::io::stderr().write_all(summary.as_bytes());
 
     if pi_vs_pi {
         let differing: Vec<String> = outcomes
