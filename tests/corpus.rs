@@ -471,3 +471,56 @@ fn comparison_ignores_noise_and_finds_differences() {
         "{difference}"
     );
 }
+
+/// The driver answers a dialog as both sides are answered (the first option of a select),
+/// records what the process prints, leaves its own polls out, and sees a clean exit.
+#[test]
+fn driver_answers_dialogs_and_records_lines() {
+    // A stand-in for an RPC process: asks one select, echoes any dialog answer it gets, and
+    // answers get_state polls as an idle agent.
+    let script = r#"
+printf '%s\n' '{"type":"extension_ui_request","id":"d1","method":"select","title":"Pick","options":["a","b"]}'
+while read -r line; do
+  case "$line" in
+    *extension_ui_response*) printf '{"type":"echo","got":%s}\n' "$line" ;;
+    *get_state*)
+      id=$(printf '%s' "$line" | sed 's/.*"id":"\([^"]*\)".*/\1/')
+      printf '{"type":"response","id":"%s","command":"get_state","success":true,"data":{"isStreaming":false,"pendingMessageCount":0}}\n' "$id" ;;
+  esac
+done
+"#;
+    let mut command = std::process::Command::new("sh");
+    command.args(["-c", script]);
+    let mut side = rpc::Side::spawn(command).expect("start sh");
+    side.settle();
+    let lines = side.take();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(lines[0]["method"], "select");
+    assert_eq!(
+        lines[1]["got"],
+        json!({ "type": "extension_ui_response", "id": "d1", "value": "a" })
+    );
+    let (rest, exit, _) = side.close();
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(exit, Some(true));
+
+    // Confirms are accepted, text dialogs get "test", notifications get no answer.
+    let ask = |method: &str| json!({ "id": "x", "method": method, "options": [] });
+    assert_eq!(
+        rpc::dialog_answer(&ask("confirm"), 0).unwrap()["confirmed"],
+        true
+    );
+    assert_eq!(
+        rpc::dialog_answer(&ask("input"), 0).unwrap()["value"],
+        "test"
+    );
+    assert_eq!(
+        rpc::dialog_answer(&ask("select"), 0).unwrap()["cancelled"],
+        true
+    );
+    assert_eq!(rpc::dialog_answer(&ask("notify"), 0), None);
+    assert_eq!(
+        rpc::dialog_answer(&ask("confirm"), 100).unwrap()["cancelled"],
+        true
+    );
+}

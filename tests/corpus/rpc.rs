@@ -48,6 +48,9 @@ pub struct Side {
     /// Lines already handed out by [`Side::take`].
     taken: usize,
     next_id: usize,
+    /// The side missed a deadline: it is not waited for again (a hung side would otherwise
+    /// cost a deadline per remaining step).
+    stuck: bool,
 }
 
 /// The answer both sides give to a dialog: the first option of a `select`, `true` for a
@@ -146,6 +149,7 @@ impl Side {
             stderr: Some(stderr),
             taken: 0,
             next_id: 0,
+            stuck: false,
         })
     }
 
@@ -194,6 +198,9 @@ impl Side {
     }
 
     fn request_with(&mut self, command: Value, prefix: &str, limit: Duration) -> Option<Value> {
+        if self.stuck {
+            return None;
+        }
         let from = self.shared.inner.lock().unwrap().lines.len();
         let what = command["type"].as_str().unwrap_or_default().to_owned();
         let id = self.send(command, prefix);
@@ -203,6 +210,7 @@ impl Side {
         }) {
             Ok(at) => Some(self.shared.inner.lock().unwrap().lines[at].clone()),
             Err(why) => {
+                self.stuck |= why == "timeout";
                 self.note(json!({ "type": format!("<{why}>"), "waitingFor": what }));
                 None
             }
@@ -217,7 +225,11 @@ impl Side {
         let mut idle_since: Option<Instant> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
+            if self.stuck {
+                return;
+            }
             if left.is_zero() {
+                self.stuck = true;
                 self.note(json!({ "type": "<timeout>", "waitingFor": "idle" }));
                 return;
             }
@@ -268,7 +280,12 @@ impl Side {
     /// printed meanwhile, whether it exited successfully, and its stderr.
     pub fn close(mut self) -> (Vec<Value>, Option<bool>, String) {
         drop(self.stdin.lock().unwrap().take());
-        let deadline = Instant::now() + STEP_DEADLINE;
+        let deadline = Instant::now()
+            + if self.stuck {
+                Duration::ZERO
+            } else {
+                STEP_DEADLINE
+            };
         let status = loop {
             if let Some(status) = self.child.try_wait().ok().flatten() {
                 break Some(status.success());
