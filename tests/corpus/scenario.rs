@@ -498,7 +498,8 @@ pub fn discover(ext: &Path, root: PathBuf, builtins: &[Value]) -> Discovery {
     let record = run_side(Kind::Pi, ext, root, &script, &discovery_steps());
     let mut found = Discovery::default();
     let all: Vec<&Value> = record.steps.iter().flat_map(|(_, e)| e).collect();
-    if record.steps[0].1.iter().any(|e| e["type"] == "<exited>") {
+    let load = record.steps.first().map_or(&[][..], |(_, lines)| lines);
+    if record.steps.is_empty() || load.iter().any(|e| e["type"] == "<exited>") {
         found.pi_load_error = Some(first_line(&record.stderr));
     }
     for event in &all {
