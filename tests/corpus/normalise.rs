@@ -160,6 +160,26 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
                 }
                 continue;
             }
+            // pichamber names no host files by design: where pi gives a command's sourceInfo
+            // (the extension's file, how it was loaded) and an extension error's
+            // extensionPath (the file), pichamber names the extension. Command errors
+            // (`command:NAME` in pi) are kept.
+            if kind == "response"
+                && let Some(commands) = line["data"]["commands"].as_array_mut()
+            {
+                for command in commands {
+                    if let Some(command) = command.as_object_mut() {
+                        command.remove("sourceInfo");
+                    }
+                }
+            }
+            if kind == "extension_error"
+                && line["extensionPath"]
+                    .as_str()
+                    .is_some_and(|p| !p.starts_with("command:"))
+            {
+                line["extensionPath"] = json!("<extension>");
+            }
             // pi's assistant message_start carries the message object that streaming goes on
             // filling in, and is printed when pi's event queue gets to it: what it shows of
             // the content, usage and stop reason depends on timing. message_end has them.
