@@ -89,10 +89,10 @@ What both print (responses, agent events, UI requests, extension errors) and wha
 to the model are compared step by step after normalising ids, timestamps, paths and
 timing-dependent UI repaints; where pichamber names an extension instead of its file by
 design (a command's `sourceInfo`, an extension error's `extensionPath`) that is not counted.
-A difference names the step it happened in; other steps that differ too are listed after it. Both sides run in the same environment; pichamber runs each
-example with the workspace and pi's agent folder writable, git and a shell allowed, and
-HOME visible. TUI-only features count as compatible when pichamber degrades exactly as pi's
-RPC mode does.
+A difference names the step it happened in; other steps that differ too are listed after it.
+Both sides run in the same environment; pichamber runs each example with the workspace and
+pi's agent folder writable, git and a shell allowed, and HOME visible. TUI-only features
+count as compatible when pichamber degrades exactly as pi's RPC mode does.
 
 "#;
 
