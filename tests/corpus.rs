@@ -531,3 +531,36 @@ done
         true
     );
 }
+
+/// When both sides exit within a step, what pi abandoned on exiting (it exits at the next
+/// command it handles) is not a difference; exiting in different steps is.
+#[test]
+fn an_exit_mid_run_is_compared_up_to_the_exit() {
+    let record = |events: &[&str], exit_step: usize| Record {
+        steps: (0..2)
+            .map(|step| {
+                let mut lines: Vec<Value> = if step == 0 {
+                    events.iter().map(|t| json!({ "type": t })).collect()
+                } else {
+                    vec![]
+                };
+                if step == exit_step {
+                    lines.push(json!({ "type": "<exited>", "waitingFor": "get_state" }));
+                }
+                (format!("step {step}"), lines)
+            })
+            .collect(),
+        requests: vec![],
+        exit_success: Some(true),
+        stderr: String::new(),
+    };
+    let paths = Paths::default();
+    let pi = record(&["agent_start", "turn_start"], 0);
+    let ours = record(&["agent_start", "turn_start", "turn_end", "agent_end"], 0);
+    assert_eq!(normalise::compare(&pi, &paths, &ours, &paths), vec![]);
+    let other = record(&["agent_start", "turn_end"], 0);
+    assert_eq!(normalise::compare(&pi, &paths, &other, &paths).len(), 1);
+    let later = record(&["agent_start", "turn_start", "turn_end", "agent_end"], 1);
+    let differences = normalise::compare(&pi, &paths, &later, &paths);
+    assert_eq!(differences[0].0, "step 0", "{differences:?}");
+}

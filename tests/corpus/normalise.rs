@@ -324,6 +324,30 @@ fn stream_difference(pi: &[Value], ours: &[Value]) -> Option<String> {
     })
 }
 
+fn exits(step: &NormalStep) -> bool {
+    step.streams
+        .iter()
+        .flatten()
+        .any(|l| l["type"] == "<exited>")
+}
+
+/// When an extension calls `ctx.shutdown()` during a run, pi exits at the next RPC command
+/// it handles (here: the harness's next poll, whose timing is arbitrary), abandoning the
+/// run; pichamber finishes the run first. When both sides exit within a step, each stream is
+/// compared only as far as both got (and the model requests likewise), then the exit.
+fn cut_at_exit(a: &mut NormalStep, b: &mut NormalStep) {
+    for (x, y) in a.streams.iter_mut().zip(b.streams.iter_mut()) {
+        x.retain(|l| l["type"] != "<exited>");
+        y.retain(|l| l["type"] != "<exited>");
+        let n = x.len().min(y.len());
+        x.truncate(n);
+        y.truncate(n);
+    }
+    for step in [a, b] {
+        step.streams[1].push(json!({ "type": "<exited>" }));
+    }
+}
+
 /// How one step's outputs differ, if they do: its output streams first, then the model
 /// requests it made.
 fn step_difference(
@@ -379,12 +403,18 @@ pub fn compare(
             ));
             continue;
         };
-        if let Some(d) = step_difference(
-            step,
-            other,
-            &requests(pi, pi_paths, index),
-            &requests(ours, our_paths, index),
-        ) {
+        let (mut x, mut y) = (step.clone(), other.clone());
+        let (mut rx, mut ry) = (
+            requests(pi, pi_paths, index),
+            requests(ours, our_paths, index),
+        );
+        if exits(&x) && exits(&y) {
+            cut_at_exit(&mut x, &mut y);
+            let n = rx.len().min(ry.len());
+            rx.truncate(n);
+            ry.truncate(n);
+        }
+        if let Some(d) = step_difference(&x, &y, &rx, &ry) {
             out.push((step.label.clone(), d));
         }
     }
