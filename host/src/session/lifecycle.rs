@@ -103,10 +103,19 @@ impl Session {
                 model["provider"].as_str().unwrap_or_default(),
                 model["id"].as_str().unwrap_or_default(),
             )
-            .and_then(|_| state.store.append_thinking_level_change(&level));
+            .and_then(|first| {
+                let second = state.store.append_thinking_level_change(&level)?;
+                Ok([first, second])
+            });
         drop(state);
-        if let Err(e) = recorded {
-            self.error("<runtime>", "session", format!("{e:#}"));
+        // Reported like every entry, once written.
+        match recorded {
+            Ok(entries) => {
+                for entry in entries {
+                    self.shared.emit(SessionEvent::Entry { entry });
+                }
+            }
+            Err(e) => self.error("<runtime>", "session", format!("{e:#}")),
         }
     }
 
