@@ -1805,7 +1805,7 @@ fn names_with_control_characters_or_whitespace_are_refused() {
             assert_refused(
                 &report,
                 &format!("{what} {kind}"),
-                &["must not contain spaces or control characters"],
+                &["must not contain spaces, control or invisible characters"],
             );
         }
     }

@@ -292,32 +292,23 @@ impl SessionState {
     /// invocation name: a name several extensions registered becomes `name:1`, `name:2`, ...
     /// in load order.
     pub fn register_command(&mut self, command: RegisteredCommand) {
+        let name = command.name.clone();
         self.commands
-            .retain(|c| !(c.extension == command.extension && c.name == command.name));
+            .retain(|c| !(c.extension == command.extension && c.name == name));
         self.commands.push(command);
-        self.commands.sort_by_key(|c| c.extension);
-        let mut taken: Vec<String> = Vec::new();
-        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-        for i in 0..self.commands.len() {
-            let name = self.commands[i].name.clone();
-            let count = self.commands.iter().filter(|c| c.name == name).count();
-            let occurrence = {
-                let n = seen.entry(name.clone()).or_insert(0);
-                *n += 1;
-                *n
-            };
-            let mut invocation = if count > 1 {
-                format!("{name}:{occurrence}")
+        // Only the commands of this name change (linear: thousands of registrations stay
+        // cheap); they are numbered in load order.
+        let mut same: Vec<usize> = (0..self.commands.len())
+            .filter(|&i| self.commands[i].name == name)
+            .collect();
+        same.sort_by_key(|&i| self.commands[i].extension);
+        let numbered = same.len() > 1;
+        for (n, i) in same.into_iter().enumerate() {
+            self.commands[i].invocation_name = if numbered {
+                format!("{name}:{}", n + 1)
             } else {
                 name.clone()
             };
-            let mut suffix = occurrence;
-            while taken.contains(&invocation) {
-                suffix += 1;
-                invocation = format!("{name}:{suffix}");
-            }
-            taken.push(invocation.clone());
-            self.commands[i].invocation_name = invocation;
         }
     }
 
