@@ -610,6 +610,20 @@ impl Session {
     /// Switches the model (`model_select`, recorded as a model_change entry).
     pub async fn set_model(&mut self, model: Arc<ModelClient>, source: &str) -> Result<(), String> {
         let info = model.info();
+        // pi's level for a model switch: coming from a model without thinking, the default
+        // level ("medium"); otherwise the current one. Clamped to the new model below.
+        let target_level = {
+            let state = self.shared.state.lock().unwrap();
+            let reasons = state
+                .model
+                .as_ref()
+                .is_some_and(|m| m["reasoning"] == json!(true));
+            if reasons {
+                state.thinking_level.clone()
+            } else {
+                "medium".to_owned()
+            }
+        };
         let previous = {
             let mut state = self.shared.state.lock().unwrap();
             let previous = state.model.replace(info.clone());
@@ -624,6 +638,7 @@ impl Session {
             previous
         };
         self.model = Some(model);
+        self.change_thinking_level(&target_level).await?;
         let _ = self
             .emit(
                 "model_select",
