@@ -748,16 +748,77 @@ fn exec_without_a_grant_is_denied_through_every_door() {
         "pi.exec /bin/sh",
         &["give a program name, not a path", "--allow-run=NAME"],
     );
-    for attempt in ["execSync", "spawnSync"] {
-        assert_refused(
-            &report,
-            attempt,
-            &["synchronous child processes are not supported"],
-        );
-    }
+    assert_refused(&report, "execSync", &["--allow-run=sh"]);
+    assert_refused(&report, "spawnSync", &["--allow-run=touch"]);
     assert!(!Path::new(&marker).exists());
     sb.assert_outside_untouched();
     run.assert_bystander_command_served();
+}
+
+/// pi's built-in tools, run by the host for an extension, follow the extension's grants: the
+/// folder a tool works in must be granted (writable for write and edit), paths stay inside
+/// it, bash needs bash granted and runs with the scrubbed environment.
+#[test]
+fn built_in_tools_follow_the_extension_grants() {
+    let sb = Sandbox::new();
+    let secret = "HOST-SECRET-4711";
+    let env = [("PICHAMBER_TEST_SECRET", secret)];
+    let attack = ["--command", "/attack", "--command", "/bystander"];
+    let ungranted = run_env(
+        &[
+            &[
+                fixture("builtin-tools.ts").as_str(),
+                &bystander(),
+                "--cwd",
+                &sb.ws(),
+            ][..],
+            &attack[..],
+        ]
+        .concat(),
+        &env,
+    );
+    let report = ungranted.report();
+    let ws = sb.ws();
+    assert_refused(
+        &report,
+        "read in cwd",
+        &["read tool is not allowed", &format!("--allow-read={ws}")],
+    );
+    assert_refused(&report, "write", &[&format!("--allow-write={ws}")]);
+    assert_refused(&report, "bash", &["--allow-run=bash"]);
+    assert_refused(&report, "read in /", &["--allow-read=/"]);
+    ungranted.assert_bystander_command_served();
+
+    let granted = run_env(
+        &[
+            &[
+                fixture("builtin-tools.ts").as_str(),
+                &bystander(),
+                "--cwd",
+                &ws,
+            ][..],
+            &["--allow-read", &ws, "--allow-run", "bash"][..],
+            &attack[..],
+        ]
+        .concat(),
+        &env,
+    );
+    let report = granted.report();
+    assert_eq!(
+        report["read in cwd"]["ok"], "hello from the workspace\n",
+        "{report}"
+    );
+    for attempt in ["read ..", "read absolute"] {
+        assert_refused(&report, attempt, &["outside"]);
+    }
+    assert_refused(&report, "write", &[&format!("--allow-write={ws}")]);
+    // bash runs, but without the host's environment.
+    assert_eq!(report["bash"]["ok"], "[]\n", "{report}");
+    granted.assert_absent(secret);
+    granted.assert_absent(&sb.canary);
+    assert!(!Path::new(&sb.path("ws/planted.txt")).exists());
+    sb.assert_outside_untouched();
+    granted.assert_bystander_command_served();
 }
 
 #[test]
@@ -953,22 +1014,56 @@ fn without_a_network_grant_nothing_reaches_the_network() {
     }
     run.assert_bystander_command_served();
 
-    // A static import of a network module fails the build with the list of what exists.
+    // A static import of a network module pichamber does not provide fails the build with the
+    // list of what exists.
     let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("static-net.ts");
+    let source = dir.path().join("static-dgram.ts");
     std::fs::write(
         &source,
-        "import * as net from \"node:net\";\nexport default function (pi: any) { pi.registerCommand(\"x\", { handler: async () => net }); }\n",
+        "import * as dgram from \"node:dgram\";\nexport default function (pi: any) { pi.registerCommand(\"x\", { handler: async () => dgram }); }\n",
     )
     .unwrap();
     let run = run_pichamber(&[&source.to_string_lossy(), "--cwd", &sb.ws()]);
     assert!(!run.ok);
     assert!(
         run.stderr
-            .contains("node:net is not available inside a pichamber extension"),
+            .contains("node:dgram is not available inside a pichamber extension"),
         "{}",
         run.dump()
     );
+
+    // node:net, node:http and node:https build (packages import them for their types and
+    // tables), but every socket, server and request is refused.
+    let source = dir.path().join("static-net.ts");
+    std::fs::write(
+        &source,
+        "import * as net from \"node:net\";\nimport * as http from \"node:http\";\nimport * as https from \"node:https\";\n\
+         export default function (pi: any) { pi.registerCommand(\"attack\", { handler: async () => {\n\
+           const out: any = {};\n\
+           for (const [name, f] of [[\"net.connect\", () => net.connect(1)], [\"http.request\", () => http.request(\"http://127.0.0.1:1\")],\n\
+             [\"https.get\", () => https.get(\"https://127.0.0.1:1\")], [\"http.createServer\", () => http.createServer().listen(0)]] as any) {\n\
+             try { f(); out[name] = { ok: true }; } catch (e: any) { out[name] = { error: e.message, code: e.code }; }\n\
+           }\n\
+           pi.appendEntry(\"report\", out);\n\
+         } }); }\n",
+    )
+    .unwrap();
+    let run = run_pichamber(&[
+        &source.to_string_lossy(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/attack",
+    ]);
+    let report = run.report();
+    for attempt in ["net.connect", "http.request", "https.get", "http.createServer"] {
+        assert_refused(&report, attempt, &["extensions have no network access"]);
+        assert_eq!(report[attempt]["code"], "ERR_ACCESS_DENIED", "{attempt}");
+    }
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("something connected to the listener: {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2054,10 +2149,17 @@ fn errors_an_extension_sees_name_no_host_path_it_was_not_given() {
         run.assert_absent(&home);
     }
     run.assert_absent(&sb.canary);
-    let errors = run.errors_of("error-paths");
+    let errors: Vec<&Value> = run
+        .errors()
+        .into_iter()
+        .filter(|e| e["extensionPath"] == "error-paths")
+        .collect();
     assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["error"], "the command fails too", "{errors:?}");
     assert!(
-        errors[0].starts_with("the command fails too\n    at handler (/ext/error-paths.ts:"),
+        errors[0]["stack"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("    at handler (/ext/error-paths.ts:")),
         "{errors:?}"
     );
     run.assert_bystander_command_served();

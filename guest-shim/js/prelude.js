@@ -304,7 +304,21 @@ async function exec(command, args = [], options = {}) {
   if ("error" in outcome) throw new Error(outcome.error);
   return outcome.ok;
 }
-globalThis.__pichamber_internal = { exec };
+/** The same, blocking until the program ends (Node's synchronous child processes). */
+function execBlocking(command, args = [], options = {}) {
+  const id = hostCall("start", {
+    op: "exec",
+    command: String(command),
+    args: (args ?? []).map(String),
+    cwd: options.cwd,
+    timeout: options.timeout,
+  });
+  const outcome = hostCall("waitFor", id);
+  if ("error" in outcome) throw new Error(outcome.error);
+  return outcome.ok;
+}
+// node:module's createRequire loads the guest's built-in modules through requireBuiltin.
+globalThis.__pichamber_internal = { exec, execBlocking, requireBuiltin: (id) => requireModule(id) };
 
 // ---------------------------------------------------------------------------------------------
 // The extension's registrations.
@@ -438,17 +452,6 @@ const pi = {
 // ---------------------------------------------------------------------------------------------
 // ctx: rebuilt for every call from the host's snapshot (cwd, model, ...) plus live methods.
 
-const inertTheme = new Proxy(
-  {},
-  {
-    get(_target, prop) {
-      if (prop === "name") return "pichamber";
-      if (prop === Symbol.toPrimitive || prop === "then") return undefined;
-      return (...args) => (args.length > 1 ? String(args[args.length - 1]) : String(args[0] ?? ""));
-    },
-  },
-);
-
 function dialog(op, defaultValue, parse, opts) {
   const { signal, timeout } = opts ?? {};
   return startOperation({ ...op, timeout }, signal).then((outcome) => (outcome.cancelled ? defaultValue : parse(outcome)));
@@ -485,13 +488,16 @@ const ui = {
   pasteToEditor(text) {
     this.setEditorText(text);
   },
-  setEditorText: (text) => void hostCall("ui", { kind: "editorText", text: String(text) }),
+  setEditorText: (text) =>
+    text === undefined
+      ? void hostCall("sessionRead", "ui:clearEditorText", [])
+      : void hostCall("ui", { kind: "editorText", text: String(text) }),
   getEditorText: () => hostCall("getEditorText"),
   addAutocompleteProvider() {},
   setEditorComponent() {},
   getEditorComponent: () => undefined,
   get theme() {
-    return inertTheme;
+    return requireModule("pichamber:theme").sessionTheme(() => hostCall("sessionRead", "ui:theme", []));
   },
   getAllThemes: () => [],
   getTheme: () => undefined,
@@ -544,7 +550,12 @@ function makeContext(snapshot, extras = {}) {
     getContextUsage: () => hostCall("getContextUsage") ?? undefined,
     compact(options) {
       const { onComplete, onError, ...data } = options ?? {};
-      hostCall("compact", data);
+      let callback;
+      if (typeof onComplete === "function" || typeof onError === "function") {
+        callback = nextCompactionCallback++;
+        compactionCallbacks.set(callback, { onComplete, onError });
+      }
+      hostCall("compact", { ...data, callback });
     },
     getSystemPrompt: () => hostCall("getSystemPrompt"),
   };
@@ -753,6 +764,25 @@ async function runChain(name, event, ctx) {
   }
 }
 
+// ctx.compact's callbacks, kept until the host reports the outcome through this event.
+const COMPACTION_OUTCOME = "pichamber:compaction-outcome";
+const compactionCallbacks = new Map();
+let nextCompactionCallback = 1;
+
+async function reportCompaction({ callback, result, error }) {
+  const callbacks = compactionCallbacks.get(callback);
+  compactionCallbacks.delete(callback);
+  if (!callbacks) return { result: undefined, event: {} };
+  // As in pi, a throwing onComplete is reported to onError.
+  try {
+    if (error !== undefined) throw new Error(error);
+    callbacks.onComplete?.(result);
+  } catch (err) {
+    callbacks.onError?.(err instanceof Error ? err : new Error(String(err)));
+  }
+  return { result: undefined, event: {} };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Exports called by the Rust side. Each returns a promise of a JSON envelope.
 
@@ -785,6 +815,7 @@ globalThis.__pichamber = {
   }),
   dispatchEvent: envelope(async (name, eventJson, ctxJson) => {
     const event = JSON.parse(eventJson);
+    if (name === COMPACTION_OUTCOME) return reportCompaction(event);
     const ctx = makeContext(JSON.parse(ctxJson));
     return runChain(name, event, ctx);
   }),

@@ -8,7 +8,6 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use javy::quickjs::{Ctx, Function, Object, Value, function::Args, promise::PromiseState, qjs};
 use javy::{Config, Runtime};
 
-use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
     DialogAnswer, LoadContext, ModuleSource, Outcome,
 };
@@ -133,7 +132,7 @@ pub fn poll() -> Option<u64> {
             for _ in 0..1000 {
                 while ctx.execute_pending_job() {}
                 let mut progressed = false;
-                if let Some(done) = host::wait(Some(0)) {
+                if let Some(done) = crate::hostcall::next_completion(Some(0)) {
                     let outcome = outcome_json(done.outcome);
                     let _ = event_loop
                         .get::<_, Function>("complete")
@@ -212,7 +211,7 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
             );
         }
         let timeout = (next_timer >= 0.0).then(|| next_timer.ceil() as u64);
-        match host::wait(timeout) {
+        match crate::hostcall::next_completion(timeout) {
             Some(done) => {
                 let outcome = outcome_json(done.outcome);
                 event_loop
@@ -230,7 +229,7 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
     }
 }
 
-fn outcome_json(outcome: Outcome) -> String {
+pub(crate) fn outcome_json(outcome: Outcome) -> String {
     use serde_json::json;
     match outcome {
         Outcome::Dialog(DialogAnswer::Value(v)) => json!({ "value": v }),

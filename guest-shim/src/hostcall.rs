@@ -2,12 +2,16 @@
 //! imports. Arguments arrive as a JSON array; the answer is JSON text, or a thrown JS Error
 //! carrying the host's message (a denied capability reads as an ordinary error).
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
 use javy::quickjs::{Ctx, Exception, Function};
 use serde_json::{Value, json};
 
 use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
-    CommandDefinition, ConfirmDialog, Dialog, EditorDialog, ExecRequest, FlagDefinition, FlagType,
+    CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog, ExecRequest,
+    FlagDefinition, FlagType,
     FormDialog, InputDialog, LogLevel, Notification, NotifyKind, Operation, SelectDialog,
     ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
 };
@@ -209,6 +213,7 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
             host::cancel(a.value(0).as_u64().unwrap_or(0) as u32);
             Ok(Value::Null)
         }
+        "waitFor" => wait_for(a.value(0).as_u64().unwrap_or(0) as u32),
         "randomBytes" => {
             let n = a.value(0).as_u64().unwrap_or(0).min(65536) as usize;
             let mut buf = vec![0u8; n];
@@ -216,6 +221,41 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
             Ok(json!(buf))
         }
         other => Err(format!("unknown host call '{other}'")),
+    }
+}
+
+thread_local! {
+    /// Completions that arrived while the guest waited synchronously for another operation;
+    /// the event loop delivers them before asking the host for more.
+    static EARLY: RefCell<VecDeque<Completion>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// The next completed operation: one kept back by [`wait_for`] first, else the host's.
+pub fn next_completion(timeout_ms: Option<u64>) -> Option<Completion> {
+    EARLY
+        .with(|early| early.borrow_mut().pop_front())
+        .or_else(|| host::wait(timeout_ms))
+}
+
+/// Blocks until operation `id` completes (Node's synchronous child processes), keeping other
+/// completions for the event loop.
+fn wait_for(id: u32) -> Result<Value, String> {
+    let early = EARLY.with(|early| {
+        let mut early = early.borrow_mut();
+        let at = early.iter().position(|c| c.id == id)?;
+        early.remove(at)
+    });
+    if let Some(done) = early {
+        return Ok(parse(&crate::engine::outcome_json(done.outcome)));
+    }
+    loop {
+        match host::wait(None) {
+            Some(done) if done.id == id => {
+                return Ok(parse(&crate::engine::outcome_json(done.outcome)));
+            }
+            Some(other) => EARLY.with(|early| early.borrow_mut().push_back(other)),
+            None => return Err(format!("operation {id} is not pending")),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! mounted at their host path so `path.resolve(ctx.cwd, p)` keeps working; programs are run by
 //! the host, never through a shell unless `sh` itself was granted.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -79,6 +79,95 @@ impl Grants {
         }
     }
 
+    /// The scrubbed environment a program runs with: a fixed PATH and the granted variables.
+    fn program_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())];
+        env.extend(self.env_pairs());
+        env
+    }
+
+    /// Whether the granted trees let a built-in tool work in `cwd`: the file tools need the
+    /// folder readable (edit and write: writable), bash needs `bash` granted as a program.
+    fn check_builtin_tool(&self, tool: &str, cwd: &Path) -> Result<(), String> {
+        let covered = |grants: &[PathBuf]| {
+            let Ok(cwd) = cwd.canonicalize() else {
+                return false;
+            };
+            grants
+                .iter()
+                .filter_map(|g| g.canonicalize().ok())
+                .any(|g| cwd.starts_with(g))
+        };
+        let (allowed, flag) = match tool {
+            "read" | "grep" | "find" | "ls" => (
+                covered(&self.read) || covered(&self.write),
+                format!("--allow-read={}", cwd.display()),
+            ),
+            "edit" | "write" => (
+                covered(&self.write),
+                format!("--allow-write={}", cwd.display()),
+            ),
+            "bash" => (
+                self.run.iter().any(|p| p == "bash"),
+                "--allow-run=bash".into(),
+            ),
+            other => return Err(format!("there is no built-in tool named '{other}'")),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(format!(
+                "the built-in {tool} tool is not allowed in {} for this extension (grant it with {flag})",
+                cwd.display()
+            ))
+        }
+    }
+
+    /// Runs one of pi's built-in tools for the extension (`createReadTool(cwd).execute`...),
+    /// with the extension's grants rather than the agent's: confined to `cwd`, which a grant
+    /// must cover, and bash with the scrubbed environment. `request.args` holds the JSON
+    /// arguments. Answers the tool's `{ content, details }` as JSON, or its error.
+    pub async fn run_builtin_tool(
+        &self,
+        tool: &str,
+        request: &ExecRequest,
+        default_cwd: &str,
+        on_update: &(dyn Fn(serde_json::Value) + Send + Sync),
+    ) -> Result<ExecResult, String> {
+        let cwd = PathBuf::from(request.cwd.as_deref().unwrap_or(default_cwd));
+        self.check_builtin_tool(tool, &cwd)?;
+        let args: serde_json::Value = request
+            .args
+            .first()
+            .and_then(|a| serde_json::from_str(a).ok())
+            .ok_or_else(|| format!("the built-in {tool} tool got no JSON arguments"))?;
+        let workspace = crate::tools::Workspace::open(&cwd).map_err(|e| {
+            format!(
+                "the built-in {tool} tool cannot open {}: {e}",
+                cwd.display()
+            )
+        })?;
+        let options = crate::tools::ExecOptions {
+            model_accepts_images: None,
+            env: Some(self.program_env()),
+        };
+        let (_never, cancel) = tokio::sync::watch::channel(false);
+        let args = crate::tools::prepare_arguments(tool, args);
+        let output =
+            crate::tools::execute_with(tool, &args, &workspace, &options, cancel, on_update)
+                .await?;
+        let mut result = serde_json::json!({ "content": output.content });
+        if !output.details.is_null() {
+            result["details"] = output.details;
+        }
+        Ok(ExecResult {
+            stdout: result.to_string(),
+            stderr: String::new(),
+            code: 0,
+            killed: false,
+        })
+    }
+
     /// Runs a granted program: no shell, scrubbed environment, timeout, capped output.
     pub async fn run_program(
         &self,
@@ -91,8 +180,7 @@ impl Grants {
             .args(&request.args)
             .current_dir(request.cwd.unwrap_or(default_cwd))
             .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .envs(self.env_pairs())
+            .envs(self.program_env())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

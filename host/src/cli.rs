@@ -602,6 +602,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
                             extension: "pichamber".into(),
                             event: "command".into(),
                             error: e,
+                            stack: None,
                         });
                     }
                     failed.store(true, Ordering::Relaxed);
@@ -760,7 +761,9 @@ fn print_event(event: &SessionEvent) {
                 None => say!("widget {key}: (cleared)"),
             },
             UiRequest::SetTitle { title } => say!("title: {title}"),
-            UiRequest::SetEditorText { text } => say!("editor text: {text}"),
+            UiRequest::SetEditorText { text } => {
+                say!("editor text: {}", text.as_deref().unwrap_or_default())
+            }
             UiRequest::Select { title, options, .. } => say!("? {title} [{}]", options.join(" | ")),
             UiRequest::Confirm { title, message, .. } => say!("? {title}: {message} [yes/no]"),
             UiRequest::Input { title, .. } => say!("? {title}"),
@@ -804,7 +807,11 @@ fn print_event(event: &SessionEvent) {
             extension,
             event,
             error,
-        } => esay!("error: {extension} ({event}): {error}"),
+            stack,
+        } => match stack {
+            Some(stack) => esay!("error: {extension} ({event}): {error}\n{stack}"),
+            None => esay!("error: {extension} ({event}): {error}"),
+        },
         SessionEvent::Log {
             extension,
             level,

@@ -127,4 +127,10 @@ globalThis.__pichamber_internal = {
     if (!h) return Promise.reject(new Error("no exec handler installed"));
     return Promise.resolve().then(() => h(command, args, options));
   },
+  execBlocking(command, args, options) {
+    execCalls.push({ command, args, options, blocking: true });
+    const h = globalThis.__pichamber_internal.handler;
+    if (!h) throw new Error("no exec handler installed");
+    return h(command, args, options);
+  },
 };

@@ -4,6 +4,7 @@ import { test, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { promisify } from "pichamber:node/util";
 import cp, { exec, execFile, spawn, execSync, spawnSync, execFileSync } from "pichamber:node/child_process";
+import * as realCp from "node:child_process";
 import { execCalls } from "./host-shim.mjs";
 
 const internal = globalThis.__pichamber_internal;
@@ -107,11 +108,45 @@ test("spawn reports host errors through 'error' and kill() aborts via signal", a
   assert.equal(long.killed, true);
 });
 
-test("synchronous variants throw a clear error", () => {
-  for (const fn of [execSync, spawnSync, execFileSync]) {
-    assert.throws(() => fn("ls"), {
-      message: "synchronous child processes are not supported in pichamber; use pi.exec or the async API",
-    });
-  }
+// The synchronous variants over a handler that really runs the program, compared with Node's.
+test("execSync, execFileSync and spawnSync behave as Node's", () => {
+  internal.handler = (command, args, options) => {
+    const r = realCp.spawnSync(command, args, { cwd: options.cwd, encoding: "utf8" });
+    if (r.error) throw new Error(`spawn ${command} ${r.error.code}`);
+    return { stdout: r.stdout, stderr: r.stderr, code: r.status, killed: r.signal !== null };
+  };
+  const shape = (fn) => {
+    try {
+      const out = fn();
+      return { out: out instanceof Uint8Array ? ["bytes", new TextDecoder().decode(out)] : out };
+    } catch (e) {
+      return { message: e.message, status: e.status, stdout: String(e.stdout), stderr: String(e.stderr) };
+    }
+  };
+  const cases = [
+    (m) => m.execSync("echo hi; echo warn >&2", { encoding: "utf8", stdio: "pipe" }),
+    (m) => m.execSync("printf raw"),
+    (m) => m.execSync("echo out; echo oops >&2; exit 3", { encoding: "utf8", stdio: "pipe" }),
+    (m) => m.execSync("exit 1", { encoding: "utf-8", stdio: "pipe" }),
+    (m) => m.execFileSync("sh", ["-c", "echo file; exit 0"], { encoding: "utf8" }),
+    (m) => m.execFileSync("sh", ["-c", "exit 4"], { encoding: "utf8", stdio: "pipe" }),
+    (m) => m.execFileSync("echo", ["a", "b"], { shell: true, encoding: "utf8" }),
+  ];
+  for (const run of cases) assert.deepEqual(shape(() => run(cp)), shape(() => run(realCp)), run.toString());
+  const spawnShape = (r) => ({ status: r.status, signal: r.signal, stdout: String(r.stdout), stderr: String(r.stderr) });
+  assert.deepEqual(
+    spawnShape(spawnSync("sh", ["-c", "echo a; echo b >&2; exit 2"], { encoding: "utf8" })),
+    spawnShape(realCp.spawnSync("sh", ["-c", "echo a; echo b >&2; exit 2"], { encoding: "utf8" })),
+  );
+  assert.ok(execCalls.every((c) => c.blocking));
+
+  // A program the host refuses: an error result from spawnSync, thrown by the others.
+  internal.handler = () => {
+    throw new Error("running 'rg' is not allowed — grant it with --allow-run=rg");
+  };
+  assert.match(spawnSync("rg", ["x"]).error.message, /--allow-run=rg/);
+  assert.throws(() => execFileSync("rg", ["x"]), /--allow-run=rg/);
+  // stdin cannot be fed.
+  assert.throws(() => execSync("cat", { input: "data" }), /options.input\) is not supported/);
   assert.equal(cp.spawn, spawn);
 });

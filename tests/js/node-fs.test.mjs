@@ -247,5 +247,51 @@ test("constants and default export", () => {
     assert.equal(fs.constants[k], realFs.constants[k], k);
   }
   assert.equal(fs.readFileSync, named.readFileSync);
-  assert.throws(() => fs.watch("/x"), /not available inside a pichamber extension/);
+});
+
+test("watch refuses a missing path as Node does", () => {
+  const missing = join(dir, "missing.txt");
+  const expected = (() => {
+    try {
+      realFs.watch(missing);
+    } catch (e) {
+      return { message: e.message, code: e.code, syscall: e.syscall };
+    }
+  })();
+  assert.throws(() => fs.watch(missing, () => {}), (e) => {
+    assert.deepEqual({ message: e.message, code: e.code, syscall: e.syscall }, expected);
+    return true;
+  });
+});
+
+test("watch reports changes to a file and to a folder's entries; close stops it", async () => {
+  const sub = join(dir, "watched");
+  realFs.mkdirSync(sub);
+  const file = join(sub, "a.txt");
+  realFs.writeFileSync(file, "1");
+  const seen = [];
+  const onFile = fs.watch(file, (type, name) => seen.push(["file", type, name]));
+  const onDir = fs.watch(sub, (type, name) => seen.push(["dir", type, name]));
+  const closed = new Promise((resolve) => onFile.on("close", resolve));
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 400));
+  await tick();
+  realFs.writeFileSync(file, "changed");
+  await tick();
+  realFs.writeFileSync(join(sub, "b.txt"), "new");
+  await tick();
+  onFile.close();
+  onDir.close();
+  await closed;
+  realFs.writeFileSync(file, "after close");
+  await tick();
+  assert.deepEqual(seen, [
+    ["file", "change", "a.txt"],
+    ["dir", "change", "a.txt"],
+    ["dir", "rename", "b.txt"],
+  ]);
+
+  const iterator = fsp.watch(file)[Symbol.asyncIterator]();
+  setTimeout(() => realFs.writeFileSync(file, "via promises"), 300);
+  assert.deepEqual((await iterator.next()).value, { eventType: "change", filename: "a.txt" });
+  assert.deepEqual(await iterator.return(), { value: undefined, done: true });
 });

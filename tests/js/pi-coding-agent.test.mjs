@@ -122,12 +122,34 @@ test("tool-result guards, isToolCallEventType and defineTool", () => {
   assert.equal(mine.defineTool(tool), tool);
 });
 
-test("built-in tool factories expose pi's names, descriptions and schemas; execute throws", async (t) => {
+test("built-in tool factories expose pi's names, descriptions and schemas; execute asks the host", async (t) => {
   const tools = ["Read", "Bash", "Edit", "Write", "Grep", "Find", "Ls"];
+  const internal = globalThis.__pichamber_internal;
+  const calls = [];
+  internal.handler = (command, args, options) => {
+    calls.push({ command, args, cwd: options.cwd });
+    return { stdout: JSON.stringify({ content: [{ type: "text", text: `ran ${command}` }] }), stderr: "", code: 0, killed: false };
+  };
   for (const n of tools) {
-    const tool = mine[`create${n}Tool`]("/tmp");
-    await assert.rejects(tool.execute("id", {}), /not available inside a pichamber extension/);
+    const tool = mine[`create${n}Tool`]("/work");
+    const onUpdate = () => {};
+    assert.deepEqual(await tool.execute("call-1", { path: "a" }, undefined, onUpdate), {
+      content: [{ type: "text", text: `ran pichamber:tool:${n.toLowerCase()}` }],
+    });
   }
+  assert.deepEqual(calls[0], { command: "pichamber:tool:read", args: ['{"path":"a"}', "call-1"], cwd: "/work" });
+  // Without onUpdate no partial results are asked for.
+  await mine.createLsTool("/work").execute("call-2", {});
+  assert.deepEqual(calls.at(-1).args, ["{}", ""]);
+  // A refusal from the host is the tool's error.
+  internal.handler = () => Promise.reject(new Error("the built-in read tool is not allowed in /work"));
+  await assert.rejects(mine.createReadTool("/work").execute("id", { path: "a" }), /not allowed in \/work/);
+  // Custom operations (ssh.ts's remote reads) would need pi's tool code in the guest.
+  await assert.rejects(
+    mine.createReadTool("/work", { operations: {} }).execute("id", { path: "a" }),
+    /with custom operations is not available inside a pichamber extension/,
+  );
+  internal.handler = null;
   if (!real) return t.skip(SKIP);
   for (const n of tools) {
     const a = mine[`create${n}ToolDefinition`]("/tmp");
@@ -309,8 +331,19 @@ test("key hints, themes, DynamicBorder, BorderedLoader match pi's text (without 
   const strip = (s) => s.replace(/\x1b\[[0-9;]*m/g, "");
   assert.equal(mine.keyHint("tui.select.cancel", "cancel"), "escape/ctrl+c cancel");
   assert.deepEqual(new mine.DynamicBorder().render(3), ["───"]);
-  const th = new mine.Theme({}, {}, "truecolor");
-  assert.equal(th.fg("accent", th.bold("x")), "x");
+  // pi's Theme renders colour values as escapes; bold and friends stay plain (chalk writes
+  // no styles when stdout is not a terminal, as in RPC mode).
+  const th = new mine.Theme({ accent: "#8abeb7", muted: 244, text: "" }, { selectedBg: "#3a3a4a" }, "truecolor");
+  assert.equal(th.fg("accent", th.bold("x")), "\x1b[38;2;138;190;183mx\x1b[39m");
+  assert.equal(th.fg("muted", "m"), "\x1b[38;5;244mm\x1b[39m");
+  assert.equal(th.bg("selectedBg", "b"), "\x1b[48;2;58;58;74mb\x1b[49m");
+  assert.throws(() => th.fg("nope", "x"), /Unknown theme color: nope/);
+  if (real) {
+    const theirs = new realTheme.Theme({ accent: "#8abeb7", muted: 244, text: "" }, { selectedBg: "#3a3a4a" }, "256color");
+    const ours = new mine.Theme({ accent: "#8abeb7", muted: 244, text: "" }, { selectedBg: "#3a3a4a" }, "256color");
+    for (const c of ["accent", "muted", "text"]) assert.equal(ours.fg(c, "x"), theirs.fg(c, "x"), c);
+    assert.equal(ours.bg("selectedBg", "x"), theirs.bg("selectedBg", "x"));
+  }
   assert.deepEqual(mine.highlightCode("a\nb", "ts"), ["a", "b"]);
   if (!real) return t.skip(SKIP);
   const ids = ["tui.select.cancel", "app.interrupt", "app.tools.expand", "tui.input.submit", "app.message.followUp"];

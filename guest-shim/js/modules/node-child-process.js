@@ -2,12 +2,12 @@
 // `globalThis.__pichamber_internal.exec(command, args, { cwd, timeout, signal })`, which
 // resolves to { stdout, stderr, code, killed } once the program has finished; the host decides
 // whether a program may run at all. Output therefore arrives in one piece ('data' fires once per
-// stream), and a child's stdin cannot be written. Synchronous variants are not supported.
+// stream), and a child's stdin cannot be written. The synchronous variants block the extension
+// (not the host) until the program ends, through `__pichamber_internal.execBlocking`.
 
 import { EventEmitter } from "pichamber:node/events";
 import { Buffer } from "pichamber:node/buffer";
 
-const SYNC_MESSAGE = "synchronous child processes are not supported in pichamber; use pi.exec or the async API";
 const customPromisify = Symbol.for("nodejs.util.promisify.custom");
 let nextPid = 1000;
 
@@ -324,16 +324,73 @@ export function fork() {
   throw new Error("child_process.fork is not supported in pichamber");
 }
 
-export function execSync() {
-  throw new Error(SYNC_MESSAGE);
+// ---- synchronous variants ------------------------------------------------------------------
+
+// Runs a program to its end; Node's spawnSync result ({ pid, output, stdout, stderr, status,
+// signal, error? }), with output decoded per options.encoding.
+function runBlocking(command, args, options) {
+  const encoding = options.encoding === undefined || options.encoding === "buffer" ? null : options.encoding;
+  const pid = nextPid++;
+  if (options.input !== undefined && options.input !== null && options.input !== "") {
+    const error = new Error("writing to a child process's stdin (options.input) is not supported in pichamber");
+    error.code = "ENOTSUP";
+    return { pid, output: null, stdout: null, stderr: null, status: null, signal: null, error };
+  }
+  const internal = globalThis.__pichamber_internal;
+  let result;
+  try {
+    if (!internal || typeof internal.execBlocking !== "function") {
+      throw new Error("child processes are not available inside this pichamber extension");
+    }
+    result = internal.execBlocking(command, args, {
+      cwd: options.cwd === undefined ? undefined : String(options.cwd),
+      timeout: options.timeout || undefined,
+    });
+  } catch (err) {
+    const error = err instanceof Error ? err : new Error(String(err));
+    if (error.path === undefined) error.path = command;
+    if (error.spawnargs === undefined) error.spawnargs = args;
+    return { pid, output: null, stdout: null, stderr: null, status: null, signal: null, error };
+  }
+  const stdout = decode(result.stdout, encoding);
+  const stderr = decode(result.stderr, encoding);
+  const signal = result.killed ? (options.killSignal ?? "SIGTERM") : null;
+  const status = result.killed ? null : result.code;
+  return { pid, output: [null, stdout, stderr], stdout, stderr, status, signal };
 }
 
-export function execFileSync() {
-  throw new Error(SYNC_MESSAGE);
+// execSync / execFileSync: the output, or Node's "Command failed" error carrying the result.
+function outputOrThrow(result, display) {
+  if (result.error) throw result.error;
+  if (result.status !== 0) {
+    const stderr = result.stderr?.toString() ?? "";
+    const err = new Error(`Command failed: ${display}${stderr ? `\n${stderr}` : ""}`);
+    Object.assign(err, result);
+    throw err;
+  }
+  return result.stdout;
 }
 
-export function spawnSync() {
-  throw new Error(SYNC_MESSAGE);
+export function execSync(command, options) {
+  const opts = { ...(options ?? {}) };
+  return outputOrThrow(runBlocking(shellFor(opts), ["-c", String(command)], opts), String(command));
+}
+
+export function execFileSync(file, args, options) {
+  const n = normalizeExecFileArgs(file, args, options);
+  const line = [n.file, ...n.args].join(" ");
+  const result = n.options.shell
+    ? runBlocking(shellFor(n.options), ["-c", line], n.options)
+    : runBlocking(n.file, n.args, n.options);
+  return outputOrThrow(result, line);
+}
+
+export function spawnSync(command, args, options) {
+  if (args != null && !Array.isArray(args)) [options, args] = [args, []];
+  const opts = { ...(options ?? {}) };
+  const argv = (args ?? []).map(String);
+  if (opts.shell) return runBlocking(shellFor(opts), ["-c", [String(command), ...argv].join(" ")], opts);
+  return runBlocking(String(command), argv, opts);
 }
 
 export default {

@@ -689,9 +689,154 @@ function notSupported(name) {
   };
 }
 
-export const watch = notSupported("watch");
-export const watchFile = notSupported("watchFile");
-export const unwatchFile = () => {};
+// ---- watching, by polling ------------------------------------------------------------------
+// The sandbox has no inotify: a watcher compares what stat (and, for a folder, its listing)
+// says at each tick of a timer, and reports what changed.
+
+const WATCH_INTERVAL_MS = 250;
+
+// A file's size and modification time, or null when it does not exist.
+function signature(abs) {
+  try {
+    const raw = hostCall("stat", [abs, true], "stat");
+    return { file: `${raw.size ?? 0}:${raw.mtimeMs ?? 0}`, isDirectory: raw.isDirectory };
+  } catch {
+    return null;
+  }
+}
+
+// A path's signature and, for a folder, its entries' signatures by name.
+function snapshot(abs) {
+  const own = signature(abs);
+  if (!own?.isDirectory) return own && { file: own.file, entries: null };
+  const entries = new Map();
+  try {
+    for (const e of hostCall("readdir", [abs], "scandir")) entries.set(e.name, signature(joinPath(abs, e.name))?.file ?? "");
+  } catch {
+    // An unreadable folder reports only its own changes.
+  }
+  return { file: own.file, entries };
+}
+
+class FSWatcher extends EventEmitter {
+  #timer;
+  constructor(abs, encoding, listener) {
+    super();
+    if (listener) this.on("change", listener);
+    const base = abs.split("/").pop();
+    const name = (n) => (encoding === "buffer" ? Buffer.from(n) : n);
+    let before = snapshot(abs);
+    this.#timer = setInterval(() => {
+      const now = snapshot(abs);
+      if (before?.entries && now?.entries) {
+        for (const [n, sig] of now.entries) {
+          if (!before.entries.has(n)) this.emit("change", "rename", name(n));
+          else if (before.entries.get(n) !== sig) this.emit("change", "change", name(n));
+        }
+        for (const n of before.entries.keys()) if (!now.entries.has(n)) this.emit("change", "rename", name(n));
+      } else if ((before === null) !== (now === null)) {
+        this.emit("change", "rename", name(base));
+      } else if (now && before.file !== now.file) {
+        this.emit("change", "change", name(base));
+      }
+      before = now;
+    }, WATCH_INTERVAL_MS);
+  }
+  close() {
+    if (this.#timer === undefined) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    queueMicrotask(() => this.emit("close"));
+  }
+  ref() {
+    return this;
+  }
+  unref() {
+    return this;
+  }
+}
+
+export function watch(filename, options, listener) {
+  if (typeof options === "function") [listener, options] = [options, {}];
+  const opts = typeof options === "string" ? { encoding: options } : (options ?? {});
+  const [shown, abs] = toPath(filename, "filename");
+  hostCall("stat", [abs, true], "watch", shown); // Node refuses a missing path at once
+  return new FSWatcher(abs, opts.encoding, listener);
+}
+
+// fs/promises' watch: the same watcher as an async iterator of { eventType, filename }.
+function watchAsync(filename, options = {}) {
+  const queue = [];
+  let wake;
+  let done = false;
+  const watcher = watch(filename, options, (eventType, name) => {
+    queue.push({ eventType, filename: name });
+    wake?.();
+  });
+  const finish = () => {
+    done = true;
+    watcher.close();
+    wake?.();
+  };
+  options?.signal?.addEventListener?.("abort", finish);
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      while (!queue.length && !done) await new Promise((resolve) => (wake = resolve));
+      if (queue.length) return { value: queue.shift(), done: false };
+      return { value: undefined, done: true };
+    },
+    async return() {
+      finish();
+      return { value: undefined, done: true };
+    },
+  };
+}
+
+const fileWatchers = new Map(); // absolute path -> { listeners, timer, previous }
+
+function statOrEmpty(abs) {
+  try {
+    return new Stats(hostCall("stat", [abs, true], "stat"));
+  } catch {
+    return new Stats({ size: 0, mtimeMs: 0, mode: 0 });
+  }
+}
+
+export function watchFile(filename, options, listener) {
+  if (typeof options === "function") [listener, options] = [options, {}];
+  if (typeof listener !== "function") throw invalidArgType("listener", "of type function", listener);
+  const [, abs] = toPath(filename, "filename");
+  let watcher = fileWatchers.get(abs);
+  if (!watcher) {
+    watcher = { listeners: new Set(), previous: statOrEmpty(abs) };
+    watcher.timer = setInterval(() => {
+      const current = statOrEmpty(abs);
+      const previous = watcher.previous;
+      watcher.previous = current;
+      if (current.mtimeMs !== previous.mtimeMs || current.size !== previous.size) {
+        for (const l of watcher.listeners) l(current, previous);
+      }
+    }, options?.interval ?? 5007);
+    fileWatchers.set(abs, watcher);
+  }
+  watcher.listeners.add(listener);
+  return new EventEmitter();
+}
+
+export function unwatchFile(filename, listener) {
+  const [, abs] = toPath(filename, "filename");
+  const watcher = fileWatchers.get(abs);
+  if (!watcher) return;
+  if (listener) watcher.listeners.delete(listener);
+  else watcher.listeners.clear();
+  if (watcher.listeners.size === 0) {
+    clearInterval(watcher.timer);
+    fileWatchers.delete(abs);
+  }
+}
 export const opendirSync = notSupported("opendirSync");
 export const opendir = notSupported("opendir");
 export const statfsSync = notSupported("statfsSync");
@@ -1147,7 +1292,7 @@ export const promises = {
   lutimes: promisified(lutimesSync),
   open: async (path, flags, mode) => new FileHandle(openSync(path, flags, mode)),
   opendir: async () => opendir(),
-  watch: () => watch(),
+  watch: watchAsync,
   statfs: async () => statfsSync(),
 };
 

@@ -325,42 +325,57 @@ const BUILT_IN_TOOLS = {
   },
 };
 
-async function runBuiltIn(name) {
-  throw unavailable(`The built-in ${name} tool`);
+// The host runs pi's built-in tools for an extension as a host-provided program, with the
+// extension's own grants (the folder must be granted to it; bash must be granted as a
+// program). Custom `operations` (ssh.ts's remote reads) would need pi's tool code here.
+// Partial results (bash) are reported for the tool call the extension names, as the onUpdate
+// it was given would report them.
+async function runBuiltIn(name, cwd, options, toolCallId, params, signal, onUpdate) {
+  if (options?.operations) throw unavailable(`The built-in ${name} tool with custom operations`);
+  const internal = globalThis.__pichamber_internal;
+  if (typeof internal?.exec !== "function") throw unavailable(`The built-in ${name} tool`);
+  const updatesFor = typeof onUpdate === "function" ? String(toolCallId ?? "") : "";
+  const result = await internal.exec(`pichamber:tool:${name}`, [JSON.stringify(params ?? {}), updatesFor], {
+    cwd: cwd === undefined ? undefined : String(cwd),
+    signal,
+  });
+  if (result.killed) throw new Error("Operation aborted");
+  return JSON.parse(result.stdout);
 }
 
-function toolDefinition(name) {
+function toolDefinition(name, cwd, options) {
   const { description, promptSnippet, promptGuidelines, parameters, prepareArguments } = BUILT_IN_TOOLS[name];
   const definition = { name, label: name, description, promptSnippet };
   if (promptGuidelines) definition.promptGuidelines = [...promptGuidelines];
   return Object.assign(definition, {
     parameters: parameters(),
     prepareArguments,
-    execute: () => runBuiltIn(name),
+    execute: (toolCallId, params, signal, onUpdate) =>
+      runBuiltIn(name, cwd, options, toolCallId, params, signal, onUpdate),
   });
 }
 
-function tool(name) {
-  const { description, parameters, prepareArguments, execute } = toolDefinition(name);
+function tool(name, cwd, options) {
+  const { description, parameters, prepareArguments, execute } = toolDefinition(name, cwd, options);
   return { name, label: name, description, parameters, prepareArguments, executionMode: undefined, execute };
 }
 
-export const createReadToolDefinition = () => toolDefinition("read");
-export const createBashToolDefinition = () => toolDefinition("bash");
-export const createEditToolDefinition = () => toolDefinition("edit");
-export const createWriteToolDefinition = () => toolDefinition("write");
-export const createGrepToolDefinition = () => toolDefinition("grep");
-export const createFindToolDefinition = () => toolDefinition("find");
-export const createLsToolDefinition = () => toolDefinition("ls");
-export const createReadTool = () => tool("read");
-export const createBashTool = () => tool("bash");
-export const createEditTool = () => tool("edit");
-export const createWriteTool = () => tool("write");
-export const createGrepTool = () => tool("grep");
-export const createFindTool = () => tool("find");
-export const createLsTool = () => tool("ls");
-export const createCodingTools = () => ["read", "bash", "edit", "write"].map(tool);
-export const createReadOnlyTools = () => ["read", "grep", "find", "ls"].map(tool);
+export const createReadToolDefinition = (cwd, options) => toolDefinition("read", cwd, options);
+export const createBashToolDefinition = (cwd, options) => toolDefinition("bash", cwd, options);
+export const createEditToolDefinition = (cwd, options) => toolDefinition("edit", cwd, options);
+export const createWriteToolDefinition = (cwd, options) => toolDefinition("write", cwd, options);
+export const createGrepToolDefinition = (cwd, options) => toolDefinition("grep", cwd, options);
+export const createFindToolDefinition = (cwd, options) => toolDefinition("find", cwd, options);
+export const createLsToolDefinition = (cwd, options) => toolDefinition("ls", cwd, options);
+export const createReadTool = (cwd, options) => tool("read", cwd, options);
+export const createBashTool = (cwd, options) => tool("bash", cwd, options);
+export const createEditTool = (cwd, options) => tool("edit", cwd, options);
+export const createWriteTool = (cwd, options) => tool("write", cwd, options);
+export const createGrepTool = (cwd, options) => tool("grep", cwd, options);
+export const createFindTool = (cwd, options) => tool("find", cwd, options);
+export const createLsTool = (cwd, options) => tool("ls", cwd, options);
+export const createCodingTools = (cwd, options) => ["read", "bash", "edit", "write"].map((n) => tool(n, cwd, options?.[n]));
+export const createReadOnlyTools = (cwd, options) => ["read", "grep", "find", "ls"].map((n) => tool(n, cwd, options?.[n]));
 
 // ---- messages (simplified) -------------------------------------------------------------------
 
@@ -649,34 +664,7 @@ export const stripFrontmatter = (content) => parseFrontmatter(content).body;
 const plain = (s) => s;
 const plainFns = (names) => Object.fromEntries(names.split(" ").map((n) => [n, plain]));
 
-/** pi's Theme, without colors: every styling method returns the text unchanged. */
-export class Theme {
-  constructor(fgColors = {}, bgColors = {}, mode = "truecolor") {
-    Object.assign(this, { fgColors, bgColors, mode });
-  }
-  fg(_color, text) {
-    return text;
-  }
-  bg(_color, text) {
-    return text;
-  }
-  getColorMode() {
-    return this.mode;
-  }
-  getFgAnsi() {
-    return "";
-  }
-  getBgAnsi() {
-    return "";
-  }
-  getThinkingBorderColor() {
-    return plain;
-  }
-  getBashModeBorderColor() {
-    return plain;
-  }
-}
-for (const style of ["bold", "italic", "underline", "inverse", "strikethrough"]) Theme.prototype[style] = plain;
+export { Theme } from "pichamber:theme";
 
 export function initTheme() {}
 export const getMarkdownTheme = () => ({

@@ -83,8 +83,22 @@ pub fn response(id: &Value, command: &str, outcome: Result<Option<Value>, String
 pub fn event_sink(output: Arc<Output>) -> EventSink {
     Arc::new(move |event: &SessionEvent| match event {
         SessionEvent::Agent(value) => output.line(value),
-        SessionEvent::ExtensionUiRequest { .. } | SessionEvent::ExtensionError { .. } => {
+        SessionEvent::ExtensionUiRequest { .. } => {
             output.line(&serde_json::to_value(event).unwrap_or_default())
+        }
+        SessionEvent::ExtensionError {
+            extension,
+            event,
+            error,
+            stack,
+        } => {
+            // pi's extension_error carries the message only; the stack goes to stderr.
+            if let Some(stack) = stack {
+                eprintln!("[{extension}] {event}: {error}\n{stack}");
+            }
+            output.line(&json!({
+                "type": "extension_error", "extensionPath": extension, "event": event, "error": error,
+            }))
         }
         SessionEvent::Log {
             extension,

@@ -148,14 +148,14 @@ impl Host for ExtensionState {
         message: String,
         stack: Option<String>,
     ) -> Result<()> {
-        let error = match stack {
-            Some(stack) if !stack.trim().is_empty() => format!("{message}\n{}", stack.trim_end()),
-            _ => message,
-        };
+        let stack = stack
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| truncate(&self.source_maps.remap(s.trim_end()), MAX_LOG_BYTES));
         self.session.emit(SessionEvent::ExtensionError {
             extension: self.name.clone(),
             event: truncate(&event, MAX_NAME_BYTES),
-            error: truncate(&self.source_maps.remap(&error), MAX_LOG_BYTES),
+            error: truncate(&self.source_maps.remap(&message), MAX_LOG_BYTES),
+            stack,
         });
         Ok(())
     }
@@ -448,6 +448,18 @@ impl Host for ExtensionState {
             Err(e) => return Ok(Err(e)),
         };
         let arg = |i: usize| args.get(i).and_then(Value::as_str).map(str::to_owned);
+        // UI reads and updates that the ui-update variant cannot express.
+        match method.as_str() {
+            "ui:theme" => return Ok(Ok(terminal_theme().to_string())),
+            // `setEditorText(undefined)`: pi sends the request without a text.
+            "ui:clearEditorText" => {
+                if self.session.has_ui {
+                    self.ui_event(UiRequest::SetEditorText { text: None });
+                }
+                return Ok(Ok("null".into()));
+            }
+            _ => {}
+        }
         let mut state = self.session.state.lock().unwrap();
         // Session control from a command context: queued, run when the command returns.
         if let Some(action) = method.strip_prefix("action:") {
@@ -662,11 +674,12 @@ impl Host for ExtensionState {
         // pi compacts in the background; here it runs once the current call returns.
         let options = parse_json("compact options", &options).unwrap_or(Value::Null);
         let instructions = options["customInstructions"].as_str().map(str::to_owned);
+        let reply_to = options["callback"].as_u64().map(|id| (self.index, id));
         let mut state = self.session.state.lock().unwrap();
-        state
-            .agent
-            .requests
-            .push_back(AgentRequest::Compact(instructions));
+        state.agent.requests.push_back(AgentRequest::Compact {
+            instructions,
+            reply_to,
+        });
         Ok(())
     }
 
@@ -721,7 +734,7 @@ impl Host for ExtensionState {
                 UiRequest::SetTitle { title }
             }
             types::UiUpdate::EditorText(text) => UiRequest::SetEditorText {
-                text: truncate(&text, 1 << 20),
+                text: Some(truncate(&text, 1 << 20)),
             },
         };
         if self.session.has_ui {
@@ -788,7 +801,33 @@ impl Host for ExtensionState {
             Operation::Exec(request) => {
                 let grants = self.grants.clone();
                 let cwd = self.session.cwd.clone();
-                async move { Outcome::Exec(grants.run_program(request, cwd).await) }.boxed()
+                // pi's built-in tools are offered to extensions as host-provided programs.
+                match request.command.strip_prefix(BUILTIN_TOOL_PROGRAM) {
+                    Some(tool) => {
+                        let tool = tool.to_owned();
+                        // Partial results go to the tool call the extension named (the one
+                        // it is executing), as its onUpdate would report them.
+                        let session = self.session.clone();
+                        let update_id = request.args.get(1).filter(|id| !id.is_empty()).cloned();
+                        async move {
+                            let on_update = move |partial: Value| {
+                                if let Some(id) = &update_id {
+                                    crate::session::tool_calls::report_update(
+                                        &session, id, partial,
+                                    );
+                                }
+                            };
+                            let result = grants
+                                .run_builtin_tool(&tool, &request, &cwd, &on_update)
+                                .await;
+                            Outcome::Exec(result)
+                        }
+                        .boxed()
+                    }
+                    None => {
+                        async move { Outcome::Exec(grants.run_program(request, cwd).await) }.boxed()
+                    }
+                }
             }
         };
         Ok(self.operations.start(work))
@@ -811,4 +850,32 @@ impl Host for ExtensionState {
         }
         Ok(completion)
     }
+}
+
+/// The program-name prefix under which the guest runs a built-in tool (`pichamber:tool:read`
+/// with the JSON arguments as the one argument): no real program has a name like it.
+const BUILTIN_TOOL_PROGRAM: &str = "pichamber:tool:";
+
+/// The theme pi would pick in this terminal: `dark` unless COLORFGBG says the background is
+/// light, and truecolor unless the terminal is known to lack it (pi's detection, from the
+/// host's environment, which the extension itself cannot read).
+fn terminal_theme() -> Value {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let name = match var("COLORFGBG").split(';').nth(1).map(str::parse::<u32>) {
+        Some(Ok(bg)) if bg >= 8 => "light",
+        _ => "dark",
+    };
+    let term = var("TERM");
+    let colorterm = var("COLORTERM");
+    let truecolor = colorterm == "truecolor"
+        || colorterm == "24bit"
+        || !var("WT_SESSION").is_empty()
+        || !(term.is_empty()
+            || term == "dumb"
+            || term == "linux"
+            || var("TERM_PROGRAM") == "Apple_Terminal"
+            || term == "screen"
+            || term.starts_with("screen-")
+            || term.starts_with("screen."));
+    json!({ "name": name, "colorMode": if truecolor { "truecolor" } else { "256color" } })
 }

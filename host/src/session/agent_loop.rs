@@ -162,9 +162,20 @@ impl Session {
                 AgentRequest::Event { name, event } => {
                     let _ = self.emit(&name, event).await;
                 }
-                AgentRequest::Compact(instructions) => {
-                    if let Err(e) = self.compact(instructions.as_deref(), "manual").await {
-                        self.error("<runtime>", "compact", e);
+                AgentRequest::Compact {
+                    instructions,
+                    reply_to,
+                } => {
+                    let outcome = self.compact(instructions.as_deref(), "manual").await;
+                    match reply_to {
+                        Some((index, callback)) => {
+                            self.report_compaction(index, callback, outcome).await
+                        }
+                        None => {
+                            if let Err(e) = outcome {
+                                self.error("<runtime>", "compact", e);
+                            }
+                        }
                     }
                 }
             }

@@ -11,6 +11,10 @@ use super::events::SessionEvent;
 
 const CANCELLED: &str = "Compaction cancelled";
 
+/// The guest-internal event that carries a `ctx.compact` outcome to the extension's
+/// callbacks; the prelude handles it before any handler chain (not a pi event).
+const COMPACTION_OUTCOME_EVENT: &str = "pichamber:compaction-outcome";
+
 impl Session {
     /// Compacts the current branch; returns pi's compaction result
     /// (`{summary, firstKeptEntryId, tokensBefore, details}`).
@@ -45,6 +49,32 @@ impl Session {
         };
         self.shared.emit(SessionEvent::Agent(end));
         outcome
+    }
+
+    /// Hands a compaction's outcome to the `onComplete` / `onError` callbacks the extension
+    /// passed to `ctx.compact` (the prelude keeps them under `callback`).
+    pub(super) async fn report_compaction(
+        &mut self,
+        index: usize,
+        callback: u64,
+        outcome: Result<Value, String>,
+    ) {
+        let event = match outcome {
+            Ok(result) => json!({ "callback": callback, "result": result }),
+            Err(error) => json!({ "callback": callback, "error": error }),
+        };
+        let ctx = self.ctx();
+        let Some(extension) = self.extensions.get_mut(index) else {
+            return;
+        };
+        let name = extension.name.clone();
+        if let Err(e) = extension
+            .dispatch_event(COMPACTION_OUTCOME_EVENT, &event, &ctx)
+            .await
+        {
+            self.error(&name, "compact", e);
+        }
+        self.flush_bus().await;
     }
 
     async fn compact_inner(&mut self, custom_instructions: Option<&str>) -> Result<Value, String> {

@@ -72,8 +72,12 @@ pub enum UiRequest {
     },
     #[serde(rename = "setTitle")]
     SetTitle { title: String },
+    /// `text` is absent when the extension passed no text (pi sends the field out then).
     #[serde(rename = "set_editor_text")]
-    SetEditorText { text: String },
+    SetEditorText {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
 }
 
 impl UiRequest {
@@ -148,6 +152,9 @@ pub enum SessionEvent {
         extension: String,
         event: String,
         error: String,
+        /// Where it was thrown (source-mapped frames); pi's RPC event has no stack.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stack: Option<String>,
     },
     Log {
         extension: String,
@@ -164,8 +171,40 @@ pub enum SessionEvent {
 /// Where a session's events go (stdout NDJSON, a terminal, the HTTP event stream, tests).
 pub type EventSink = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
 
+/// Splits a guest error text ("message" then stack frames, each line "    at ...") into the
+/// message and the stack.
+pub fn split_stack(text: &str) -> (String, Option<String>) {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset > 0
+            && line.trim_start().starts_with("at ")
+            && line.starts_with(char::is_whitespace)
+        {
+            let stack = text[offset..].trim_end();
+            return (text[..offset].trim_end().to_owned(), Some(stack.to_owned()));
+        }
+        offset += line.len();
+    }
+    (text.to_owned(), None)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stack_is_split_from_the_message() {
+        let (message, stack) = split_stack("boom\nsecond line\n    at f (/ext/a.ts:3)\n    at g\n");
+        assert_eq!(message, "boom\nsecond line");
+        assert_eq!(stack.as_deref(), Some("    at f (/ext/a.ts:3)\n    at g"));
+        assert_eq!(
+            split_stack("at the start\nno frames"),
+            ("at the start\nno frames".into(), None)
+        );
+        assert_eq!(
+            split_stack("    at first line"),
+            ("    at first line".into(), None)
+        );
+    }
+
     use super::*;
 
     #[test]

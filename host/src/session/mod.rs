@@ -237,10 +237,12 @@ impl Session {
     }
 
     fn error(&self, extension: &str, event: &str, error: impl std::fmt::Display) {
+        let (error, stack) = events::split_stack(&error.to_string());
         self.shared.emit(SessionEvent::ExtensionError {
             extension: extension.to_owned(),
             event: event.to_owned(),
-            error: error.to_string(),
+            error,
+            stack,
         });
     }
 
@@ -277,6 +279,22 @@ impl Session {
         {
             Ok(instance) => {
                 self.extensions.push(instance);
+                // pi activates every tool an extension registered while loading, also one
+                // that replaces a built-in pi leaves inactive (find, grep, ls).
+                {
+                    let mut state = self.shared.state.lock().unwrap();
+                    let own: Vec<String> = state
+                        .tools
+                        .iter()
+                        .filter(|t| t.source == ToolSource::Extension(index))
+                        .map(|t| t.name.clone())
+                        .collect();
+                    for name in own {
+                        if !state.active_tools.contains(&name) {
+                            state.active_tools.push(name);
+                        }
+                    }
+                }
                 self.flush_bus().await;
                 Ok(())
             }

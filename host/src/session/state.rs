@@ -224,8 +224,12 @@ pub enum AgentRequest {
     },
     /// `pi.sendMessage(.., { triggerTurn: true })` while idle: a turn on a custom message.
     CustomTurn(Value),
-    /// `ctx.compact({ customInstructions })`.
-    Compact(Option<String>),
+    /// `ctx.compact({ customInstructions, onComplete, onError })`.
+    Compact {
+        instructions: Option<String>,
+        /// Whose callbacks hear the outcome: (extension index, the guest's callback id).
+        reply_to: Option<(usize, u64)>,
+    },
     /// A command context's newSession / fork / switchSession / navigateTree / reload, run
     /// when the command returns.
     SessionAction { action: String, args: Value },

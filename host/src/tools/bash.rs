@@ -3,8 +3,8 @@
 //! 2000 lines / 50 KB kept (the rest in a temp file), an optional timeout, and the whole
 //! process group killed on timeout or abort.
 //!
-//! Not confined: the command runs as the host user with the host's environment; the
-//! workspace root is only its working directory.
+//! Not confined: the command runs as the host user with the host's environment (or the one
+//! given, for an extension); the workspace root is only its working directory.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -60,6 +60,7 @@ impl Drop for GroupGuard {
 pub(crate) async fn execute(
     args: &Value,
     ws: &Workspace,
+    env: Option<&[(String, String)]>,
     cancel: watch::Receiver<bool>,
     on_update: &(dyn Fn(Value) + Send + Sync),
 ) -> Result<ToolOutput, String> {
@@ -78,7 +79,11 @@ pub(crate) async fn execute(
     on_update(json!({"content": []}));
 
     let shell = shell();
-    let mut child = tokio::process::Command::new(shell)
+    let mut child = tokio::process::Command::new(shell);
+    if let Some(env) = env {
+        child.env_clear().envs(env.iter().cloned());
+    }
+    let mut child = child
         .arg("-c")
         .arg(&command)
         .current_dir(cwd)
@@ -310,7 +315,7 @@ mod tests {
     async fn bash(ws: &Workspace, args: Value) -> (Result<ToolOutput, String>, Vec<Value>) {
         let updates = Mutex::new(Vec::new());
         let (_tx, rx) = watch::channel(false);
-        let result = execute(&args, ws, rx, &|v| updates.lock().unwrap().push(v)).await;
+        let result = execute(&args, ws, None, rx, &|v| updates.lock().unwrap().push(v)).await;
         (result, updates.into_inner().unwrap())
     }
 
@@ -364,7 +369,9 @@ mod tests {
         let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let task = {
             let ws = ws.clone();
-            tokio::spawn(async move { execute(&json!({"command": cmd}), &ws, rx, &|_| {}).await })
+            tokio::spawn(
+                async move { execute(&json!({"command": cmd}), &ws, None, rx, &|_| {}).await },
+            )
         };
         while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
             tokio::time::sleep(Duration::from_millis(10)).await;

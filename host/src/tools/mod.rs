@@ -97,6 +97,8 @@ pub struct ExecOptions {
     /// Whether the session's current model takes image input; `None` when there is no
     /// model (pi then adds no note to an image read).
     pub model_accepts_images: Option<bool>,
+    /// The environment bash runs with instead of the host's (an extension's scrubbed one).
+    pub env: Option<Vec<(String, String)>>,
 }
 
 /// The seven tool specs, in pi's order.
@@ -290,7 +292,7 @@ pub async fn execute_with(
     on_update: &(dyn Fn(Value) + Send + Sync),
 ) -> Result<ToolOutput, String> {
     match name {
-        "bash" => bash::execute(args, ws, cancel, on_update).await,
+        "bash" => bash::execute(args, ws, options.env.as_deref(), cancel, on_update).await,
         "read" | "edit" | "write" | "grep" | "find" | "ls" => {
             run_blocking(name, args, ws, options, cancel).await
         }

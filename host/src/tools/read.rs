@@ -250,6 +250,7 @@ mod tests {
 
         let options = ExecOptions {
             model_accepts_images: Some(false),
+            ..Default::default()
         };
         let out = run(&json!({"path": "p.png"}), &ws, &options).unwrap();
         assert_eq!(
