@@ -91,7 +91,9 @@ timing-dependent UI repaints; where pichamber names an extension instead of its 
 design (a command's `sourceInfo`, an extension error's `extensionPath`) that is not counted.
 A difference names the step it happened in; other steps that differ too are listed after it.
 Both sides run in the same environment; pichamber runs each example with the workspace and
-pi's agent folder writable, git and a shell allowed, and HOME visible. TUI-only features
+pi's agent folder writable, git and a shell allowed, and HOME visible (and, where an example
+needs more, what its user would grant: /tmp for `file-trigger.ts`'s trigger file, `rg` for
+`truncated-tool.ts`). TUI-only features
 count as compatible when pichamber degrades exactly as pi's RPC mode does.
 
 "#;

@@ -329,6 +329,16 @@ pub enum Kind {
     Pichamber,
 }
 
+/// What an example needs beyond the common grants, as its user would grant it: a file it
+/// watches outside the workspace, a program its tool runs.
+fn extra_grants(example: &str) -> &'static [&'static str] {
+    match example {
+        "file-trigger.ts" => &["--allow-write", "/tmp"],
+        "truncated-tool.ts" => &["--allow-run", "rg"],
+        _ => &[],
+    }
+}
+
 fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
     let mut cmd = match kind {
         Kind::Pi => {
@@ -360,6 +370,8 @@ fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
                 .arg(&place.home)
                 .args(["--allow-run", "git,bash,sh"])
                 .args(["--allow-env", "HOME,PI_CODING_AGENT_DIR"]);
+            let name = ext.and_then(Path::file_name).map(|n| n.to_string_lossy());
+            cmd.args(extra_grants(name.as_deref().unwrap_or_default()));
             cmd
         }
     };
