@@ -67,6 +67,18 @@ pub struct Artifact {
     pub code: ComponentCode,
     pub manifest: Manifest,
     pub modules: Vec<ModuleEntry>,
+    /// Where the sources were, when the artifact was built from them in this run (a built
+    /// `.wasm` does not say): what the extension's `/ext/...` paths mean on the host.
+    pub origin: Option<Origin>,
+}
+
+/// The host folders behind an extension built from sources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    /// The extension as given (a file or folder, absolute).
+    pub path: PathBuf,
+    /// The package folder its modules are `/ext/...` in.
+    pub root: PathBuf,
 }
 
 /// sha256 of the embedded guest shim, computed when pichamber was built.
@@ -104,6 +116,10 @@ impl Artifact {
             code: ComponentCode::Embedded,
             manifest,
             modules,
+            origin: Some(Origin {
+                path: bundle.input.clone(),
+                root: bundle.root.clone(),
+            }),
         }
     }
 
@@ -260,6 +276,7 @@ impl Artifact {
             },
             manifest,
             modules,
+            origin: None,
         })
     }
 }
@@ -331,6 +348,8 @@ mod tests {
             requested_capabilities: serde_json::json!({"read": ["/data"]}),
             name: "demo".into(),
             version: Some("1.2.3".into()),
+            input: "/src/demo".into(),
+            root: "/src/demo".into(),
         };
         let artifact = Artifact::from_bundle(&bundle);
         let back = Artifact::from_bytes(&artifact.to_bytes().unwrap()).unwrap();

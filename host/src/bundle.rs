@@ -64,6 +64,10 @@ pub struct Bundle {
     /// A name for the extension: the package name or the entry file's stem.
     pub name: String,
     pub version: Option<String>,
+    /// The extension as given (made absolute).
+    pub input: PathBuf,
+    /// The folder module ids are relative to (`/ext/...`): the package, or the file's folder.
+    pub root: PathBuf,
 }
 
 /// One module of the bundle.
@@ -333,6 +337,8 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
         package,
         requested_capabilities,
         name,
+        input: std::path::absolute(input).unwrap_or_else(|_| input.to_path_buf()),
+        root: layout.root.clone(),
     })
 }
 

@@ -129,6 +129,14 @@ struct SessionArgs {
     /// with the project, so not loaded unless you say so.
     #[arg(long)]
     trust_project: bool,
+    /// Do not load skills from pi's folders (~/.pi/agent/skills, ~/.agents/skills, and the
+    /// project's with --trust-project); the -e packages' skills still load, as in pi.
+    #[arg(long)]
+    no_skills: bool,
+    /// Do not load prompt templates from pi's folders (~/.pi/agent/prompts, and the
+    /// project's with --trust-project); the -e packages' templates still load, as in pi.
+    #[arg(long)]
+    no_prompt_templates: bool,
     /// Set an extension flag: name=value (value is JSON, or a plain string).
     #[arg(long = "flag", value_name = "NAME=VALUE")]
     flags: Vec<String>,
@@ -483,9 +491,21 @@ async fn open_session(
     if sources.is_empty() && !args.no_extensions {
         sources = discovered_extensions(&cwd, args.trust_project);
     }
+    // A folder given is a pi package: it may bring prompt templates and skills, and its
+    // extensions are what its manifest or its extensions/ folder lists (maybe none).
+    let (mut prompts, mut skills) = discovery::source_resources(&sources);
+    let (user_prompts, user_skills) =
+        discovery::user_resources(&cwd, &discovery::agent_dir(), args.trust_project);
+    if !args.no_prompt_templates {
+        prompts.extend(user_prompts);
+    }
+    if !args.no_skills {
+        skills.extend(user_skills);
+    }
     let artifacts = sources
         .iter()
-        .map(|p| load_artifact(p))
+        .flat_map(|p| discovery::resolve_source(p).extensions)
+        .map(|p| load_artifact(&p))
         .collect::<Result<Vec<_>>>()?;
     let model = model_from_args(&args.model)?;
     let store = match &args.session {
@@ -534,6 +554,7 @@ async fn open_session(
             store,
         },
     );
+    session.set_resources(prompts, skills);
     session
         .set_thinking_level(&args.model.thinking)
         .map_err(anyhow::Error::msg)?;

@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::session::resources::{Metadata, ResourcePath};
+
 /// What discovery found.
 #[derive(Debug, Default, PartialEq)]
 pub struct Discovered {
@@ -225,6 +227,243 @@ pub fn discover(cwd: &Path, agent_dir: &Path, trust_project: bool) -> Discovered
         trust_project,
     );
     c.found
+}
+
+/// What one `-e` source brings, resolved as pi resolves a local package source
+/// (package-manager.js): a folder whose package.json has a `pi` manifest gives what that lists;
+/// else its `extensions/`, `skills/`, `prompts/` (and `themes/`) folders, when it has any;
+/// else the folder (or file) is the extension.
+#[derive(Debug, Default, PartialEq)]
+pub struct PackageSource {
+    /// What to load as extensions (the folder itself when its manifest lists extensions:
+    /// the build reads `pi.extensions`).
+    pub extensions: Vec<PathBuf>,
+    /// Prompt template files.
+    pub prompts: Vec<PathBuf>,
+    /// Skill files (`SKILL.md`, or `.md` at the top of a skills folder).
+    pub skills: Vec<PathBuf>,
+}
+
+fn is_override_pattern(entry: &str) -> bool {
+    entry.starts_with('!') || entry.starts_with('+') || entry.starts_with('-')
+}
+
+/// A folder's entries sorted by name, hidden ones and node_modules left out, symlinks
+/// followed (broken ones left out): (name, path, is file, is folder).
+fn listing(dir: &Path) -> Vec<(String, PathBuf, bool, bool)> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = read
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "node_modules" {
+                return None;
+            }
+            let meta = std::fs::metadata(e.path()).ok()?;
+            Some((name, e.path(), meta.is_file(), meta.is_dir()))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    out
+}
+
+/// Every file under `dir` whose name ends with `suffix`, depth first in name order.
+fn files_under(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (name, path, is_file, is_dir) in listing(dir) {
+        if is_dir {
+            out.extend(files_under(&path, suffix));
+        } else if is_file && name.ends_with(suffix) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// pi's skill files in a folder: its SKILL.md if it has one; else, walking subfolders, theirs,
+/// and at the top the `.md` files too.
+fn skill_files(dir: &Path, top: bool) -> Vec<PathBuf> {
+    let skill = dir.join("SKILL.md");
+    if skill.is_file() {
+        return vec![skill];
+    }
+    let mut out = Vec::new();
+    for (name, path, is_file, is_dir) in listing(dir) {
+        if top && is_file && name.ends_with(".md") {
+            out.push(path);
+        } else if is_dir {
+            out.extend(skill_files(&path, false));
+        }
+    }
+    out
+}
+
+fn resource_files(path: &Path, kind: &str) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    if !path.is_dir() {
+        return Vec::new();
+    }
+    match kind {
+        "skills" => skill_files(path, true),
+        "prompts" => files_under(path, ".md"),
+        _ => folder_entries(path).unwrap_or_else(|| discover_in(path)),
+    }
+}
+
+/// Resolves one `-e` source (see [`PackageSource`]). Glob and override entries of a manifest
+/// (`*`, `!x`, ...) are not supported and are skipped.
+pub fn resolve_source(path: &Path) -> PackageSource {
+    if !path.is_dir() {
+        return PackageSource {
+            extensions: vec![path.to_path_buf()],
+            ..Default::default()
+        };
+    }
+    let manifest = std::fs::read_to_string(path.join("package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .map(|p| p["pi"].clone())
+        .filter(|pi| !pi.is_null());
+    let mut found = PackageSource::default();
+    if let Some(manifest) = manifest {
+        let entries = |kind: &str| -> Vec<PathBuf> {
+            manifest[kind]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|e| !is_override_pattern(e) && !e.contains('*') && !e.contains('?'))
+                .flat_map(|e| resource_files(&path.join(e), kind))
+                .collect()
+        };
+        if manifest["extensions"]
+            .as_array()
+            .is_some_and(|list| !list.is_empty())
+        {
+            found.extensions = vec![path.to_path_buf()];
+        }
+        found.prompts = entries("prompts");
+        found.skills = entries("skills");
+        return found;
+    }
+    let mut any = false;
+    for kind in ["extensions", "skills", "prompts", "themes"] {
+        let dir = path.join(kind);
+        if !dir.exists() {
+            continue;
+        }
+        any = true;
+        let files = resource_files(&dir, kind);
+        match kind {
+            "extensions" => found.extensions = files,
+            "skills" => found.skills = files,
+            "prompts" => found.prompts = files,
+            _ => {}
+        }
+    }
+    if !any {
+        found.extensions = vec![path.to_path_buf()];
+    }
+    found
+}
+
+/// The prompt templates and skills of the `-e` sources, with the metadata pi gives package
+/// resources; each package's files are read only inside that package.
+pub fn source_resources(sources: &[PathBuf]) -> (Vec<ResourcePath>, Vec<ResourcePath>) {
+    let mut prompts = Vec::new();
+    let mut skills = Vec::new();
+    for source in sources {
+        if !source.is_dir() {
+            continue;
+        }
+        let resolved = resolve_source(source);
+        let base_dir = std::path::absolute(source).unwrap_or_else(|_| source.clone());
+        let meta = Metadata {
+            source: source.to_string_lossy().into_owned(),
+            scope: "temporary".into(),
+            origin: "package".into(),
+            base_dir: Some(base_dir),
+        };
+        let confine = source.canonicalize().ok();
+        let wrap = |path: PathBuf| ResourcePath {
+            path: std::path::absolute(&path).unwrap_or(path),
+            meta: meta.clone(),
+            confine: confine.clone(),
+        };
+        prompts.extend(resolved.prompts.into_iter().map(wrap));
+        skills.extend(resolved.skills.into_iter().map(wrap));
+    }
+    (prompts, skills)
+}
+
+/// pi's own folders of prompt templates and skills: the project's `.pi/prompts`, `.pi/skills`
+/// and `.agents/skills` up to the repository root (only when the project is trusted), then the
+/// user's `<agent dir>/prompts`, `<agent dir>/skills` and `~/.agents/skills`.
+pub fn user_resources(
+    cwd: &Path,
+    agent_dir: &Path,
+    trust_project: bool,
+) -> (Vec<ResourcePath>, Vec<ResourcePath>) {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let project = cwd.join(".pi");
+    let meta = |scope: &str, base: &Path| Metadata {
+        source: "auto".into(),
+        scope: scope.into(),
+        origin: "top-level".into(),
+        base_dir: Some(base.to_path_buf()),
+    };
+    let wrap = |paths: Vec<PathBuf>, meta: Metadata| -> Vec<ResourcePath> {
+        paths
+            .into_iter()
+            .map(|path| ResourcePath {
+                path,
+                meta: meta.clone(),
+                confine: None,
+            })
+            .collect()
+    };
+    let prompt_files = |dir: &Path| -> Vec<PathBuf> {
+        listing(dir)
+            .into_iter()
+            .filter(|(name, _, is_file, _)| *is_file && name.ends_with(".md"))
+            .map(|(_, path, _, _)| path)
+            .collect()
+    };
+    let user_agents = home.join(".agents").join("skills");
+    let mut prompts = Vec::new();
+    let mut skills = Vec::new();
+    if trust_project {
+        prompts.extend(wrap(
+            prompt_files(&project.join("prompts")),
+            meta("project", &project),
+        ));
+        let mut files = skill_files(&project.join("skills"), true);
+        let git_root = cwd.ancestors().find(|d| d.join(".git").exists());
+        for dir in cwd.ancestors() {
+            let agents = dir.join(".agents").join("skills");
+            if agents != user_agents {
+                files.extend(skill_files(&agents, false));
+            }
+            if Some(dir) == git_root {
+                break;
+            }
+        }
+        skills.extend(wrap(files, meta("project", &project)));
+    }
+    prompts.extend(wrap(
+        prompt_files(&agent_dir.join("prompts")),
+        meta("user", agent_dir),
+    ));
+    let mut files = skill_files(&agent_dir.join("skills"), true);
+    files.extend(skill_files(&user_agents, false));
+    skills.extend(wrap(files, meta("user", agent_dir)));
+    (prompts, skills)
 }
 
 #[cfg(test)]

@@ -60,8 +60,21 @@ pub enum QueueMode {
 impl SessionShared {
     /// Queues a user message for a streaming run: steering (delivered after the current
     /// turn's tool calls) or follow-up (when the agent would stop). Without a behaviour it is
-    /// pi's "already processing" error.
+    /// pi's "already processing" error. A client's text: `/skill:name` and `/template` are
+    /// expanded first, as pi's steer / followUp / prompt do.
     pub fn queue_user_message(
+        &self,
+        text: &str,
+        images: &[Value],
+        behavior: Option<&str>,
+    ) -> Result<(), String> {
+        let text = self.expand_user_text(text);
+        self.enqueue_user_message(&text, images, behavior)
+    }
+
+    /// [`SessionShared::queue_user_message`] for text as it is (already expanded, or an
+    /// extension's, which pi does not expand).
+    pub(super) fn enqueue_user_message(
         &self,
         text: &str,
         images: &[Value],
@@ -218,8 +231,15 @@ impl Session {
         else {
             return Ok(());
         };
+        // After the input event, skills and templates (pi's order); not for an extension's
+        // sendUserMessage.
+        let text = if options.expand_commands {
+            self.shared.expand_user_text(&text)
+        } else {
+            text
+        };
         if self.is_streaming() {
-            return self.shared.queue_user_message(
+            return self.shared.enqueue_user_message(
                 &text,
                 &images,
                 options.streaming_behavior.as_deref(),
@@ -445,9 +465,14 @@ impl Session {
                 }
                 continue;
             };
+            let text = if source == "extension" {
+                text
+            } else {
+                self.shared.expand_user_text(&text)
+            };
             let outcome = self
                 .shared
-                .queue_user_message(&text, &images, deliver_as.as_deref());
+                .enqueue_user_message(&text, &images, deliver_as.as_deref());
             match respond {
                 Some(respond) => respond(outcome),
                 None => {

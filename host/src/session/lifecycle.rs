@@ -64,8 +64,8 @@ impl Session {
     }
 
     /// `session_start`, then `resources_discover` as pi follows it ("reload" after a
-    /// reload, "startup" otherwise). pichamber has no skills, prompt templates or themes
-    /// to extend, so what extensions discover is not used.
+    /// reload, "startup" otherwise): the prompt templates and skills extensions return are
+    /// added to the session's (themes are not used: pichamber has no TUI).
     async fn session_started(&mut self, event: Value) {
         self.record_initial_settings();
         let reason = if event["reason"] == "reload" {
@@ -74,13 +74,21 @@ impl Session {
             "startup"
         };
         let _ = self.emit("session_start", event).await;
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .resources
+            .reset_extensions();
         if self.has_handlers("resources_discover") {
-            let _ = self
+            let discovered = self
                 .emit(
                     "resources_discover",
                     json!({ "type": "resources_discover", "cwd": self.shared.cwd, "reason": reason }),
                 )
-                .await;
+                .await
+                .unwrap_or(Value::Null);
+            self.add_discovered_resources(&discovered);
         }
     }
 
@@ -168,6 +176,7 @@ impl Session {
             }
         }
         self.extensions.clear();
+        self.origins.clear();
         let mut state = self.shared.state.lock().unwrap();
         state.tools.retain(|t| t.source == ToolSource::Builtin);
         let builtin: Vec<String> = state.tools.iter().map(|t| t.name.clone()).collect();

@@ -11,6 +11,7 @@ pub mod dialogs;
 pub mod events;
 pub mod lifecycle;
 pub mod messages;
+pub mod resources;
 pub mod state;
 pub mod store;
 pub mod system_prompt;
@@ -28,7 +29,7 @@ pub use state::{SessionShared, SessionState};
 pub use system_prompt::SystemPromptOptions;
 pub use tool_calls::ToolExecution;
 
-use crate::artifact::Artifact;
+use crate::artifact::{Artifact, Origin};
 use crate::model::ModelClient;
 use crate::runtime::{CallError, ExtensionInstance, InstanceOptions, Runtime};
 use crate::tools::{self, Workspace};
@@ -78,6 +79,8 @@ pub struct Session {
     runtime: Arc<Runtime>,
     options: InstanceOptions,
     extensions: Vec<ExtensionInstance>,
+    /// Where each loaded extension's sources are (same order as `extensions`).
+    origins: Vec<Option<Origin>>,
     next_call: u64,
     model: Option<Arc<ModelClient>>,
     settings: AgentSettings,
@@ -157,6 +160,7 @@ impl Session {
             runtime,
             options: config.instance,
             extensions: Vec::new(),
+            origins: Vec::new(),
             next_call: 0,
             model: config.model,
             settings: config.agent,
@@ -191,6 +195,7 @@ impl Session {
                 .flat_map(|t| t.prompt_guidelines.iter().cloned())
                 .collect(),
             context_files: Vec::new(),
+            skills: state.resources.skills.clone(),
         }
     }
 
@@ -279,6 +284,7 @@ impl Session {
         {
             Ok(instance) => {
                 self.extensions.push(instance);
+                self.origins.push(artifact.origin.clone());
                 // pi activates every tool an extension registered while loading, also one
                 // that replaces a built-in pi leaves inactive (find, grep, ls).
                 {
@@ -423,7 +429,7 @@ impl Session {
                                 discovered[key]
                                     .as_array_mut()
                                     .unwrap()
-                                    .push(json!({ "path": path, "extensionPath": extension_name }));
+                                    .push(json!({ "path": path, "extensionPath": extension_name, "extension": i }));
                             }
                         }
                     }

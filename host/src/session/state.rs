@@ -172,6 +172,8 @@ pub struct SessionState {
     /// An extension called ctx.shutdown().
     pub shutdown_requested: bool,
     pub agent: AgentState,
+    /// Prompt templates and skills.
+    pub resources: super::resources::Resources,
 }
 
 /// The agent's side of the session: its context messages, whether a run is streaming, and the
@@ -255,6 +257,7 @@ impl SessionState {
             bus: VecDeque::new(),
             shutdown_requested: false,
             agent: AgentState::default(),
+            resources: Default::default(),
         }
     }
 
@@ -359,7 +362,8 @@ impl SessionState {
             .any(|r| r.events.iter().any(|e| e == event))
     }
 
-    /// The registered commands as pi lists them (`get_commands`, `pi.getCommands()`).
+    /// The commands as pi lists them (`get_commands`, `pi.getCommands()`): the extensions'
+    /// registered commands, then prompt templates, then skills.
     pub fn commands_json(&self) -> Value {
         Value::Array(
             self.commands
@@ -370,6 +374,7 @@ impl SessionState {
                         "sourceInfo": { "path": format!("extension:{}", c.extension_name), "source": "extension" },
                     })
                 })
+                .chain(self.resources.commands_json())
                 .collect(),
         )
     }

@@ -21,6 +21,8 @@ pub struct SystemPromptOptions {
     pub guidelines: Vec<String>,
     /// (path, content) of AGENTS.md-style context files.
     pub context_files: Vec<(String, String)>,
+    /// The session's skills, listed for the model when it has the read tool.
+    pub skills: Vec<super::resources::Skill>,
 }
 
 impl SystemPromptOptions {
@@ -28,6 +30,7 @@ impl SystemPromptOptions {
         // Unset options are left out, as pi leaves them undefined.
         let mut out = json!({
             "cwd": self.cwd,
+            "skills": self.skills.iter().map(super::resources::Skill::to_json).collect::<Vec<_>>(),
             "selectedTools": self.selected_tools,
             "toolSnippets": self.tool_snippets.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>(),
             "promptGuidelines": self.guidelines,
@@ -63,6 +66,10 @@ pub fn build(options: &SystemPromptOptions) -> String {
         for (path, content) in &options.context_files {
             prompt.push_str(&format!("## {path}\n\n{content}\n\n"));
         }
+    }
+    // Skills are for reading: listed only when the model has the read tool.
+    if options.selected_tools.iter().any(|t| t == "read") {
+        prompt.push_str(&super::resources::format_skills_for_prompt(&options.skills));
     }
     prompt.push_str(&format!("\nCurrent date: {}", today()));
     prompt.push_str(&format!(
