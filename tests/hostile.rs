@@ -1056,7 +1056,12 @@ fn without_a_network_grant_nothing_reaches_the_network() {
         "/attack",
     ]);
     let report = run.report();
-    for attempt in ["net.connect", "http.request", "https.get", "http.createServer"] {
+    for attempt in [
+        "net.connect",
+        "http.request",
+        "https.get",
+        "http.createServer",
+    ] {
         assert_refused(&report, attempt, &["extensions have no network access"]);
         assert_eq!(report[attempt]["code"], "ERR_ACCESS_DENIED", "{attempt}");
     }

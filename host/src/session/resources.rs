@@ -952,6 +952,7 @@ impl SessionShared {
                 extension: e.path.to_string_lossy().into_owned(),
                 event: "skill_expansion".into(),
                 error: e.message,
+                stack: None,
             });
         }
         expanded
