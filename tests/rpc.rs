@@ -1090,6 +1090,8 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
 struct SequenceRun {
     steps: Vec<Step>,
     export: Value,
+    /// The exported file's text (its path resolved against the workspace).
+    export_html: String,
     mock_calls: usize,
 }
 
@@ -1106,6 +1108,10 @@ fn run_sequence(side: Side) -> SequenceRun {
         },
     );
     let (mut steps, export) = command_sequence(&mut agent);
+    let export_html = export["data"]["path"]
+        .as_str()
+        .and_then(|p| std::fs::read_to_string(home.workspace.join(p)).ok())
+        .unwrap_or_default();
     // What the original session file holds, entry by entry (type, and role for messages).
     let file = std::fs::read_to_string(home.session_file()).unwrap_or_default();
     let entries: Vec<Value> = file
@@ -1149,6 +1155,7 @@ fn run_sequence(side: Side) -> SequenceRun {
     SequenceRun {
         steps,
         export,
+        export_html,
         mock_calls: mock.requests().len(),
     }
 }
@@ -1197,26 +1204,38 @@ fn command_responses_match_pi() {
     let pi_vs_pi = std::env::var_os("RPC_DIFF_PI_VS_PI").is_some();
     let ours = run_sequence(if pi_vs_pi { Side::Pi } else { Side::Pichamber });
 
-    assert_eq!(
-        pi.export["success"],
-        json!(true),
-        "pi's export_html: {}",
-        pi.export
-    );
-    if !pi_vs_pi {
-        // export_html is not implemented in pichamber: it must say so, not pretend.
+    // Both write the page where they say; the pages themselves differ by design (pi's is a
+    // script rendering embedded JSON, pichamber's is rendered HTML without script).
+    for (run, side) in [(&pi, "pi"), (&ours, "pichamber")] {
         assert_eq!(
-            ours.export["success"],
-            json!(false),
-            "pichamber's export_html: {}",
-            ours.export
+            run.export["success"],
+            json!(true),
+            "{side}'s export_html: {}",
+            run.export
         );
-        let error = ours.export["error"].as_str().unwrap_or_default();
+        let path = run.export["data"]["path"].as_str().unwrap_or_default();
         assert!(
-            error.contains("export_html"),
-            "pichamber's export_html error should name the command: {}",
-            ours.export
+            path.ends_with("session.html"),
+            "{side}'s export_html path: {}",
+            run.export
         );
+        assert!(
+            run.export_html.starts_with("<!DOCTYPE html>"),
+            "{side}'s export is not an HTML page: {:.200}",
+            run.export_html
+        );
+    }
+    if !pi_vs_pi {
+        let page = &ours.export_html;
+        for text in [
+            "Say hi",
+            "Hi there.",
+            "Named session",
+            "Summary of the talk so far.",
+        ] {
+            assert!(page.contains(text), "the export lacks {text:?}");
+        }
+        assert!(!page.contains("<script"), "pichamber's export has a script");
     }
 
     let labels = |run: &SequenceRun| {
@@ -2030,4 +2049,123 @@ fn closing_stdin_finishes_work_in_flight() {
     assert_eq!(last["stopReason"], json!("stop"), "{last}");
     assert_eq!(common::text_of(&last["content"]), full);
     assert_eq!(mock.requests().len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// export_html
+
+/// Without a session file both refuse to export, with pi's words; with one, a directory as
+/// outputPath is refused and a relative path lands in the session's directory.
+fn export_html_paths(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [{ "text": "Hello." }] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(side, &home, &Launch::default());
+    let r = agent.request(json!({ "type": "export_html" }));
+    assert_eq!(
+        (r["success"].clone(), r["error"].clone()),
+        (
+            json!(false),
+            json!("Cannot export in-memory session to HTML")
+        ),
+        "{side:?}: {r}"
+    );
+    agent.close();
+    let _ = agent.wait_exit(Duration::from_secs(20));
+
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            session: true,
+            ..Launch::default()
+        },
+    );
+    agent.prompt("Hi");
+    let r = agent.request(json!({ "type": "export_html" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    let path = r["data"]["path"].as_str().unwrap().to_owned();
+    // pi answers with the name it chose (relative to its directory), pichamber with the
+    // absolute path; both the same file.
+    assert!(path.ends_with("pi-session-main.html"), "{side:?}: {r}");
+    assert!(
+        home.workspace.join("pi-session-main.html").is_file(),
+        "{side:?}"
+    );
+    std::fs::create_dir(home.workspace.join("a-folder")).unwrap();
+    let r = agent.request(json!({ "type": "export_html", "outputPath": "a-folder" }));
+    assert_eq!(r["success"], json!(false), "{side:?}: {r}");
+    assert!(home.workspace.join("a-folder").is_dir());
+    agent.close();
+    let _ = agent.wait_exit(Duration::from_secs(20));
+}
+
+#[test]
+fn export_html_paths_pi() {
+    export_html_paths(Side::Pi);
+}
+
+#[test]
+fn export_html_paths_pichamber() {
+    export_html_paths(Side::Pichamber);
+}
+
+/// Model, user and extension texts are hostile: the page pichamber writes has no script, no
+/// event handler and no javascript: link, whatever the session holds, and still shows the
+/// text around them.
+#[test]
+fn export_html_neutralises_hostile_content() {
+    let hostile = "Look **here** <script>alert('model')</script>\n\n\
+                   <img src=x onerror=\"alert('img')\">\n\n\
+                   [click me](javascript:alert('link')) <a href=\"javascript:void(0)\" onclick=\"x()\">a</a>\n\n\
+                   <iframe src=\"https://evil.example\"></iframe>";
+    let mock = Mock::new(&json!({ "turns": [
+        { "thinking": "<script>thinking()</script>", "text": hostile,
+          "toolCalls": [{ "id": "call_1", "name": "no_such_tool",
+                          "arguments": { "html": "</pre><script>args()</script>" } }] },
+        { "text": "Done <svg onload=alert(1)>." },
+    ]}));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        Side::Pichamber,
+        &home,
+        &Launch {
+            session: true,
+            ..Launch::default()
+        },
+    );
+    agent.prompt("User says <script>user()</script> and <b onmouseover=alert(1)>hi</b>");
+    let r = agent.request(json!({ "type": "export_html", "outputPath": "out/../hostile.html" }));
+    assert_eq!(
+        r["success"],
+        json!(false),
+        "a path through a missing folder: {r}"
+    );
+    let r = agent.request(json!({ "type": "export_html", "outputPath": "hostile.html" }));
+    assert_eq!(r["success"], json!(true), "{r}");
+    let page = std::fs::read_to_string(home.workspace.join("hostile.html")).unwrap();
+    let lower = page.to_lowercase();
+    for bad in [
+        "<script",
+        "onerror",
+        "onclick",
+        "onload",
+        "onmouseover",
+        "javascript:",
+        "<iframe",
+        "<svg",
+    ] {
+        assert!(!lower.contains(bad), "the export contains {bad:?}:\n{page}");
+    }
+    for good in [
+        "<strong>here</strong>",
+        "click me",
+        "Tool call: no_such_tool",
+        "Done",
+        "User says",
+        "<b>hi</b>",
+        "&lt;script&gt;thinking()&lt;/script&gt;",
+        "Content-Security-Policy",
+    ] {
+        assert!(page.contains(good), "the export lacks {good:?}:\n{page}");
+    }
 }

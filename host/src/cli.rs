@@ -84,6 +84,19 @@ enum Command {
     /// pi (through a models.json provider) and pichamber can be driven by the same model.
     /// Prints the base URL; serves until stdin closes.
     MockModel(MockModelArgs),
+    /// Write a session file (pi's JSONL, from --session or pi's session folder) as one
+    /// self-contained HTML page: no script, no external resource, every text sanitised.
+    /// The session file is only read.
+    Export(ExportArgs),
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// The session file (.jsonl).
+    session: PathBuf,
+    /// Where to write the page [default: pi-session-<name>.html in the current folder].
+    #[arg(short, long, value_name = "FILE.html")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -301,6 +314,7 @@ pub fn main() -> ExitCode {
             Command::Inspect(args) => inspect(args).await,
             Command::Rpc(args) => rpc_command(*args).await,
             Command::MockModel(args) => mock_model(args).await,
+            Command::Export(args) => export(args),
         }
     });
     // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
@@ -553,6 +567,13 @@ async fn open_session(
             .map_err(anyhow::Error::msg)?;
     }
     Ok(Some(session))
+}
+
+fn export(args: ExportArgs) -> Result<ExitCode> {
+    let path = crate::export_html::export_file(&args.session, args.output.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    println!("{}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {

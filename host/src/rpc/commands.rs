@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{Output, RpcDialogs, Work, response};
+use crate::export_html::{self, ExportExtras};
 use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiModel};
 use crate::session::messages;
@@ -452,7 +453,25 @@ pub(super) async fn run_session_command(
             let name = text_arg(command, "name")?;
             session.set_session_name(name).map(|()| None)
         }
-        "export_html" => Err("export_html is not supported by pichamber yet".into()),
+        "export_html" => {
+            let output = match &command["outputPath"] {
+                Value::Null => None,
+                Value::String(s) => Some(s.as_str()),
+                _ => return Err("export_html: \"outputPath\" must be a string".into()),
+            };
+            let state = session.shared.state.lock().unwrap();
+            let extras = ExportExtras {
+                system_prompt: Some(state.agent.system_prompt.clone()).filter(|p| !p.is_empty()),
+                tools: state
+                    .active_tools
+                    .iter()
+                    .filter_map(|name| state.tool(name))
+                    .map(|t| json!({ "name": t.name, "description": t.description }))
+                    .collect(),
+            };
+            let path = export_html::export_store(&state.store, output, &extras)?;
+            Ok(Some(json!({ "path": path.to_string_lossy() })))
+        }
         other => Err(format!("Unknown command: {other}")),
     }
 }
