@@ -51,6 +51,7 @@ use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
 use crate::rpc;
 use crate::runtime::{InstanceOptions, Runtime};
+use crate::session::retry::RetrySettings;
 use crate::session::store::{SessionStore, SyncPolicy};
 use crate::session::{
     AgentSettings, DialogResponder, EventSink, NoDialogs, PromptOptions, ScriptedAnswers, Session,
@@ -543,6 +544,7 @@ async fn open_session(
                 builtin_tools: !args.agent.no_builtin_tools,
                 system_prompt: args.agent.system_prompt.clone(),
                 append_system_prompt: args.agent.append_system_prompt.clone(),
+                retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
                 ..Default::default()
             },
             store,
@@ -574,6 +576,23 @@ fn export(args: ExportArgs) -> Result<ExitCode> {
         .map_err(anyhow::Error::msg)?;
     println!("{}", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// pi's settings.json files that apply to a session in `cwd`: the agent dir's, then the
+/// project's (.pi/settings.json) when the project is trusted. Missing or unreadable files
+/// count as empty.
+fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let mut files = vec![read(crate::discovery::agent_dir().join("settings.json"))];
+    if trust_project {
+        files.push(read(cwd.join(".pi/settings.json")));
+    }
+    files
 }
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {

@@ -174,14 +174,24 @@ pub(super) fn handle_line(
             if busy {
                 shared.abort.send_replace(true);
             }
+            abort_retry(shared);
             Ok(None)
         }
         "abort_bash" => {
             shared.bash_abort.send_replace(true);
             Ok(None)
         }
-        // pichamber does not retry failed model calls, so there is nothing to stop.
-        "abort_retry" | "set_auto_retry" => Ok(None),
+        "abort_retry" => {
+            abort_retry(shared);
+            Ok(None)
+        }
+        "set_auto_retry" => match command["enabled"].as_bool() {
+            Some(enabled) => {
+                shared.state.lock().unwrap().agent.retry.enabled = enabled;
+                Ok(None)
+            }
+            None => Err("set_auto_retry needs \"enabled\" (true or false)".into()),
+        },
         "get_state" => Ok(Some(state_of(shared))),
         "get_messages" => {
             let state = shared.state.lock().unwrap();
@@ -246,6 +256,13 @@ pub(super) fn handle_line(
         }
     };
     output.line(&response(&id, &kind, outcome));
+}
+
+/// Cancels the wait before an automatic retry, when there is one (pi's `abortRetry`).
+fn abort_retry(shared: &SessionShared) {
+    if shared.state.lock().unwrap().agent.retrying {
+        shared.retry_abort.send_replace(true);
+    }
 }
 
 /// `steer` / `follow_up`: queued as they are (no `input` event, as in pi); extension
