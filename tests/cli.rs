@@ -40,6 +40,7 @@ fn every_command_has_help() {
         &["build", "--help"],
         &["run", "--help"],
         &["inspect", "--help"],
+        &["export", "--help"],
     ] {
         let out = common::pichamber(sub);
         assert!(out.status.success());
@@ -639,4 +640,63 @@ fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
     assert_eq!(results[1], ("local_tool ran".into(), false));
     let (results, _) = run(&["--no-extensions"]);
     assert!(results.iter().all(|(_, error)| *error));
+}
+
+/// `pichamber export` reads a session file (without changing it) and writes the page where
+/// -o says, or pi's default name in the current folder.
+#[test]
+fn export_writes_a_page_and_leaves_the_session_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("talk.jsonl");
+    // A version-2 file (pi migrates these on open) with a torn last line.
+    let text = [
+        r#"{"type":"session","version":2,"id":"s-1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/tmp"}"#,
+        r#"{"type":"message","id":"a","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"Export me <script>x()</script>","timestamp":1}}"#,
+        r#"{"type":"message","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Sure: *done*"}],"stopReason":"stop","timestamp":2}}"#,
+        r#"{"type":"message","id":"c","par"#,
+    ]
+    .join("\n");
+    std::fs::write(&session, &text).unwrap();
+    let out = common::pichamber(&[
+        "export",
+        session.to_str().unwrap(),
+        "-o",
+        dir.path().join("x.html").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        dir.path().join("x.html").display().to_string()
+    );
+    let page = std::fs::read_to_string(dir.path().join("x.html")).unwrap();
+    assert!(
+        page.contains("Export me") && page.contains("<em>done</em>"),
+        "{page}"
+    );
+    assert!(!page.contains("<script"), "{page}");
+    assert_eq!(
+        std::fs::read_to_string(&session).unwrap(),
+        text,
+        "the session file changed"
+    );
+
+    let out = std::process::Command::new(common::bin())
+        .args(["export", "talk.jsonl"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("pi-session-talk.html").is_file());
+
+    let out = common::pichamber(&["export", dir.path().join("missing.jsonl").to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("File not found"), "{}", stderr(&out));
+    let out = common::pichamber(&[
+        "export",
+        session.to_str().unwrap(),
+        "-o",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
 }

@@ -409,6 +409,43 @@ async fn cancel_before_the_response_aborts_without_start() {
     assert_eq!(kinds(&events(&items)), ["error"]);
 }
 
+/// An `httpStatus` turn: the mock answers with that status, and the in-process scripted
+/// model fails the same way, with the SDK's retries taking further turns in both.
+#[tokio::test]
+async fn http_status_turns_fail_alike_over_http_and_scripted() {
+    let turns = json!({"turns": [
+        {"httpStatus": 500, "errorMessage": "final", "headers": {"x-should-retry": "false"}},
+        {"httpStatus": 429, "errorMessage": "slow down", "headers": {"retry-after-ms": "1"}},
+        {"text": "after the SDK's retry"},
+        {"httpStatus": 400, "errorMessage": "bad"},
+    ]});
+    let server = mock_server::start(script(turns.clone())).await.unwrap();
+    let config = openai(&server.base_url());
+    let over_http = client(config.clone());
+    let scripted_model = ScriptedModel::with_config(script(turns), config);
+    let scripted = ModelClient::Scripted(scripted_model.clone());
+    let mut messages = Vec::new();
+    for call_number in 0..3 {
+        let (_, http_message) = call(&over_http, &hello_context()).await;
+        let (_, message) = call(&scripted, &hello_context()).await;
+        assert_eq!(
+            without_timestamps(&message),
+            without_timestamps(&http_message),
+            "call {call_number}"
+        );
+        messages.push(message);
+    }
+    assert_eq!(messages[0]["errorMessage"], "500 final");
+    assert_eq!(messages[1]["content"][0]["text"], "after the SDK's retry");
+    assert_eq!(messages[2]["errorMessage"], "400 bad");
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(scripted_model.payloads().len(), 4);
+    assert!(
+        Script::from_value(json!({"turns": [{"httpStatus": 200}]})).is_err()
+            && Script::from_value(json!({"turns": [{"headers": {"a": "b"}}]})).is_err()
+    );
+}
+
 #[tokio::test]
 async fn scripted_model_plays_what_the_mock_serves() {
     let turns = json!({"turns": [

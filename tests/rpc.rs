@@ -1090,6 +1090,8 @@ fn command_sequence(agent: &mut Agent) -> (Vec<Step>, Value) {
 struct SequenceRun {
     steps: Vec<Step>,
     export: Value,
+    /// The exported file's text (its path resolved against the workspace).
+    export_html: String,
     mock_calls: usize,
 }
 
@@ -1106,6 +1108,10 @@ fn run_sequence(side: Side) -> SequenceRun {
         },
     );
     let (mut steps, export) = command_sequence(&mut agent);
+    let export_html = export["data"]["path"]
+        .as_str()
+        .and_then(|p| std::fs::read_to_string(home.workspace.join(p)).ok())
+        .unwrap_or_default();
     // What the original session file holds, entry by entry (type, and role for messages).
     let file = std::fs::read_to_string(home.session_file()).unwrap_or_default();
     let entries: Vec<Value> = file
@@ -1149,6 +1155,7 @@ fn run_sequence(side: Side) -> SequenceRun {
     SequenceRun {
         steps,
         export,
+        export_html,
         mock_calls: mock.requests().len(),
     }
 }
@@ -1197,26 +1204,38 @@ fn command_responses_match_pi() {
     let pi_vs_pi = std::env::var_os("RPC_DIFF_PI_VS_PI").is_some();
     let ours = run_sequence(if pi_vs_pi { Side::Pi } else { Side::Pichamber });
 
-    assert_eq!(
-        pi.export["success"],
-        json!(true),
-        "pi's export_html: {}",
-        pi.export
-    );
-    if !pi_vs_pi {
-        // export_html is not implemented in pichamber: it must say so, not pretend.
+    // Both write the page where they say; the pages themselves differ by design (pi's is a
+    // script rendering embedded JSON, pichamber's is rendered HTML without script).
+    for (run, side) in [(&pi, "pi"), (&ours, "pichamber")] {
         assert_eq!(
-            ours.export["success"],
-            json!(false),
-            "pichamber's export_html: {}",
-            ours.export
+            run.export["success"],
+            json!(true),
+            "{side}'s export_html: {}",
+            run.export
         );
-        let error = ours.export["error"].as_str().unwrap_or_default();
+        let path = run.export["data"]["path"].as_str().unwrap_or_default();
         assert!(
-            error.contains("export_html"),
-            "pichamber's export_html error should name the command: {}",
-            ours.export
+            path.ends_with("session.html"),
+            "{side}'s export_html path: {}",
+            run.export
         );
+        assert!(
+            run.export_html.starts_with("<!DOCTYPE html>"),
+            "{side}'s export is not an HTML page: {:.200}",
+            run.export_html
+        );
+    }
+    if !pi_vs_pi {
+        let page = &ours.export_html;
+        for text in [
+            "Say hi",
+            "Hi there.",
+            "Named session",
+            "Summary of the talk so far.",
+        ] {
+            assert!(page.contains(text), "the export lacks {text:?}");
+        }
+        assert!(!page.contains("<script"), "pichamber's export has a script");
     }
 
     let labels = |run: &SequenceRun| {
@@ -2030,4 +2049,398 @@ fn closing_stdin_finishes_work_in_flight() {
     assert_eq!(last["stopReason"], json!("stop"), "{last}");
     assert_eq!(common::text_of(&last["content"]), full);
     assert_eq!(mock.requests().len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// export_html
+
+/// Without a session file both refuse to export, with pi's words; with one, a directory as
+/// outputPath is refused and a relative path lands in the session's directory.
+fn export_html_paths(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [{ "text": "Hello." }] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(side, &home, &Launch::default());
+    let r = agent.request(json!({ "type": "export_html" }));
+    assert_eq!(
+        (r["success"].clone(), r["error"].clone()),
+        (
+            json!(false),
+            json!("Cannot export in-memory session to HTML")
+        ),
+        "{side:?}: {r}"
+    );
+    agent.close();
+    let _ = agent.wait_exit(Duration::from_secs(20));
+
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            session: true,
+            ..Launch::default()
+        },
+    );
+    agent.prompt("Hi");
+    let r = agent.request(json!({ "type": "export_html" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    let path = r["data"]["path"].as_str().unwrap().to_owned();
+    // pi answers with the name it chose (relative to its directory), pichamber with the
+    // absolute path; both the same file.
+    assert!(path.ends_with("pi-session-main.html"), "{side:?}: {r}");
+    assert!(
+        home.workspace.join("pi-session-main.html").is_file(),
+        "{side:?}"
+    );
+    std::fs::create_dir(home.workspace.join("a-folder")).unwrap();
+    let r = agent.request(json!({ "type": "export_html", "outputPath": "a-folder" }));
+    assert_eq!(r["success"], json!(false), "{side:?}: {r}");
+    assert!(home.workspace.join("a-folder").is_dir());
+    agent.close();
+    let _ = agent.wait_exit(Duration::from_secs(20));
+}
+
+#[test]
+fn export_html_paths_pi() {
+    export_html_paths(Side::Pi);
+}
+
+#[test]
+fn export_html_paths_pichamber() {
+    export_html_paths(Side::Pichamber);
+}
+
+/// Model, user and extension texts are hostile: the page pichamber writes has no script, no
+/// event handler and no javascript: link, whatever the session holds, and still shows the
+/// text around them.
+#[test]
+fn export_html_neutralises_hostile_content() {
+    let hostile = "Look **here** <script>alert('model')</script>\n\n\
+                   <img src=x onerror=\"alert('img')\">\n\n\
+                   [click me](javascript:alert('link')) <a href=\"javascript:void(0)\" onclick=\"x()\">a</a>\n\n\
+                   <iframe src=\"https://evil.example\"></iframe>";
+    let mock = Mock::new(&json!({ "turns": [
+        { "thinking": "<script>thinking()</script>", "text": hostile,
+          "toolCalls": [{ "id": "call_1", "name": "no_such_tool",
+                          "arguments": { "html": "</pre><script>args()</script>" } }] },
+        { "text": "Done <svg onload=alert(1)>." },
+    ]}));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        Side::Pichamber,
+        &home,
+        &Launch {
+            session: true,
+            ..Launch::default()
+        },
+    );
+    agent.prompt("User says <script>user()</script> and <b onmouseover=alert(1)>hi</b>");
+    let r = agent.request(json!({ "type": "export_html", "outputPath": "out/../hostile.html" }));
+    assert_eq!(
+        r["success"],
+        json!(false),
+        "a path through a missing folder: {r}"
+    );
+    let r = agent.request(json!({ "type": "export_html", "outputPath": "hostile.html" }));
+    assert_eq!(r["success"], json!(true), "{r}");
+    let page = std::fs::read_to_string(home.workspace.join("hostile.html")).unwrap();
+    let lower = page.to_lowercase();
+    for bad in [
+        "<script",
+        "onerror",
+        "onclick",
+        "onload",
+        "onmouseover",
+        "javascript:",
+        "<iframe",
+        "<svg",
+    ] {
+        assert!(!lower.contains(bad), "the export contains {bad:?}:\n{page}");
+    }
+    for good in [
+        "<strong>here</strong>",
+        "click me",
+        "Tool call: no_such_tool",
+        "Done",
+        "User says",
+        "<b>hi</b>",
+        "&lt;script&gt;thinking()&lt;/script&gt;",
+        "Content-Security-Policy",
+    ] {
+        assert!(page.contains(good), "the export lacks {good:?}:\n{page}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Automatic retry
+
+/// A scripted HTTP 500 the OpenAI SDK leaves alone (`x-should-retry: false`), so the retry
+/// is the agent's.
+fn http_500(message: &str) -> Value {
+    json!({ "httpStatus": 500, "errorMessage": message, "headers": { "x-should-retry": "false" } })
+}
+
+/// What a retry test compares: the lifecycle and retry events in order (message events by
+/// role, stop reason and error), leaving out streaming updates.
+fn retry_signature(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter_map(|e| {
+            let kind = e["type"].as_str()?;
+            match kind {
+                "auto_retry_start" | "auto_retry_end" => Some(e.clone()),
+                "agent_start" | "turn_start" => Some(json!(kind)),
+                "agent_end" => Some(json!({ "agent_end": e["messages"].as_array()?.len() })),
+                "message_start" | "message_end" | "turn_end" => {
+                    let m = &e["message"];
+                    let mut s = json!({ "type": kind, "role": m["role"] });
+                    if m["role"] == "assistant" && kind != "message_start" {
+                        s["stopReason"] = m["stopReason"].clone();
+                        if let Some(error) = m.get("errorMessage") {
+                            s["errorMessage"] = error.clone();
+                        }
+                    }
+                    Some(s)
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// One retry scenario on `side`: pi's settings.json in the agent dir, a script, a prompt;
+/// when a retry is expected, `during` acts on the first auto_retry_start and the run is
+/// followed to its auto_retry_end. Returns the event signature after the prompt, the model
+/// requests, and the context's messages at the end.
+fn retry_run(
+    side: Side,
+    settings: Value,
+    script: Value,
+    expect_retry: bool,
+    during: impl Fn(&mut Agent),
+) -> (Vec<Value>, Vec<Value>, Value) {
+    let mock = Mock::new(&script);
+    let home = Home::new(&mock.server.base_url());
+    std::fs::write(home.agent_dir.join("settings.json"), settings.to_string()).unwrap();
+    let mut agent = Agent::start(side, &home, &Launch::default());
+    let mark = agent.mark();
+    let r = agent.request(json!({ "type": "prompt", "message": "Try it" }));
+    assert_eq!(r["success"], json!(true), "{side:?}: {r}");
+    if expect_retry {
+        agent.wait_event("auto_retry_start");
+        let before = agent.mark();
+        during(&mut agent);
+        // pi prints the end of a cancelled retry before its answer to abort_retry.
+        if agent.count_since(before, "auto_retry_end") == 0 {
+            agent.wait_event("auto_retry_end");
+        }
+    }
+    agent.wait_idle(mark);
+    let messages = agent.request(json!({ "type": "get_messages" }))["data"]["messages"].clone();
+    let signature = retry_signature(agent.since(mark));
+    agent.close();
+    let _ = agent.wait_exit(Duration::from_secs(20));
+    (signature, mock.requests(), messages)
+}
+
+/// Runs a scenario on both sides; the event sequences and the requests' messages must match.
+fn retry_both(
+    settings: Value,
+    script: Value,
+    expect_retry: bool,
+    during: impl Fn(&mut Agent) + Copy,
+) -> (Vec<Value>, Vec<Value>, Value) {
+    let pi = retry_run(
+        Side::Pi,
+        settings.clone(),
+        script.clone(),
+        expect_retry,
+        during,
+    );
+    let ours = retry_run(Side::Pichamber, settings, script, expect_retry, during);
+    assert_eq!(
+        ours.0,
+        pi.0,
+        "events differ\npi:        {}\npichamber: {}",
+        json!(pi.0),
+        json!(ours.0)
+    );
+    let contexts = |requests: &[Value]| -> Vec<Value> {
+        requests
+            .iter()
+            .map(|r| json!(r["messages"].as_array().map(|m| m.len())))
+            .collect()
+    };
+    assert_eq!(contexts(&ours.1), contexts(&pi.1), "model requests differ");
+    let roles = |messages: &Value| -> Vec<Value> {
+        messages
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| json!([m["role"], m["stopReason"]]))
+            .collect()
+    };
+    assert_eq!(roles(&ours.2), roles(&pi.2), "the final contexts differ");
+    ours
+}
+
+fn retry_settings(max_retries: u64, base_delay_ms: u64) -> Value {
+    json!({ "retry": { "maxRetries": max_retries, "baseDelayMs": base_delay_ms } })
+}
+
+/// A transient error is retried after the delay, the failed message leaves the context,
+/// and the success ends the series: as pi does.
+#[test]
+fn auto_retry_recovers_like_pi() {
+    pi_bin();
+    let script = json!({ "turns": [http_500("boom"), { "text": "Recovered." }] });
+    let (events, requests, messages) =
+        retry_both(retry_settings(2, 30), script, true, |_: &mut Agent| {});
+    let retry: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.get("success").is_some() || e["type"] == "auto_retry_start")
+        .collect();
+    assert_eq!(
+        retry,
+        [
+            &json!({ "type": "auto_retry_start", "attempt": 1, "maxAttempts": 2, "delayMs": 30,
+                     "errorMessage": "500 boom" }),
+            &json!({ "type": "auto_retry_end", "success": true, "attempt": 1 }),
+        ]
+    );
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[0]["messages"], requests[1]["messages"],
+        "the retry sends the context without the failed message"
+    );
+    let texts: Vec<String> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| common::text_of(&m["content"]))
+        .collect();
+    assert_eq!(texts, ["Try it", "Recovered."]);
+}
+
+/// Every attempt failing ends the series with the last error; delays double.
+#[test]
+fn auto_retry_gives_up_like_pi() {
+    pi_bin();
+    let script = json!({ "turns": [http_500("one"), http_500("two"), http_500("three")] });
+    let (events, requests, _) = retry_both(retry_settings(2, 20), script, true, |_: &mut Agent| {});
+    let retry: Vec<Value> = events
+        .iter()
+        .filter(|e| e["type"] == "auto_retry_start" || e["type"] == "auto_retry_end")
+        .cloned()
+        .collect();
+    assert_eq!(
+        retry,
+        [
+            json!({ "type": "auto_retry_start", "attempt": 1, "maxAttempts": 2, "delayMs": 20,
+                    "errorMessage": "500 one" }),
+            json!({ "type": "auto_retry_start", "attempt": 2, "maxAttempts": 2, "delayMs": 40,
+                    "errorMessage": "500 two" }),
+            json!({ "type": "auto_retry_end", "success": false, "attempt": 2,
+                    "finalError": "500 three" }),
+        ]
+    );
+    assert_eq!(requests.len(), 3);
+}
+
+/// abort_retry during the wait cancels the retry: no further model call.
+#[test]
+fn abort_retry_cancels_like_pi() {
+    pi_bin();
+    let script = json!({ "turns": [http_500("boom"), { "text": "Not reached." }] });
+    let (events, requests, _) = retry_both(
+        retry_settings(3, 60_000),
+        script,
+        true,
+        |agent: &mut Agent| {
+            let r = agent.request(json!({ "type": "abort_retry" }));
+            assert_eq!(r["success"], json!(true), "{r}");
+        },
+    );
+    assert_eq!(
+        events.last(),
+        Some(
+            &json!({ "type": "auto_retry_end", "success": false, "attempt": 1,
+                      "finalError": "Retry cancelled" })
+        )
+    );
+    assert_eq!(requests.len(), 1);
+}
+
+/// `abort` while waiting to retry cancels the retry too, as pi's abort does.
+#[test]
+fn abort_cancels_a_retry_like_pi() {
+    pi_bin();
+    let script = json!({ "turns": [http_500("boom"), { "text": "Not reached." }] });
+    let (events, requests, _) = retry_both(
+        retry_settings(3, 60_000),
+        script,
+        true,
+        |agent: &mut Agent| {
+            let r = agent.request(json!({ "type": "abort" }));
+            assert_eq!(r["success"], json!(true), "{r}");
+        },
+    );
+    assert_eq!(
+        events.last(),
+        Some(
+            &json!({ "type": "auto_retry_end", "success": false, "attempt": 1,
+                      "finalError": "Retry cancelled" })
+        )
+    );
+    assert_eq!(requests.len(), 1);
+}
+
+/// The provider's own retries (the OpenAI SDK's, within one model call) come first; only
+/// when they are used up does the agent retry.
+#[test]
+fn sdk_retries_come_before_the_agents_like_pi() {
+    pi_bin();
+    let quick =
+        json!({ "httpStatus": 503, "errorMessage": "busy", "headers": { "retry-after-ms": "1" } });
+    let script =
+        json!({ "turns": [quick.clone(), quick.clone(), quick, { "text": "Recovered." }] });
+    let (events, requests, _) = retry_both(retry_settings(1, 10), script, true, |_: &mut Agent| {});
+    assert!(events.contains(
+        &json!({ "type": "auto_retry_start", "attempt": 1, "maxAttempts": 1,
+                                     "delayMs": 10, "errorMessage": "503 busy" })
+    ));
+    assert_eq!(
+        requests.len(),
+        4,
+        "three SDK attempts, then the agent's retry"
+    );
+}
+
+/// With retry off in settings.json, an error ends the run; a non-transient error is never
+/// retried.
+#[test]
+fn auto_retry_off_or_not_transient_like_pi() {
+    pi_bin();
+    let off = json!({ "retry": { "enabled": false, "baseDelayMs": 1 } });
+    let script = json!({ "turns": [http_500("boom"), { "text": "Not reached." }] });
+    let (events, requests, _) = retry_both(off, script, false, |_: &mut Agent| {});
+    assert!(events.iter().all(|e| {
+        !e["type"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("auto_retry")
+    }));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(requests.len(), 1);
+
+    let script = json!({ "turns": [
+        { "httpStatus": 400, "errorMessage": "bad request" }, { "text": "Not reached." },
+    ]});
+    let (events, requests, _) = retry_both(retry_settings(3, 1), script, false, |_: &mut Agent| {});
+    assert!(events.iter().all(|e| {
+        !e["type"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("auto_retry")
+    }));
+    assert_eq!(requests.len(), 1);
 }

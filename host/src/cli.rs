@@ -51,6 +51,7 @@ use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
 use crate::rpc;
 use crate::runtime::{InstanceOptions, Runtime};
+use crate::session::retry::RetrySettings;
 use crate::session::store::{SessionStore, SyncPolicy};
 use crate::session::{
     AgentSettings, DialogResponder, EventSink, NoDialogs, PromptOptions, ScriptedAnswers, Session,
@@ -84,6 +85,19 @@ enum Command {
     /// pi (through a models.json provider) and pichamber can be driven by the same model.
     /// Prints the base URL; serves until stdin closes.
     MockModel(MockModelArgs),
+    /// Write a session file (pi's JSONL, from --session or pi's session folder) as one
+    /// self-contained HTML page: no script, no external resource, every text sanitised.
+    /// The session file is only read.
+    Export(ExportArgs),
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// The session file (.jsonl).
+    session: PathBuf,
+    /// Where to write the page [default: pi-session-<name>.html in the current folder].
+    #[arg(short, long, value_name = "FILE.html")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -309,6 +323,7 @@ pub fn main() -> ExitCode {
             Command::Inspect(args) => inspect(args).await,
             Command::Rpc(args) => rpc_command(*args).await,
             Command::MockModel(args) => mock_model(args).await,
+            Command::Export(args) => export(args),
         }
     });
     // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
@@ -549,6 +564,7 @@ async fn open_session(
                 builtin_tools: !args.agent.no_builtin_tools,
                 system_prompt: args.agent.system_prompt.clone(),
                 append_system_prompt: args.agent.append_system_prompt.clone(),
+                retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
                 ..Default::default()
             },
             store,
@@ -574,6 +590,30 @@ async fn open_session(
             .map_err(anyhow::Error::msg)?;
     }
     Ok(Some(session))
+}
+
+fn export(args: ExportArgs) -> Result<ExitCode> {
+    let path = crate::export_html::export_file(&args.session, args.output.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    println!("{}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// pi's settings.json files that apply to a session in `cwd`: the agent dir's, then the
+/// project's (.pi/settings.json) when the project is trusted. Missing or unreadable files
+/// count as empty.
+fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let mut files = vec![read(crate::discovery::agent_dir().join("settings.json"))];
+    if trust_project {
+        files.push(read(cwd.join(".pi/settings.json")));
+    }
+    files
 }
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {

@@ -12,6 +12,7 @@
 //! - [`model`]: model providers (OpenAI-compatible, scripted, a mock endpoint).
 //! - [`rpc`]: pi's RPC protocol on stdin/stdout (`pichamber rpc`).
 //! - [`discovery`]: a pi user's extensions, found where pi finds them.
+//! - [`export_html`]: a session as a self-contained HTML page.
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
@@ -19,6 +20,7 @@ pub mod bundle;
 pub mod capabilities;
 pub mod cli;
 pub mod discovery;
+pub mod export_html;
 pub mod model;
 pub mod rpc;
 pub mod runtime;

@@ -8,7 +8,8 @@
 //!
 //! Failures are HTTP errors in OpenAI's shape: 401 for a wrong key (when a key is
 //! required) and 400 when the script is exhausted (a status the SDK does not retry); an
-//! `error` turn streams its content and then an `error` object.
+//! `error` turn streams its content and then an `error` object; an `httpStatus` turn
+//! answers with that status, its `headers` and an OpenAI error body.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -25,7 +26,7 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
-use super::scripted::{Script, Turn, delayed, exhausted_message, turn_chunks};
+use super::scripted::{Script, Turn, delayed, exhausted_message, http_error_body, turn_chunks};
 
 /// How the mock behaves besides its script.
 #[derive(Debug, Clone)]
@@ -235,6 +236,18 @@ async fn completions(
             Value::Null,
         );
     };
+    if let Some(status) = turn.http_status {
+        let mut response = Response::builder()
+            .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .header("content-type", "application/json")
+            .header("x-request-id", format!("req_mock_{call}"));
+        for (name, value) in &turn.headers {
+            response = response.header(name.as_str(), value.as_str());
+        }
+        return response
+            .body(Body::from(http_error_body(&turn)))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
     let model = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|b| b["model"].as_str().map(str::to_string))

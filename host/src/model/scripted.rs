@@ -29,6 +29,10 @@
 //!   into (default 1).
 //! - `delayMs`: a pause before each chunk after the first delta (lets a test cancel
 //!   mid-stream).
+//! - `httpStatus`: the call fails before any stream with this HTTP status (400-599) and an
+//!   OpenAI error body whose message is `errorMessage` (default `"Scripted HTTP error"`);
+//!   `headers` are its response headers. The client retries it as the OpenAI SDK does
+//!   (429, 5xx ... unless `"x-should-retry": "false"`), each retry taking the next turn.
 //!
 //! When the script is exhausted, a call answers with an error message saying so.
 //!
@@ -36,7 +40,7 @@
 //! the same code that reads a real endpoint, so the scripted model's events and messages are
 //! what pi records from the mock server serving that turn.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,8 +51,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::assembler::Assembler;
-use super::openai::response::{api_error_message, apply_chunk};
-use super::openai::{OpenAiConfig, payload};
+use super::openai::response::{api_error_message, apply_chunk, http_error_message};
+use super::openai::{OpenAiConfig, payload, retry_delay, should_retry};
 use super::{LlmContext, StreamItem, StreamOptions, cancelled, is_cancelled};
 
 /// A script of canned turns.
@@ -78,6 +82,10 @@ pub struct Turn {
     pub chunks: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,6 +165,12 @@ impl Script {
         for (i, turn) in script.turns.iter().enumerate() {
             if turn.chunks == Some(0) {
                 bail!("turns[{i}].chunks: must be at least 1");
+            }
+            if turn.http_status.is_some_and(|s| !(400..=599).contains(&s)) {
+                bail!("turns[{i}].httpStatus: must be an error status (400-599)");
+            }
+            if !turn.headers.is_empty() && turn.http_status.is_none() {
+                bail!("turns[{i}].headers: only for an httpStatus turn");
             }
             for (j, call) in turn.tool_calls.iter().enumerate() {
                 if !call.arguments.is_object() {
@@ -277,6 +291,20 @@ pub fn turn_chunks(turn: &Turn, number: usize, model: &str) -> Vec<Value> {
     out
 }
 
+/// The JSON body of an `httpStatus` turn's error response.
+pub fn http_error_body(turn: &Turn) -> String {
+    let message = turn
+        .error_message
+        .as_deref()
+        .unwrap_or("Scripted HTTP error");
+    let kind = if turn.http_status.is_some_and(|s| s < 500) {
+        "invalid_request_error"
+    } else {
+        "server_error"
+    };
+    json!({"error": {"message": message, "type": kind, "param": null, "code": null}}).to_string()
+}
+
 /// Whether chunk `index` of a turn is preceded by the turn's `delayMs` pause (every chunk
 /// after the role chunk and the first delta).
 pub fn delayed(index: usize) -> bool {
@@ -357,12 +385,6 @@ impl ScriptedModel {
         items: mpsc::UnboundedSender<StreamItem>,
         mut cancel: watch::Receiver<bool>,
     ) -> Value {
-        let (turn, call, total) = {
-            let mut state = self.state.lock().unwrap();
-            state.payloads.push(payload);
-            state.calls += 1;
-            (state.turns.pop_front(), state.calls, state.total)
-        };
         let config = &self.config;
         let mut asm = Assembler::new(
             "openai-completions",
@@ -371,13 +393,45 @@ impl ScriptedModel {
             config.zero_usage(),
             items.clone(),
         );
-        // The order of an HTTP call: a cancel before the request, then a refused request
-        // (no turn left), then the response.
-        if is_cancelled(&cancel) {
-            return asm.fail(true, "Request was aborted.".into());
-        }
-        let Some(turn) = turn else {
-            return asm.fail(false, exhausted_message(call, total));
+        let mut retries_left = config.max_retries;
+        let (turn, call) = loop {
+            let (turn, call, total) = {
+                let mut state = self.state.lock().unwrap();
+                state.payloads.push(payload.clone());
+                state.calls += 1;
+                (state.turns.pop_front(), state.calls, state.total)
+            };
+            // The order of an HTTP call: a cancel before the request, then a refused request
+            // (no turn left, an error status), then the response.
+            if is_cancelled(&cancel) {
+                return asm.fail(true, "Request was aborted.".into());
+            }
+            let Some(turn) = turn else {
+                return asm.fail(false, exhausted_message(call, total));
+            };
+            let Some(status) = turn.http_status else {
+                break (turn, call);
+            };
+            let mut headers = reqwest::header::HeaderMap::new();
+            for (name, value) in &turn.headers {
+                if let (Ok(n), Ok(v)) = (
+                    reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                    reqwest::header::HeaderValue::from_str(value),
+                ) {
+                    headers.insert(n, v);
+                }
+            }
+            if retries_left > 0 && should_retry(status, &headers) {
+                let delay = retry_delay(&headers, config.max_retries - retries_left);
+                retries_left -= 1;
+                tokio::select! {
+                    biased;
+                    _ = cancelled(&mut cancel) => return asm.fail(true, "Request was aborted.".into()),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                continue;
+            }
+            return asm.fail(false, http_error_message(status, &http_error_body(&turn)));
         };
         let _ = items.send(StreamItem::Response {
             status: 200,

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{Output, RpcDialogs, Work, response};
+use crate::export_html::{self, ExportExtras};
 use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiModel};
 use crate::session::messages;
@@ -173,14 +174,24 @@ pub(super) fn handle_line(
             if busy {
                 shared.abort.send_replace(true);
             }
+            abort_retry(shared);
             Ok(None)
         }
         "abort_bash" => {
             shared.bash_abort.send_replace(true);
             Ok(None)
         }
-        // pichamber does not retry failed model calls, so there is nothing to stop.
-        "abort_retry" | "set_auto_retry" => Ok(None),
+        "abort_retry" => {
+            abort_retry(shared);
+            Ok(None)
+        }
+        "set_auto_retry" => match command["enabled"].as_bool() {
+            Some(enabled) => {
+                shared.state.lock().unwrap().agent.retry.enabled = enabled;
+                Ok(None)
+            }
+            None => Err("set_auto_retry needs \"enabled\" (true or false)".into()),
+        },
         "get_state" => Ok(Some(state_of(shared))),
         "get_messages" => {
             let state = shared.state.lock().unwrap();
@@ -245,6 +256,13 @@ pub(super) fn handle_line(
         }
     };
     output.line(&response(&id, &kind, outcome));
+}
+
+/// Cancels the wait before an automatic retry, when there is one (pi's `abortRetry`).
+fn abort_retry(shared: &SessionShared) {
+    if shared.state.lock().unwrap().agent.retrying {
+        shared.retry_abort.send_replace(true);
+    }
 }
 
 /// `steer` / `follow_up`: queued as they are (no `input` event, as in pi); extension
@@ -452,7 +470,25 @@ pub(super) async fn run_session_command(
             let name = text_arg(command, "name")?;
             session.set_session_name(name).map(|()| None)
         }
-        "export_html" => Err("export_html is not supported by pichamber yet".into()),
+        "export_html" => {
+            let output = match &command["outputPath"] {
+                Value::Null => None,
+                Value::String(s) => Some(s.as_str()),
+                _ => return Err("export_html: \"outputPath\" must be a string".into()),
+            };
+            let state = session.shared.state.lock().unwrap();
+            let extras = ExportExtras {
+                system_prompt: Some(state.agent.system_prompt.clone()).filter(|p| !p.is_empty()),
+                tools: state
+                    .active_tools
+                    .iter()
+                    .filter_map(|name| state.tool(name))
+                    .map(|t| json!({ "name": t.name, "description": t.description }))
+                    .collect(),
+            };
+            let path = export_html::export_store(&state.store, output, &extras)?;
+            Ok(Some(json!({ "path": path.to_string_lossy() })))
+        }
         other => Err(format!("Unknown command: {other}")),
     }
 }

@@ -358,8 +358,19 @@ impl Session {
         (system_prompt, injected)
     }
 
-    /// One agent run: `agent_start`, turns until there is nothing left to do, `agent_end`.
+    /// One agent run, continued while a transient model error is retried (see `retry`), then
+    /// auto-compaction when the context calls for it.
     pub(super) async fn run_agent(&mut self, prompts: Vec<Value>) {
+        let mut new_messages = self.run_agent_once(prompts).await;
+        while self.retry_after(&new_messages).await {
+            new_messages = self.run_agent_once(Vec::new()).await;
+        }
+        self.check_auto_compaction().await;
+    }
+
+    /// `agent_start`, turns until there is nothing left to do, `agent_end`; returns the run's
+    /// new messages. Without prompts it continues from the context (pi's `continue()`).
+    async fn run_agent_once(&mut self, prompts: Vec<Value>) -> Vec<Value> {
         self.shared.state.lock().unwrap().agent.streaming = true;
         self.shared.abort.send_replace(false);
         self.turn_index = 0;
@@ -370,10 +381,10 @@ impl Session {
             new_messages.push(self.deliver_message(prompt).await);
         }
         self.run_turns(&mut new_messages).await;
-        self.agent_event(json!({ "type": "agent_end", "messages": new_messages }))
+        self.agent_event(json!({ "type": "agent_end", "messages": new_messages.clone() }))
             .await;
         self.shared.state.lock().unwrap().agent.streaming = false;
-        self.check_auto_compaction().await;
+        new_messages
     }
 
     async fn run_turns(&mut self, new_messages: &mut Vec<Value>) {
@@ -546,6 +557,7 @@ impl Session {
         self.shared.emit(SessionEvent::Agent(
             json!({ "type": "message_end", "message": message }),
         ));
+        self.retry_succeeded(&message);
         message
     }
 

@@ -12,6 +12,7 @@ pub mod events;
 pub mod lifecycle;
 pub mod messages;
 pub mod resources;
+pub mod retry;
 pub mod state;
 pub mod store;
 pub mod system_prompt;
@@ -62,6 +63,7 @@ pub struct AgentSettings {
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
     pub compaction: compaction::CompactionSettings,
+    pub retry: retry::RetrySettings,
 }
 
 /// What a tool call produced (`pichamber run --tool`).
@@ -140,6 +142,7 @@ impl Session {
         state.agent.steering_mode = config.agent.steering_mode;
         state.agent.follow_up_mode = config.agent.follow_up_mode;
         state.agent.auto_compaction = config.agent.compaction.enabled;
+        state.agent.retry = config.agent.retry;
         if let Some(model) = &config.model {
             state.model = Some(model.info());
             state.agent.context_window = model.info()["contextWindow"].as_u64();
@@ -154,6 +157,7 @@ impl Session {
             state: Mutex::new(state),
             abort: tokio::sync::watch::channel(false).0,
             bash_abort: tokio::sync::watch::channel(false).0,
+            retry_abort: tokio::sync::watch::channel(false).0,
         });
         Self {
             shared,

@@ -28,6 +28,8 @@ pub struct SessionShared {
     pub abort: tokio::sync::watch::Sender<bool>,
     /// Stops the user's running shell command (RPC `abort_bash`).
     pub bash_abort: tokio::sync::watch::Sender<bool>,
+    /// Cancels the wait before an automatic retry (RPC `abort_retry`, `abort`).
+    pub retry_abort: tokio::sync::watch::Sender<bool>,
 }
 
 impl SessionShared {
@@ -205,6 +207,12 @@ pub struct AgentState {
     pub follow_up_mode: super::agent_loop::QueueMode,
     pub auto_compaction: bool,
     pub compacting: bool,
+    /// Automatic retry of transient model errors (RPC `set_auto_retry` toggles `enabled`).
+    pub retry: super::retry::RetrySettings,
+    /// The retry attempt of the current series (0: none).
+    pub retry_attempt: u64,
+    /// Waiting before a retry.
+    pub retrying: bool,
     /// The last assistant message's usage, for `ctx.getContextUsage()`.
     pub last_usage: Option<Value>,
     pub context_window: Option<u64>,

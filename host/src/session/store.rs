@@ -441,6 +441,44 @@ impl SessionStore {
         ))
     }
 
+    /// Reads a session file without touching it (an export, a viewer): older formats are
+    /// migrated in memory, a torn last line is left out; the store is not backed by the file
+    /// (appends stay in memory).
+    pub fn read_only(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = fs::read(path)
+            .with_context(|| format!("cannot read session file {}", path.display()))?;
+        let mut records = parse_session_bytes(&bytes).records;
+        let Some((first_line, first)) = records.first() else {
+            bail!(
+                "{} is not a pi session file: no line is a JSON object",
+                path.display()
+            );
+        };
+        check_header(first).with_context(|| {
+            format!(
+                "{} is not a pi session file: line {first_line}",
+                path.display()
+            )
+        })?;
+        let version = records[0].1.get("version").and_then(Value::as_f64);
+        let version = version.unwrap_or(1.0);
+        if version < CURRENT_SESSION_VERSION as f64 {
+            migrate(&mut records, version);
+        }
+        let mut records = records.into_iter();
+        let (_, header) = records.next().expect("checked non-empty");
+        let entries: Vec<Value> = records
+            .map(|(_, r)| r)
+            .filter(|r| r["type"] != "session" && r.get("id").is_some_and(Value::is_string))
+            .collect();
+        let cwd = header["cwd"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(current_dir_string);
+        Ok(Self::assemble(header, entries, cwd, None, None))
+    }
+
     /// pi's `--session <path>`: opens the file if it exists, else starts a new session stored
     /// at exactly that path.
     pub fn open_or_create(

@@ -344,7 +344,7 @@ impl OpenAiModel {
     }
 }
 
-fn should_retry(status: u16, headers: &HeaderMap) -> bool {
+pub(crate) fn should_retry(status: u16, headers: &HeaderMap) -> bool {
     match headers.get("x-should-retry").and_then(|v| v.to_str().ok()) {
         Some("true") => return true,
         Some("false") => return false,
@@ -355,7 +355,7 @@ fn should_retry(status: u16, headers: &HeaderMap) -> bool {
 
 /// The server's `retry-after-ms`/`retry-after` when under a minute, else exponential backoff
 /// from half a second to eight with up to 25% jitter (the SDK's schedule).
-fn retry_delay(headers: &HeaderMap, retry_number: u32) -> Duration {
+pub(crate) fn retry_delay(headers: &HeaderMap, retry_number: u32) -> Duration {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let asked_ms = header("retry-after-ms")
         .and_then(|v| v.trim().parse::<f64>().ok())
