@@ -436,7 +436,7 @@ impl Session {
     /// User messages sent while the run streams join the queues (or fail without a
     /// deliverAs, as in pi); triggered turns, and commands a client sent, wait until the run
     /// ends.
-    async fn queue_streaming_requests(&mut self) {
+    pub(super) async fn queue_streaming_requests(&mut self) {
         let requests: Vec<AgentRequest> = {
             let mut state = self.shared.state.lock().unwrap();
             let commands: Vec<String> = state

@@ -301,6 +301,9 @@ impl Session {
             .running_tools
             .remove(&prepared.id);
         self.dispatch_tool_updates(&prepared).await;
+        // A message the tool sent (sendUserMessage with deliverAs) is queued before the call
+        // ends, as pi queues it while the tool's promise settles.
+        self.queue_streaming_requests().await;
         if self.has_handlers("tool_result") {
             let mut event = json!({
                 "type": "tool_result", "toolName": prepared.name, "toolCallId": prepared.id,
