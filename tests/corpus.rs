@@ -98,6 +98,26 @@ count as compatible when pichamber degrades exactly as pi's RPC mode does.
 
 "#;
 
+/// Why an example still behaves differently, and where that is tracked. Every differing
+/// example needs an entry (the run fails otherwise), and an entry for an example that behaves
+/// the same again is stale (the run fails too), so the list stays true.
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "summarize.ts",
+        "pi-ai's `getModel` looks models up in pi's built-in catalog (about 550 KB of generated \
+         data), which the guest does not carry, so it throws where pi finds `openai/gpt-5.2` and \
+         then reports the missing API key. Tracked: a model registry served to extensions by the \
+         host (its configured models, never the keys).",
+    ),
+    (
+        "trigger-compact.ts",
+        "Compaction runs and the callbacks fire as in pi, but pichamber words its summarisation \
+         prompts itself (the algorithm, what is cut and kept, and the summary's structure follow \
+         pi), so the model request differs in its instructions. Tracked: decide whether pi's \
+         prompt text should be adopted as a compatibility contract.",
+    ),
+];
+
 fn report(outcomes: &[Outcome]) -> String {
     let total = outcomes.len();
     let builds = outcomes.iter().filter(|o| o.builds).count();
@@ -132,7 +152,40 @@ fn report(outcomes: &[Outcome]) -> String {
             cell(&o.reason)
         );
     }
+    let differing: Vec<&Outcome> = outcomes.iter().filter(|o| !o.same).collect();
+    if !differing.is_empty() {
+        out += "\n## Why the remaining differences\n\n";
+        for o in differing {
+            let why = KNOWN_DIFFERENCES
+                .iter()
+                .find(|(name, _)| *name == o.name)
+                .map_or("(not explained yet)", |(_, why)| why);
+            out += &format!("- **{}**: {}\n", o.name, why);
+        }
+    }
     out
+}
+
+/// Differing examples without an explanation, and explanations of examples that no longer
+/// differ (only checked when every example ran).
+fn unexplained(outcomes: &[Outcome]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for o in outcomes.iter().filter(|o| !o.same) {
+        if !KNOWN_DIFFERENCES.iter().any(|(name, _)| *name == o.name) {
+            problems.push(format!(
+                "{} differs with no entry in KNOWN_DIFFERENCES",
+                o.name
+            ));
+        }
+    }
+    for (name, _) in KNOWN_DIFFERENCES {
+        if outcomes.iter().any(|o| o.name == *name && o.same) {
+            problems.push(format!(
+                "{name} behaves the same now: remove it from KNOWN_DIFFERENCES"
+            ));
+        }
+    }
+    problems
 }
 
 /// Per side: its temporary folder and the example's location become placeholders.
@@ -387,6 +440,8 @@ fn compatibility_table() {
         eprintln!("{table}");
         return;
     }
+    let problems = unexplained(&outcomes);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
     let path = common::repo().join("docs/COMPATIBILITY.md");
     if std::env::var_os("UPDATE_COMPATIBILITY").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
