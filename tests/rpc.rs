@@ -2346,9 +2346,9 @@ fn auto_retry_gives_up_like_pi() {
     assert_eq!(requests.len(), 3);
 }
 
-/// abort_retry during the wait cancels the retry: no further model call.
-#[test]
-fn abort_retry_cancels_like_pi() {
+/// A retry cancelled while it waits (by `command`): no further model call, and the series
+/// ends with pi's "Retry cancelled".
+fn retry_cancelled_by(command: &str) {
     pi_bin();
     let script = json!({ "turns": [http_500("boom"), { "text": "Not reached." }] });
     let (events, requests, _) = retry_both(
@@ -2356,7 +2356,7 @@ fn abort_retry_cancels_like_pi() {
         script,
         true,
         |agent: &mut Agent| {
-            let r = agent.request(json!({ "type": "abort_retry" }));
+            let r = agent.request(json!({ "type": command }));
             assert_eq!(r["success"], json!(true), "{r}");
         },
     );
@@ -2370,28 +2370,16 @@ fn abort_retry_cancels_like_pi() {
     assert_eq!(requests.len(), 1);
 }
 
+/// abort_retry during the wait cancels the retry.
+#[test]
+fn abort_retry_cancels_like_pi() {
+    retry_cancelled_by("abort_retry");
+}
+
 /// `abort` while waiting to retry cancels the retry too, as pi's abort does.
 #[test]
 fn abort_cancels_a_retry_like_pi() {
-    pi_bin();
-    let script = json!({ "turns": [http_500("boom"), { "text": "Not reached." }] });
-    let (events, requests, _) = retry_both(
-        retry_settings(3, 60_000),
-        script,
-        true,
-        |agent: &mut Agent| {
-            let r = agent.request(json!({ "type": "abort" }));
-            assert_eq!(r["success"], json!(true), "{r}");
-        },
-    );
-    assert_eq!(
-        events.last(),
-        Some(
-            &json!({ "type": "auto_retry_end", "success": false, "attempt": 1,
-                      "finalError": "Retry cancelled" })
-        )
-    );
-    assert_eq!(requests.len(), 1);
+    retry_cancelled_by("abort");
 }
 
 /// The provider's own retries (the OpenAI SDK's, within one model call) come first; only

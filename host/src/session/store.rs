@@ -364,21 +364,7 @@ impl SessionStore {
                 report,
             ));
         }
-        let Some((first_line, first)) = records.first() else {
-            bail!(
-                "{} is not a pi session file: no line is a JSON object",
-                path.display()
-            );
-        };
-        check_header(first).with_context(|| {
-            format!(
-                "{} is not a pi session file: line {first_line}",
-                path.display()
-            )
-        })?;
-
-        let version = records[0].1.get("version").and_then(Value::as_f64);
-        let version = version.unwrap_or(1.0);
+        let version = header_version(&path, &records)?;
         let backing = if version < CURRENT_SESSION_VERSION as f64 {
             migrate(&mut records, version);
             report.migrated_from = Some(version as u64);
@@ -449,20 +435,7 @@ impl SessionStore {
         let bytes = fs::read(path)
             .with_context(|| format!("cannot read session file {}", path.display()))?;
         let mut records = parse_session_bytes(&bytes).records;
-        let Some((first_line, first)) = records.first() else {
-            bail!(
-                "{} is not a pi session file: no line is a JSON object",
-                path.display()
-            );
-        };
-        check_header(first).with_context(|| {
-            format!(
-                "{} is not a pi session file: line {first_line}",
-                path.display()
-            )
-        })?;
-        let version = records[0].1.get("version").and_then(Value::as_f64);
-        let version = version.unwrap_or(1.0);
+        let version = header_version(path, &records)?;
         if version < CURRENT_SESSION_VERSION as f64 {
             migrate(&mut records, version);
         }
@@ -1167,6 +1140,24 @@ fn new_header(cwd: &str, parent_session: Option<&str>) -> Value {
         header.insert("parentSession".into(), parent.into());
     }
     Value::Object(header)
+}
+
+/// The format version of a session file whose records were parsed, after checking that the
+/// first record is a session header.
+fn header_version(path: &Path, records: &[(usize, Value)]) -> Result<f64> {
+    let Some((first_line, first)) = records.first() else {
+        bail!(
+            "{} is not a pi session file: no line is a JSON object",
+            path.display()
+        );
+    };
+    check_header(first).with_context(|| {
+        format!(
+            "{} is not a pi session file: line {first_line}",
+            path.display()
+        )
+    })?;
+    Ok(first.get("version").and_then(Value::as_f64).unwrap_or(1.0))
 }
 
 fn check_header(record: &Value) -> Result<()> {
