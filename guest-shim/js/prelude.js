@@ -217,6 +217,11 @@ lazyGlobal("atob", "pichamber:node/buffer", "atob");
 lazyGlobal("btoa", "pichamber:node/buffer", "btoa");
 lazyGlobal("URL", "pichamber:node/url", "URLPolyfill");
 lazyGlobal("URLSearchParams", "pichamber:node/url", "URLSearchParamsPolyfill");
+// The engine has no Intl: Intl.Segmenter, which extensions use to measure text, is provided.
+lazyGlobal("Intl", "pichamber:intl", "Intl");
+// Node's name for the global object (code written for Node and browsers looks for `global`,
+// `window` or `self` to find it).
+if (!("global" in globalThis)) globalThis.global = globalThis;
 if (typeof globalThis.structuredClone !== "function") {
   globalThis.structuredClone = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
 }
