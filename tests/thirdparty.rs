@@ -46,31 +46,31 @@ const PACKAGES: &[Package] = &[
         name: "pi-subagents",
         what: "delegation to sub-agents (pi processes) and multi-agent workflows",
         monthly_downloads: 5009,
-        note: "",
+        note: "Remains: it runs workflows in a `node:worker_threads` Worker; the guest has no threads, so pichamber has no such module.",
     },
     Package {
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "",
+        note: "Remains: its curator serves a local web page with `node:http`; extensions get no network by design (SECURITY.md), so no `node:http`.",
     },
     Package {
         name: "@aliou/pi-processes",
         what: "background processes the agent starts and watches (three extensions)",
         monthly_downloads: 2332,
-        note: "",
+        note: "Remains: its three extensions talk through `pi.events` with payloads carrying reply functions, answered synchronously; pichamber's extensions are isolated from each other, so a function cannot cross. Also the package's skills (`pi.skills`) are not loaded by pichamber's `-e`.",
     },
     Package {
         name: "pi-mcp-adapter",
         what: "MCP servers' tools as pi tools",
         monthly_downloads: 2082,
-        note: "",
+        note: "Remains: its OAuth callback and UI servers use `http`/`node:http`; extensions get no network by design (SECURITY.md).",
     },
     Package {
         name: "pi-prompt-template-model",
         what: "prompt templates that pick their model",
         monthly_downloads: 746,
-        note: "",
+        note: "Calls `ctx.isProjectTrusted()`, which pi 0.73.1 lacks too (both fail to start it); pichamber's engine words the TypeError without the callee's name. Also the package's skills (`pi.skills`) are not loaded by pichamber's `-e`.",
     },
     Package {
         name: "pi-aliases",
@@ -88,7 +88,7 @@ const PACKAGES: &[Package] = &[
         name: "@baochunli/pi-collaborating-agents",
         what: "messaging between agents over a local socket",
         monthly_downloads: 516,
-        note: "",
+        note: "Remains: it names itself at random in each run (pi against pi differs too), watches its inbox with `fs.watch` (being added to pichamber) and colours its status with the theme; a tool result's own `isError: true` marks the call failed in pichamber but not in pi 0.73.1. Also the package's skills are not loaded.",
     },
 ];
 
@@ -179,6 +179,16 @@ the package's `pi.extensions`), each against a mock model serving the same scrip
 both print and send to the model is compared step by step after the same normalisation.
 pichamber runs with the same grants as for pi's examples (the workspace and pi's agent folder
 writable, git and a shell allowed, HOME visible); nothing is granted to reach the network.
+The "first difference" column ends with what investigating it found.
+
+Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose
+`require` returns the built-in modules and fails with `MODULE_NOT_FOUND` for anything else, as
+optional-dependency probes expect), `@earendil-works/pi-ai/compat` (the old root API of pi-ai,
+which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Intl`) and Node's
+`global`. Versions are the newest the registry offered when picked, except pi-subagents
+(0.67 asks for pi-ai 0.80 or later), pi-web-access (0.10.7, the last built against
+`@mariozechner/pi-*`, pi 0.73.1's own packages) and pi-mcp-adapter (2.12.1, before a native
+keyring dependency).
 
 "#;
 
