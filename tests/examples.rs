@@ -1413,3 +1413,50 @@ fn an_endless_loop_is_stopped_by_the_call_timeout() {
     let card_at = events.iter().position(|e| e["type"] == "entry").unwrap();
     assert!(error_at < card_at);
 }
+
+// ---------------------------------------------------------------------------------------------
+// What npm packages of pi extensions reach for (tests/thirdparty.rs)
+
+const NPM_HABITS: &str = r#"import { createRequire } from "node:module";
+import { streamSimple } from "@earendil-works/pi-ai/compat";
+import { Type } from "typebox";
+export default function (pi) {
+  pi.registerTool({ name: "habits", label: "habits", description: "", parameters: Type.Object({}),
+    async execute() {
+      const require = createRequire(import.meta.url);
+      let missing;
+      try { require.resolve("glimpseui"); } catch (e) { missing = e.code; }
+      const out = {
+        global: typeof global === "object" && global === globalThis,
+        graphemes: [...new Intl.Segmenter(undefined, { granularity: "grapheme" }).segment("a👍🏽🇫🇷é")].map((s) => s.segment),
+        path: require("node:path").join("a", "b"),
+        missing,
+        compat: typeof streamSimple,
+      };
+      return { content: [{ type: "text", text: JSON.stringify(out) }], details: {} };
+    } });
+}
+"#;
+
+#[test]
+fn npm_package_habits_work_global_intl_segmenter_create_require_pi_ai_compat() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_ext(dir.path(), "habits.ts", NPM_HABITS);
+    let (_out, wasm) = build_source(Path::new(&src), "habits");
+    let (ok, events, stderr) = run(&[&wasm, "--tool", "habits", "--args", "{}"]);
+    assert!(ok, "{stderr}");
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1, "{events:?}");
+    let text = results[0]["content"][0]["text"].as_str().unwrap();
+    let got: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        got,
+        json!({
+            "global": true,
+            "graphemes": ["a", "👍🏽", "🇫🇷", "é"],
+            "path": "a/b",
+            "missing": "MODULE_NOT_FOUND",
+            "compat": "function",
+        })
+    );
+}

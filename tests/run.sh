@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite. Installs what the tests need (real pi 0.73.1 for the differential
-# tests, the npm dependencies of the example extensions), then runs the Rust tests (unit,
+# tests, the npm dependencies of the example extensions, the third-party extension packages
+# of tests/thirdparty.rs), then runs the Rust tests (unit,
 # examples, differential, failures) and the JavaScript tests of the guest's virtual modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ npm_install() { # folder with package-lock.json
   fi
 }
 npm_install tests/oracle
+npm_install tests/thirdparty
 for lock in extensions/*/package-lock.json; do
   [ -e "$lock" ] && npm_install "$(dirname "$lock")"
 done

@@ -217,6 +217,11 @@ lazyGlobal("atob", "pichamber:node/buffer", "atob");
 lazyGlobal("btoa", "pichamber:node/buffer", "btoa");
 lazyGlobal("URL", "pichamber:node/url", "URLPolyfill");
 lazyGlobal("URLSearchParams", "pichamber:node/url", "URLSearchParamsPolyfill");
+// The engine has no Intl: Intl.Segmenter, which extensions use to measure text, is provided.
+lazyGlobal("Intl", "pichamber:intl", "Intl");
+// Node's name for the global object (code written for Node and browsers looks for `global`,
+// `window` or `self` to find it).
+if (!("global" in globalThis)) globalThis.global = globalThis;
 if (typeof globalThis.structuredClone !== "function") {
   globalThis.structuredClone = (value) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
 }
@@ -317,8 +322,7 @@ function execBlocking(command, args = [], options = {}) {
   if ("error" in outcome) throw new Error(outcome.error);
   return outcome.ok;
 }
-// node:module's createRequire loads the guest's built-in modules through requireBuiltin.
-globalThis.__pichamber_internal = { exec, execBlocking, requireBuiltin: (id) => requireModule(id) };
+globalThis.__pichamber_internal = { exec, execBlocking };
 
 // ---------------------------------------------------------------------------------------------
 // The extension's registrations.

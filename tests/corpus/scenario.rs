@@ -339,7 +339,7 @@ fn extra_grants(example: &str) -> &'static [&'static str] {
     }
 }
 
-fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
+fn command_for(kind: Kind, exts: &[&Path], place: &Place) -> Command {
     let mut cmd = match kind {
         Kind::Pi => {
             let mut cmd = Command::new(pi_bin());
@@ -370,8 +370,10 @@ fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
                 .arg(&place.home)
                 .args(["--allow-run", "git,bash,sh"])
                 .args(["--allow-env", "HOME,PI_CODING_AGENT_DIR"]);
-            let name = ext.and_then(Path::file_name).map(|n| n.to_string_lossy());
-            cmd.args(extra_grants(name.as_deref().unwrap_or_default()));
+            for ext in exts {
+                let name = ext.file_name().map(|n| n.to_string_lossy());
+                cmd.args(extra_grants(name.as_deref().unwrap_or_default()));
+            }
             cmd
         }
     };
@@ -392,7 +394,7 @@ fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
     cmd.args(["--provider", PROVIDER, "--model", MODEL])
         .args(["--system-prompt", SYSTEM_PROMPT])
         .current_dir(&place.workspace);
-    if let Some(ext) = ext {
+    for ext in exts {
         cmd.arg("-e").arg(ext);
     }
     cmd
@@ -400,10 +402,21 @@ fn command_for(kind: Kind, ext: Option<&Path>, place: &Place) -> Command {
 
 /// Runs `steps` on one side against a fresh mock serving `script`, in `root`.
 pub fn run_side(kind: Kind, ext: &Path, root: PathBuf, script: &Value, steps: &[Step]) -> Record {
+    run_side_with(kind, &[ext], root, script, steps)
+}
+
+/// [`run_side`] with several extensions loaded into the session (`-e` each, in order).
+pub fn run_side_with(
+    kind: Kind,
+    exts: &[&Path],
+    root: PathBuf,
+    script: &Value,
+    steps: &[Step],
+) -> Record {
     let mock = serve(script);
     let place = Place::new(root, &mock.base_url());
     let mut record = Record::default();
-    let mut side = match Side::spawn(command_for(kind, Some(ext), &place)) {
+    let mut side = match Side::spawn(command_for(kind, exts, &place)) {
         Ok(side) => side,
         Err(e) => {
             record.stderr = format!("cannot start: {e}");
@@ -490,7 +503,7 @@ pub fn builtin_tools(root: PathBuf) -> Vec<Value> {
     let script = json!({ "turns": [text_turn(HELLO_ANSWER)] });
     let mock = serve(&script);
     let place = Place::new(root, &mock.base_url());
-    let cmd = command_for(Kind::Pi, None, &place);
+    let cmd = command_for(Kind::Pi, &[], &place);
     let mut side = Side::spawn(cmd).expect("start pi");
     side.settle();
     side.request(json!({ "type": "prompt", "message": HELLO }));

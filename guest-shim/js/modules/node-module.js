@@ -1,62 +1,102 @@
-// node:module for pichamber: `createRequire` for the built-in modules the guest provides.
-// Files cannot be required at run time (an extension's own modules are bundled at build time,
-// and nothing is read from disk to be executed), so any other specifier fails as a missing
-// module does in Node.
+// node:module for pichamber. An extension is bundled when it is built, so nothing can be
+// loaded from disk at run time: `createRequire(url)` gives a `require` that returns Node's
+// built-in modules pichamber provides and, for anything else, fails as Node does for a module
+// that is not installed (an Error with code MODULE_NOT_FOUND), which is what code probing for
+// an optional dependency (`try { require.resolve("x") } catch {}`) expects.
 
-const PROVIDED = {
-  buffer: "pichamber:node/buffer",
-  child_process: "pichamber:node/child_process",
-  crypto: "pichamber:node/crypto",
-  events: "pichamber:node/events",
-  fs: "pichamber:node/fs",
-  "fs/promises": "pichamber:node/fs-promises",
-  http: "pichamber:node/http",
-  https: "pichamber:node/http",
-  module: "pichamber:node/module",
-  net: "pichamber:node/net",
-  os: "pichamber:node/os",
-  path: "pichamber:node/path",
-  "path/posix": "pichamber:node/path",
-  process: "pichamber:node/process",
-  url: "pichamber:node/url",
-  util: "pichamber:node/util",
+import * as buffer from "pichamber:node/buffer";
+import * as child_process from "pichamber:node/child_process";
+import * as crypto from "pichamber:node/crypto";
+import * as events from "pichamber:node/events";
+import * as fs from "pichamber:node/fs";
+import * as fsPromises from "pichamber:node/fs-promises";
+import * as http from "pichamber:node/http";
+import * as net from "pichamber:node/net";
+import * as os from "pichamber:node/os";
+import * as path from "pichamber:node/path";
+import * as processModule from "pichamber:node/process";
+import * as url from "pichamber:node/url";
+import * as util from "pichamber:node/util";
+
+const BUILTINS = {
+  buffer,
+  child_process,
+  crypto,
+  events,
+  fs,
+  "fs/promises": fsPromises,
+  http,
+  https: http,
+  net,
+  os,
+  path,
+  "path/posix": path,
+  process: processModule,
+  url,
+  util,
 };
 
-export const builtinModules = Object.keys(PROVIDED);
+/** The built-in modules available (without the `node:` prefix), as Node lists them. */
+export const builtinModules = Object.keys(BUILTINS).concat(["module"]).sort();
 
-export function isBuiltin(specifier) {
-  const name = String(specifier).replace(/^node:/, "");
-  return Object.hasOwn(PROVIDED, name);
+const bare = (id) => (typeof id === "string" && id.startsWith("node:") ? id.slice(5) : id);
+
+/** Whether `id` names a built-in module that pichamber provides. */
+export function isBuiltin(id) {
+  return builtinModules.includes(bare(id));
 }
 
-function notFound(specifier, from) {
-  const err = new Error(`Cannot find module '${specifier}'\nRequire stack:\n- ${from}`);
+function notFound(id, from) {
+  const err = new Error(`Cannot find module '${id}'\nRequire stack:\n- ${from}`);
   err.code = "MODULE_NOT_FOUND";
   err.requireStack = [from];
   return err;
 }
 
+function checkId(id) {
+  if (typeof id !== "string") {
+    const err = new TypeError(
+      `The "id" argument must be of type string. Received ${id === null ? "null" : typeof id}`,
+    );
+    err.code = "ERR_INVALID_ARG_TYPE";
+    throw err;
+  }
+  if (id === "") {
+    const err = new TypeError("The argument 'id' must be a non-empty string. Received ''");
+    err.code = "ERR_INVALID_ARG_VALUE";
+    throw err;
+  }
+}
+
+/** A `require` for the module at `filename` (a path or a file: URL). */
 export function createRequire(filename) {
-  const from = String(filename?.href ?? filename);
-  const require = (specifier) => {
-    const name = String(specifier).replace(/^node:/, "");
-    const load = globalThis.__pichamber_internal?.requireBuiltin;
-    if (!Object.hasOwn(PROVIDED, name) || typeof load !== "function") throw notFound(specifier, from);
-    const namespace = load(PROVIDED[name]);
-    return namespace.default ?? namespace;
+  const from = filename instanceof URL ? filename.href : String(filename);
+  if (!from.startsWith("file:") && !from.startsWith("/")) {
+    const err = new TypeError(
+      `The argument 'filename' must be a file URL object, file URL string, or absolute path string. Received '${from}'`,
+    );
+    err.code = "ERR_INVALID_ARG_VALUE";
+    throw err;
+  }
+  const shown = from.startsWith("file:") ? url.fileURLToPath(from) : from;
+  function require(id) {
+    checkId(id);
+    if (id === "module" || id === "node:module") return moduleNamespace;
+    const found = BUILTINS[bare(id)];
+    if (found) return found;
+    throw notFound(id, shown);
+  }
+  require.resolve = (id) => {
+    checkId(id);
+    if (isBuiltin(id)) return id;
+    throw notFound(id, shown);
   };
-  require.resolve = (specifier) => {
-    if (isBuiltin(specifier)) return String(specifier);
-    throw notFound(specifier, from);
-  };
+  require.resolve.paths = (id) => (isBuiltin(id) ? null : []);
   require.cache = Object.create(null);
+  require.main = undefined;
   return require;
 }
 
-export class Module {
-  static builtinModules = builtinModules;
-  static createRequire = createRequire;
-  static isBuiltin = isBuiltin;
-}
+const moduleNamespace = { builtinModules, createRequire, isBuiltin };
 
-export default { builtinModules, createRequire, isBuiltin, Module };
+export default moduleNamespace;

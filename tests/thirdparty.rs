@@ -1,0 +1,533 @@
+//! The compatibility harness on pi extensions that others publish on npm: each package pinned
+//! in tests/thirdparty/package.json (installed by `npm ci --prefix tests/thirdparty`, which
+//! tests/run.sh does) goes through the scenario of tests/corpus.rs (tests/corpus/scenario.rs):
+//! real pi loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`); pichamber
+//! builds and loads the same sources (`pichamber build`, then `pichamber rpc -e ...`, one `-e`
+//! per entry of the package's `pi.extensions`). The outcome is written to
+//! docs/THIRD_PARTY.md.
+//!
+//! The test fails when the committed docs/THIRD_PARTY.md differs from what it generates;
+//! `UPDATE_THIRD_PARTY=1` rewrites it. For working on it: `THIRD_PARTY_ONLY=pi-aliases,...`
+//! runs only these packages and prints the table; `CORPUS_VERBOSE=1`, `CORPUS_LOGS=DIR` and
+//! `CORPUS_THREADS=N` work as for tests/corpus.rs.
+
+mod common;
+#[path = "corpus/normalise.rs"]
+mod normalise;
+#[path = "corpus/rpc.rs"]
+mod rpc;
+// The example list and its dependency installs are tests/corpus.rs's only.
+#[allow(dead_code)]
+#[path = "corpus/scenario.rs"]
+mod scenario;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use normalise::Paths;
+use scenario::{Kind, Record};
+use serde_json::{Value, json};
+
+/// What each package is, and why it differs when it does for a reason the harness cannot
+/// see (a note written after investigating; shown next to the generated first difference).
+/// Monthly downloads are those of the npm registry's listing when the packages were picked
+/// (a static note: the test never asks the registry).
+struct Package {
+    name: &'static str,
+    what: &'static str,
+    monthly_downloads: u32,
+    note: &'static str,
+}
+
+const PACKAGES: &[Package] = &[
+    Package {
+        name: "pi-subagents",
+        what: "delegation to sub-agents (pi processes) and multi-agent workflows",
+        monthly_downloads: 5009,
+        note: "Remains: it runs workflows in a `node:worker_threads` Worker; the guest has no threads, so pichamber has no such module.",
+    },
+    Package {
+        name: "pi-web-access",
+        what: "web search, URL fetching, PDF and video extraction",
+        monthly_downloads: 2477,
+        note: "Remains: its curator serves a local web page with `node:http`; extensions get no network by design (SECURITY.md), so no `node:http`.",
+    },
+    Package {
+        name: "@aliou/pi-processes",
+        what: "background processes the agent starts and watches (three extensions)",
+        monthly_downloads: 2332,
+        note: "Remains: its three extensions talk through `pi.events` with payloads carrying reply functions, answered synchronously; pichamber's extensions are isolated from each other, so a function cannot cross. Also the package's skills (`pi.skills`) are not loaded by pichamber's `-e`.",
+    },
+    Package {
+        name: "pi-mcp-adapter",
+        what: "MCP servers' tools as pi tools",
+        monthly_downloads: 2082,
+        note: "Remains: its OAuth callback and UI servers use `http`/`node:http`; extensions get no network by design (SECURITY.md).",
+    },
+    Package {
+        name: "pi-prompt-template-model",
+        what: "prompt templates that pick their model",
+        monthly_downloads: 746,
+        note: "Calls `ctx.isProjectTrusted()`, which pi 0.73.1 lacks too (both fail to start it); pichamber's engine words the TypeError without the callee's name. Also the package's skills (`pi.skills`) are not loaded by pichamber's `-e`.",
+    },
+    Package {
+        name: "pi-aliases",
+        what: "command aliases (/clear, /exit)",
+        monthly_downloads: 666,
+        note: "",
+    },
+    Package {
+        name: "pi-mermaid",
+        what: "Mermaid diagrams rendered as ASCII",
+        monthly_downloads: 645,
+        note: "",
+    },
+    Package {
+        name: "@baochunli/pi-collaborating-agents",
+        what: "messaging between agents over a local socket",
+        monthly_downloads: 516,
+        note: "Remains: it names itself at random in each run (pi against pi differs too), watches its inbox with `fs.watch` (being added to pichamber) and colours its status with the theme; a tool result's own `isError: true` marks the call failed in pichamber but not in pi 0.73.1. Also the package's skills are not loaded.",
+    },
+];
+
+/// How one package fared.
+#[derive(Debug, Clone)]
+struct Outcome {
+    name: String,
+    version: String,
+    builds: bool,
+    loads: bool,
+    same: bool,
+    reason: String,
+    commands: usize,
+    tools: usize,
+    took: Duration,
+    details: Vec<String>,
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    } else {
+        text.to_owned()
+    }
+}
+
+fn cell(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line.replace('|', "\\|")
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn thirdparty_dir() -> PathBuf {
+    common::repo().join("tests/thirdparty")
+}
+
+fn node_modules() -> PathBuf {
+    thirdparty_dir().join("node_modules")
+}
+
+/// The version tests/thirdparty/package.json pins for `name`.
+fn pinned_version(name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(thirdparty_dir().join("package.json")).ok()?;
+    let manifest: Value = serde_json::from_str(&text).ok()?;
+    manifest["dependencies"][name].as_str().map(str::to_owned)
+}
+
+/// The entries pichamber loads for an installed package: each file `pi.extensions` lists
+/// when it lists several (`pichamber build` builds one extension at a time), else the
+/// package folder itself.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let manifest: Value = std::fs::read_to_string(dir.join("package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let listed: Vec<PathBuf> = manifest["pi"]["extensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|e| dir.join(e))
+        .collect();
+    if listed.len() > 1 {
+        listed
+    } else {
+        vec![dir.to_path_buf()]
+    }
+}
+
+const INTRO: &str = r#"# Third-party pi extensions from npm
+
+Generated by `tests/thirdparty.rs` — do not edit the table; regenerate with
+`UPDATE_THIRD_PARTY=1 cargo test -p pichamber --test thirdparty`.
+
+Popular pi extension packages that others publish on npm, pinned in
+`tests/thirdparty/package.json` (installed with `npm ci --prefix tests/thirdparty`; npm also
+installs their peer dependencies, such as the `@earendil-works/pi-*` packages the newer ones
+import). Picked by downloads, among real extensions (a `pi.extensions` entry) that are not
+TUI games; "downloads/month" is the npm registry's figure when they were picked.
+
+Each goes through the scenario of [COMPATIBILITY.md](COMPATIBILITY.md), unchanged: real pi
+0.73.1 loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`), pichamber builds
+and loads the same sources (`pichamber build`, then `pichamber rpc` with one `-e` per entry of
+the package's `pi.extensions`), each against a mock model serving the same script, and what
+both print and send to the model is compared step by step after the same normalisation.
+pichamber runs with the same grants as for pi's examples (the workspace and pi's agent folder
+writable, git and a shell allowed, HOME visible); nothing is granted to reach the network.
+The "first difference" column ends with what investigating it found.
+
+Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose
+`require` returns the built-in modules and fails with `MODULE_NOT_FOUND` for anything else, as
+optional-dependency probes expect), `@earendil-works/pi-ai/compat` (the old root API of pi-ai,
+which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Intl`) and Node's
+`global`. Versions are the newest the registry offered when picked, except pi-subagents
+(0.67 asks for pi-ai 0.80 or later), pi-web-access (0.10.7, the last built against
+`@mariozechner/pi-*`, pi 0.73.1's own packages) and pi-mcp-adapter (2.12.1, before a native
+keyring dependency).
+
+"#;
+
+fn report(outcomes: &[Outcome]) -> String {
+    let total = outcomes.len();
+    let builds = outcomes.iter().filter(|o| o.builds).count();
+    let loads = outcomes.iter().filter(|o| o.loads).count();
+    let same = outcomes.iter().filter(|o| o.same).count();
+    let mut out = INTRO.to_owned();
+    out += &format!(
+        "**{total} packages: {builds} build, {loads} load, {same} behave the same as in pi.**\n\n"
+    );
+    out += "| package | what it does | downloads/month | builds | loads | same behaviour | exercised | first difference |\n";
+    out += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    for o in outcomes {
+        let package = PACKAGES.iter().find(|p| p.name == o.name);
+        let exercised = format!(
+            "{} command{}, {} tool{}",
+            o.commands,
+            if o.commands == 1 { "" } else { "s" },
+            o.tools,
+            if o.tools == 1 { "" } else { "s" }
+        );
+        let mut reason = o.reason.clone();
+        if let Some(note) = package.map(|p| p.note).filter(|n| !n.is_empty()) {
+            reason = if reason.is_empty() {
+                note.to_owned()
+            } else {
+                format!("{reason} — {note}")
+            };
+        }
+        out += &format!(
+            "| {}@{} | {} | {} | {} | {} | {} | {} | {} |\n",
+            o.name,
+            o.version,
+            package.map_or("", |p| p.what),
+            package.map_or(0, |p| p.monthly_downloads),
+            yes_no(o.builds),
+            yes_no(o.loads),
+            yes_no(o.same),
+            exercised,
+            cell(&reason)
+        );
+    }
+    out
+}
+
+/// Per side: its temporary folder, the package and the install folder become placeholders.
+fn paths_for(root: &Path, name: &str) -> Paths {
+    let modules = node_modules();
+    let mut replacements = vec![
+        (root.to_string_lossy().into_owned(), "<root>".to_owned()),
+        (
+            modules.join(name).to_string_lossy().into_owned(),
+            format!("<node_modules>/{name}"),
+        ),
+        (
+            modules.to_string_lossy().into_owned(),
+            "<node_modules>".to_owned(),
+        ),
+    ];
+    if let Ok(real) = modules.canonicalize() {
+        replacements.push((
+            real.to_string_lossy().into_owned(),
+            "<node_modules>".to_owned(),
+        ));
+    }
+    Paths::new(replacements)
+}
+
+fn keep_log(name: &str, side: &str, record: &Record) {
+    let Some(dir) = std::env::var_os("CORPUS_LOGS") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let value = json!({
+        "steps": record.steps.iter().map(|(label, lines)| json!({ "label": label, "lines": lines })).collect::<Vec<_>>(),
+        "requests": record.requests.iter().map(|(step, r)| json!({ "step": step, "body": r })).collect::<Vec<_>>(),
+        "exitSuccess": record.exit_success,
+        "stderr": record.stderr,
+    });
+    std::fs::write(
+        dir.join(format!("{}.{side}.json", name.replace('/', "_"))),
+        serde_json::to_string_pretty(&value).unwrap(),
+    )
+    .unwrap();
+}
+
+fn run_package(name: &str, builtins: &[Value]) -> Outcome {
+    let started = Instant::now();
+    let dir = node_modules().join(name);
+    let installed: Value = std::fs::read_to_string(dir.join("package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let mut outcome = Outcome {
+        name: name.to_owned(),
+        version: installed["version"]
+            .as_str()
+            .unwrap_or("(not installed)")
+            .to_owned(),
+        builds: false,
+        loads: false,
+        same: false,
+        reason: String::new(),
+        commands: 0,
+        tools: 0,
+        took: Duration::ZERO,
+        details: Vec::new(),
+    };
+    let finish = |mut o: Outcome| {
+        o.took = started.elapsed();
+        o
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+
+    // 1. Build every entry.
+    let entries = entries(&dir);
+    for (i, entry) in entries.iter().enumerate() {
+        let wasm = root.join(format!("entry{i}.wasm"));
+        let built = scenario::pichamber(&[
+            "build",
+            entry.to_str().unwrap(),
+            "-o",
+            wasm.to_str().unwrap(),
+        ]);
+        if !built.status.success() {
+            let error = normalise::scrub(
+                &json!(scenario::first_line(&String::from_utf8_lossy(
+                    &built.stderr
+                ))),
+                &paths_for(&root, name),
+            );
+            outcome.reason = cut(
+                &format!("build: {}", error.as_str().unwrap_or_default()),
+                300,
+            );
+            return finish(outcome);
+        }
+    }
+    outcome.builds = true;
+
+    // 2. Discovery, then the scenario on both sides.
+    let found = scenario::discover(&dir, root.join("discover"), builtins);
+    outcome.commands = found.commands.len();
+    outcome.tools = found.tools.len();
+    let (steps, script) = scenario::scenario(&found);
+    let pi_root = root.join("side1");
+    let pi = scenario::run_side(Kind::Pi, &dir, pi_root.clone(), &script, &steps);
+    keep_log(name, "pi", &pi);
+    let our_root = root.join("side2");
+    let exts: Vec<&Path> = entries.iter().map(PathBuf::as_path).collect();
+    let ours = scenario::run_side_with(Kind::Pichamber, &exts, our_root.clone(), &script, &steps);
+    keep_log(name, "pichamber", &ours);
+
+    // 3. Classify, as tests/corpus.rs does.
+    let load: &[Value] = ours.steps.first().map_or(&[], |(_, lines)| lines);
+    let load_error = load
+        .iter()
+        .find(|l| l["type"] == "extension_error" && l["event"] == "load");
+    outcome.loads = !ours.steps.is_empty()
+        && load_error.is_none()
+        && !load.iter().any(|l| l["type"] == "<exited>");
+    let differences = normalise::compare(
+        &pi,
+        &paths_for(&pi_root, name),
+        &ours,
+        &paths_for(&our_root, name),
+    );
+    outcome.details = differences
+        .iter()
+        .map(|(label, d)| format!("{label}: {d}"))
+        .collect();
+    if let Some(error) = &found.pi_load_error {
+        let error = normalise::scrub(&json!(error), &paths_for(&root.join("discover"), name));
+        outcome.reason = format!(
+            "pi itself does not load it here: {}",
+            error.as_str().unwrap_or_default()
+        );
+    } else if let Some(e) = load_error {
+        let e = normalise::scrub(e, &paths_for(&our_root, name));
+        outcome.reason = cut(
+            &format!("load: {}", e["error"].as_str().unwrap_or_default()),
+            300,
+        );
+    } else if !outcome.loads {
+        outcome.reason = cut(
+            &format!(
+                "load: pichamber exited: {}",
+                scenario::first_line(&ours.stderr)
+            ),
+            300,
+        );
+    } else if let Some((label, first)) = differences.first() {
+        outcome.reason = cut(&format!("{label}: {first}"), 300);
+        let others: Vec<&str> = differences[1..].iter().map(|(l, _)| l.as_str()).collect();
+        if !others.is_empty() {
+            outcome.reason += &format!(" (also differs: {})", others.join(", "));
+        }
+    } else {
+        outcome.same = true;
+    }
+    finish(outcome)
+}
+
+#[test]
+fn third_party_table() {
+    assert!(
+        scenario::pi_bin().exists(),
+        "real pi is missing: run `npm ci --prefix tests/oracle`"
+    );
+    for package in PACKAGES {
+        assert!(
+            pinned_version(package.name).is_some(),
+            "{} is not pinned in tests/thirdparty/package.json",
+            package.name
+        );
+        assert!(
+            node_modules()
+                .join(package.name)
+                .join("package.json")
+                .exists(),
+            "{} is not installed: run `npm ci --prefix tests/thirdparty`",
+            package.name
+        );
+    }
+    let only: Option<Vec<String>> = std::env::var("THIRD_PARTY_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(|n| n.trim().to_owned()).collect());
+    let verbose = std::env::var_os("CORPUS_VERBOSE").is_some();
+    let threads: usize = std::env::var("CORPUS_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(4)
+        .max(1);
+    let names: Vec<&str> = PACKAGES
+        .iter()
+        .map(|p| p.name)
+        .filter(|n| only.as_ref().is_none_or(|o| o.iter().any(|x| x == n)))
+        .collect();
+    assert!(!names.is_empty(), "no package selected");
+
+    let started = Instant::now();
+    let base = tempfile::tempdir().unwrap();
+    scenario::use_private_binary(base.path());
+    let builtins = scenario::builtin_tools(base.path().canonicalize().unwrap().join("builtins"));
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(name) = names.get(i) else { break };
+                    let outcome = run_package(name, &builtins);
+                    eprintln!(
+                        "thirdparty: {name}: {} in {:.1}s{}",
+                        if outcome.same { "same" } else { "differs" },
+                        outcome.took.as_secs_f64(),
+                        if outcome.same {
+                            String::new()
+                        } else {
+                            format!(" — {}", outcome.reason)
+                        }
+                    );
+                    if verbose {
+                        for detail in &outcome.details {
+                            eprintln!("thirdparty:   {name}: {detail}");
+                        }
+                    }
+                    outcomes.lock().unwrap().push(outcome);
+                }
+            });
+        }
+    });
+    let mut outcomes = outcomes.into_inner().unwrap();
+    // The table keeps PACKAGES' order (most downloaded first).
+    outcomes.sort_by_key(|o| PACKAGES.iter().position(|p| p.name == o.name));
+    let table = report(&outcomes);
+    eprintln!(
+        "thirdparty: {} packages in {:.1}s ({threads} at a time)",
+        outcomes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for o in &outcomes {
+        assert_eq!(
+            Some(&o.version),
+            pinned_version(&o.name).as_ref(),
+            "{}: the installed version is not the pinned one: run `npm ci --prefix tests/thirdparty`",
+            o.name
+        );
+    }
+    if only.is_some() {
+        eprintln!("{table}");
+        return;
+    }
+    let path = common::repo().join("docs/THIRD_PARTY.md");
+    if std::env::var_os("UPDATE_THIRD_PARTY").is_some() {
+        std::fs::write(&path, &table).unwrap();
+        eprintln!("thirdparty: wrote {}", path.display());
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed != table {
+        let diff = similar::TextDiff::from_lines(&committed, &table)
+            .unified_diff()
+            .header("docs/THIRD_PARTY.md (committed)", "generated")
+            .to_string();
+        panic!(
+            "docs/THIRD_PARTY.md is not what the third-party run generates:\n{diff}\n\
+             Run `UPDATE_THIRD_PARTY=1 cargo test -p pichamber --test thirdparty` to regenerate \
+             it (and commit it)."
+        );
+    }
+}
+
+/// A package listing several extensions is loaded entry by entry; one listing a single
+/// extension (or none: pi's conventional `index.ts`) is loaded as a folder.
+#[test]
+fn entries_follow_pi_extensions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("package.json"),
+        r#"{"pi":{"extensions":["./a/index.ts","./b.ts"]}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        entries(dir),
+        vec![dir.join("./a/index.ts"), dir.join("./b.ts")]
+    );
+    std::fs::write(
+        dir.join("package.json"),
+        r#"{"pi":{"extensions":["./a.ts"]}}"#,
+    )
+    .unwrap();
+    assert_eq!(entries(dir), vec![dir.to_path_buf()]);
+    std::fs::write(dir.join("package.json"), r#"{"name":"x"}"#).unwrap();
+    assert_eq!(entries(dir), vec![dir.to_path_buf()]);
+}
