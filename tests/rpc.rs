@@ -1720,6 +1720,51 @@ fn hold_script() -> Value {
     ]})
 }
 
+/// A command that throws is reported as pi reports it: under the command's name, event
+/// "command", the message only.
+fn failing_command_is_reported(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["commands.ts"],
+            ..Launch::default()
+        },
+    );
+    let mark = agent.mark();
+    let response = agent.request(json!({ "type": "prompt", "message": "/fail" }));
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    // Both report the failure before they answer the prompt.
+    let error = agent
+        .since(mark)
+        .iter()
+        .find(|e| e["type"] == "extension_error")
+        .cloned()
+        .unwrap_or_else(|| agent.wait_event("extension_error"));
+    assert_eq!(
+        error,
+        json!({ "type": "extension_error", "extensionPath": "command:fail", "event": "command",
+                "error": "the command broke" }),
+        "{side:?}"
+    );
+    assert!(
+        mock.requests().is_empty(),
+        "{side:?}: a command is not sent to the model"
+    );
+}
+
+#[test]
+fn failing_command_is_reported_pi() {
+    failing_command_is_reported(Side::Pi);
+}
+
+#[test]
+fn failing_command_is_reported_pichamber() {
+    failing_command_is_reported(Side::Pichamber);
+}
+
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
 fn prompt_during_run_is_refused(side: Side) {

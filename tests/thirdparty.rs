@@ -2,8 +2,8 @@
 //! in tests/thirdparty/package.json (installed by `npm ci --prefix tests/thirdparty`, which
 //! tests/run.sh does) goes through the scenario of tests/corpus.rs (tests/corpus/scenario.rs):
 //! real pi loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`); pichamber
-//! builds and loads the same sources (`pichamber build`, then `pichamber rpc -e ...`, one `-e`
-//! per entry of the package's `pi.extensions`). The outcome is written to
+//! builds each entry of the package's `pi.extensions` (`pichamber build`), then loads the same
+//! folder (`pichamber rpc -e PACKAGE_DIR`). The outcome is written to
 //! docs/THIRD_PARTY.md.
 //!
 //! The test fails when the committed docs/THIRD_PARTY.md differs from what it generates;
@@ -52,25 +52,25 @@ const PACKAGES: &[Package] = &[
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "Remains: its curator serves a local web page with `node:http`; extensions get no network by design (SECURITY.md), so no `node:http`.",
+        note: "Remains: it reads Chrome's cookie database with `node:sqlite`, which the guest does not have; its curator also serves a local web page with a `node:http` server, which would be refused (extensions get no network by design, SECURITY.md).",
     },
     Package {
         name: "@aliou/pi-processes",
         what: "background processes the agent starts and watches (three extensions)",
         monthly_downloads: 2332,
-        note: "Remains: its three extensions talk through `pi.events` with payloads carrying reply functions, answered synchronously; pichamber's extensions are isolated from each other, so a function cannot cross. Also the package's skills (`pi.skills`) are not loaded by pichamber's `-e`.",
+        note: "Remains: its three extensions talk through `pi.events` with payloads carrying reply functions, answered synchronously; pichamber's extensions are isolated from each other, so a function cannot cross.",
     },
     Package {
         name: "pi-mcp-adapter",
         what: "MCP servers' tools as pi tools",
         monthly_downloads: 2082,
-        note: "Remains: its OAuth callback and UI servers use `http`/`node:http`; extensions get no network by design (SECURITY.md).",
+        note: "Remains: its MCP client's stdio transport needs `node:stream`, which the guest does not have yet; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
     },
     Package {
         name: "pi-prompt-template-model",
         what: "prompt templates that pick their model",
         monthly_downloads: 746,
-        note: "Calls `ctx.isProjectTrusted()`, which pi 0.73.1 lacks too (both fail to start it); pichamber's engine words the TypeError without the callee's name. Also the package's skills (`pi.skills`) are not loaded by pichamber's `-e`.",
+        note: "Calls `ctx.isProjectTrusted()`, which pi 0.73.1 lacks too (both fail to start it); pichamber's engine (QuickJS) words the TypeError without the callee's name.",
     },
     Package {
         name: "pi-aliases",
@@ -88,7 +88,7 @@ const PACKAGES: &[Package] = &[
         name: "@baochunli/pi-collaborating-agents",
         what: "messaging between agents over a local socket",
         monthly_downloads: 516,
-        note: "Remains: it names itself at random in each run (pi against pi differs too), watches its inbox with `fs.watch` (being added to pichamber) and colours its status with the theme; a tool result's own `isError: true` marks the call failed in pichamber but not in pi 0.73.1. Also the package's skills are not loaded.",
+        note: "Remains: it names itself at random in each run (pi against pi differs too); and a tool result's own `isError: true` stays inside the result of pi's `tool_execution_end`, while pichamber's boundary carries only content, details and whether the call failed (it did not, in both).",
     },
 ];
 
@@ -139,7 +139,7 @@ fn pinned_version(name: &str) -> Option<String> {
     manifest["dependencies"][name].as_str().map(str::to_owned)
 }
 
-/// The entries pichamber loads for an installed package: each file `pi.extensions` lists
+/// The entries pichamber builds for an installed package: each file `pi.extensions` lists
 /// when it lists several (`pichamber build` builds one extension at a time), else the
 /// package folder itself.
 fn entries(dir: &Path) -> Vec<PathBuf> {
@@ -174,8 +174,9 @@ TUI games; "downloads/month" is the npm registry's figure when they were picked.
 
 Each goes through the scenario of [COMPATIBILITY.md](COMPATIBILITY.md), unchanged: real pi
 0.73.1 loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`), pichamber builds
-and loads the same sources (`pichamber build`, then `pichamber rpc` with one `-e` per entry of
-the package's `pi.extensions`), each against a mock model serving the same script, and what
+each entry of the package's `pi.extensions` (`pichamber build`) and loads the same folder
+(`pichamber rpc -e PACKAGE_DIR`: each of its extensions, its skills and prompt templates, as
+pi does), each against a mock model serving the same script, and what
 both print and send to the model is compared step by step after the same normalisation.
 pichamber runs with the same grants as for pi's examples (the workspace and pi's agent folder
 writable, git and a shell allowed, HOME visible); nothing is granted to reach the network.
@@ -342,8 +343,9 @@ fn run_package(name: &str, builtins: &[Value]) -> Outcome {
     let pi = scenario::run_side(Kind::Pi, &dir, pi_root.clone(), &script, &steps);
     keep_log(name, "pi", &pi);
     let our_root = root.join("side2");
-    let exts: Vec<&Path> = entries.iter().map(PathBuf::as_path).collect();
-    let ours = scenario::run_side_with(Kind::Pichamber, &exts, our_root.clone(), &script, &steps);
+    // Like pi, pichamber loads the package folder: each of its extensions, and its skills
+    // and prompt templates.
+    let ours = scenario::run_side(Kind::Pichamber, &dir, our_root.clone(), &script, &steps);
     keep_log(name, "pichamber", &ours);
 
     // 3. Classify, as tests/corpus.rs does.

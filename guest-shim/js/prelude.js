@@ -844,7 +844,9 @@ globalThis.__pichamber = {
       return {
         content: Array.isArray(result.content) ? result.content : [],
         details: result.details,
-        isError: result.isError === true,
+        // pi counts a call as failed only when execute throws; an isError the tool returns
+        // stays its own (pi 0.73.1's agent loop).
+        isError: false,
         terminate: result.terminate === true,
       };
     } catch (err) {

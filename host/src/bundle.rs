@@ -319,11 +319,14 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
                 .flatten()
         })
         .unwrap_or_else(|| {
-            layout
-                .entry
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "extension".into())
+            // `x/index.ts` is named after its folder (a package's several entries often are).
+            let stem = layout.entry.file_stem().map(|s| s.to_string_lossy());
+            let folder = layout.entry.parent().and_then(Path::file_name);
+            match (stem, folder) {
+                (Some(s), Some(f)) if s == "index" => f.to_string_lossy().into_owned(),
+                (Some(s), _) => s.into_owned(),
+                _ => "extension".into(),
+            }
         });
     let requested_capabilities = package
         .as_ref()

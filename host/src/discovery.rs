@@ -314,6 +314,14 @@ fn resource_files(path: &Path, kind: &str) -> Vec<PathBuf> {
     }
 }
 
+/// `dir` joined with a manifest entry such as `./extensions/a/index.ts`, without `.` parts.
+fn normalize_join(dir: &Path, entry: &str) -> PathBuf {
+    dir.join(entry)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
 /// Resolves one `-e` source (see [`PackageSource`]). Glob and override entries of a manifest
 /// (`*`, `!x`, ...) are not supported and are skipped.
 pub fn resolve_source(path: &Path) -> PackageSource {
@@ -340,12 +348,20 @@ pub fn resolve_source(path: &Path) -> PackageSource {
                 .flat_map(|e| resource_files(&path.join(e), kind))
                 .collect()
         };
-        if manifest["extensions"]
+        let listed: Vec<&str> = manifest["extensions"]
             .as_array()
-            .is_some_and(|list| !list.is_empty())
-        {
-            found.extensions = vec![path.to_path_buf()];
-        }
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|e| !is_override_pattern(e) && !e.contains('*') && !e.contains('?'))
+            .collect();
+        // One entry: the package itself (it is built as one extension, named after it);
+        // several: each entry is an extension of its own, as pi loads them.
+        found.extensions = match listed.as_slice() {
+            [] => Vec::new(),
+            [_] => vec![path.to_path_buf()],
+            entries => entries.iter().map(|e| normalize_join(path, e)).collect(),
+        };
         found.prompts = entries("prompts");
         found.skills = entries("skills");
         return found;

@@ -96,6 +96,11 @@ pub fn event_sink(output: Arc<Output>) -> EventSink {
             if let Some(stack) = stack {
                 eprintln!("[{extension}] {event}: {error}\n{stack}");
             }
+            // pi reports a failing command under the command's name, not its extension's.
+            let (extension, event) = match event.strip_prefix("command:/") {
+                Some(name) => (format!("command:{name}"), "command"),
+                None => (extension.clone(), event.as_str()),
+            };
             output.line(&json!({
                 "type": "extension_error", "extensionPath": extension, "event": event, "error": error,
             }))
