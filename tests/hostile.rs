@@ -1165,19 +1165,32 @@ fn an_endless_loop_in_a_timer_is_stopped_between_steps_and_restarted_until_disab
     let reason = "ran for more than 1.0s without yielding (per-call limit; raise it with --call-timeout=SECONDS)";
     let expected = [
         // The timer spins between steps: stopped, to be restarted on its next use...
-        ("timer", format!("{stopped}; it restarts on its next use (failure 1 of 3)")),
+        (
+            "timer",
+            format!("{stopped}; it restarts on its next use (failure 1 of 3)"),
+        ),
         // ...which is the next command: a fresh instance (its factory arms the timer again).
         (
             "restart",
-            format!("the extension was restarted after failure 1 of 3 ({reason}); its state starts afresh"),
+            format!(
+                "the extension was restarted after failure 1 of 3 ({reason}); its state starts afresh"
+            ),
         ),
-        ("timer", format!("{stopped}; it restarts on its next use (failure 2 of 3)")),
+        (
+            "timer",
+            format!("{stopped}; it restarts on its next use (failure 2 of 3)"),
+        ),
         (
             "restart",
-            format!("the extension was restarted after failure 2 of 3 ({reason}); its state starts afresh"),
+            format!(
+                "the extension was restarted after failure 2 of 3 ({reason}); its state starts afresh"
+            ),
         ),
         // The third failure disables it for the rest of the session, and says so.
-        ("timer", format!("{stopped}; it is disabled after 3 failures")),
+        (
+            "timer",
+            format!("{stopped}; it is disabled after 3 failures"),
+        ),
         (
             "command:/attack",
             format!("the extension is disabled after 3 failures (the last: {reason})"),
@@ -1536,7 +1549,10 @@ fn a_notify_flood_and_a_dialog_flood_are_bounded() {
         .map(|e| e["error"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(reports.len(), 1, "{reports:?}");
-    assert!(reports[0].contains("UI updates over its limit"), "{reports:?}");
+    assert!(
+        reports[0].contains("UI updates over its limit"),
+        "{reports:?}"
+    );
     // Dialogs beyond the per-second budget are refused: the extension sees the error.
     let report = run.report();
     assert_eq!(report["opened"], 10, "{report}");
@@ -1627,7 +1643,24 @@ fn thousands_of_registrations_do_not_disturb_the_session() {
         "--command",
         "/bystander",
     ]);
-    assert!(run.ok, "{}", run.dump());
+    // All kept (each kind stays under its cap of 10 000); the only error is the stream of
+    // 5000 status updates going over the UI volume budget (1000 a second).
+    let errors: Vec<(&Value, &Value)> = run
+        .errors()
+        .into_iter()
+        .map(|e| (&e["event"], &e["error"]))
+        .collect();
+    assert_eq!(
+        errors,
+        [(
+            &json!("limit:ui"),
+            &json!(
+                "UI updates over its limit: more than 1000 updates or 2 MiB per second; the rest is dropped"
+            )
+        )],
+        "{}",
+        run.dump()
+    );
     let report = run.report();
     for kind in ["tools", "commands", "flags", "events", "statuses"] {
         assert_eq!(report[kind], json!({ "ok": 5000 }), "{kind}");
@@ -1687,10 +1720,22 @@ fn registrations_are_bounded_in_count_and_size() {
     ]);
     let report = run.report();
     for (kind, what) in [
-        ("tools", "registerTool spam_tool_10000: this extension already holds 10000 tools"),
-        ("commands", "registerCommand spam_cmd_9997: this extension already holds 10000 commands"),
-        ("flags", "registerFlag spam_flag_10000: this extension already holds 10000 flags"),
-        ("events", "pi.on(spam_event_10000): this extension already holds 10000 event subscriptions"),
+        (
+            "tools",
+            "registerTool spam_tool_10000: this extension already holds 10000 tools",
+        ),
+        (
+            "commands",
+            "registerCommand spam_cmd_9997: this extension already holds 10000 commands",
+        ),
+        (
+            "flags",
+            "registerFlag spam_flag_10000: this extension already holds 10000 flags",
+        ),
+        (
+            "events",
+            "pi.on(spam_event_10000): this extension already holds 10000 event subscriptions",
+        ),
     ] {
         assert_eq!(
             report[kind]["error"],
@@ -1853,6 +1898,188 @@ fn a_handler_that_never_resolves_ends_at_the_deadline() {
         );
         run.assert_bystander_command_served();
     }
+}
+
+#[test]
+fn time_awaiting_a_granted_program_is_not_charged_to_the_wall_budget() {
+    let sb = Sandbox::new();
+    // The program takes 2 s, the wall budget is 1 s: the program has its own timeout, so the
+    // call goes on; a timer awaited as long is stopped.
+    let run = run_within(
+        &[
+            &fixture("never-resolves.ts"),
+            "--cwd",
+            &sb.ws(),
+            "--allow-run=sleep",
+            "--call-wall-timeout",
+            "1",
+            "--command",
+            "/awaits-program",
+            "--command",
+            "/far-timer",
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        run.entries("program-done"),
+        [&json!({ "code": 0, "killed": false })],
+        "{}",
+        run.dump()
+    );
+    let errors = run.errors_of("never-resolves");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("--call-wall-timeout"), "{}", errors[0]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The restart policy
+
+/// The data of the entries of `custom_type`, as a JSON array.
+fn entries_json(run: &Run, custom_type: &str) -> Value {
+    Value::Array(run.entries(custom_type).into_iter().cloned().collect())
+}
+
+#[test]
+fn a_trapped_extension_restarts_afresh_on_its_next_use_with_its_factory_registrations() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("restart.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "1",
+        "--command",
+        "/bump",
+        "--command",
+        "/bump",
+        "--command",
+        "/late",
+        "--command",
+        "/switch-off",
+        "--command",
+        "/tools",
+        "--command",
+        "/spin",
+        // The next use restarts it.
+        "--tool",
+        "restart_probe",
+        "--command",
+        "/bump",
+        "--command",
+        "/tools",
+        "--command",
+        "/bystander",
+    ]);
+    let errors = run.errors_of("restart");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("the extension was stopped: ran for more than 1.0s without yielding")
+            && errors[0].ends_with("; it restarts on its next use (failure 1 of 3)"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[1].starts_with("the extension was restarted after failure 1 of 3 (ran for more")
+            && errors[1].ends_with("; its state starts afresh"),
+        "{}",
+        errors[1]
+    );
+    // The fresh instance heard session_start with reason "reload", with its module state new.
+    assert_eq!(
+        entries_json(&run, "session-start"),
+        json!([{ "reason": "startup", "counter": 0 }, { "reason": "reload", "counter": 0 }])
+    );
+    assert_eq!(
+        entries_json(&run, "counter"),
+        json!([{ "counter": 1 }, { "counter": 2 }, { "counter": 1 }])
+    );
+    // The tool call that restarted it was served by the fresh instance.
+    let probe = run.tool_results("restart_probe");
+    assert_eq!(probe[0]["isError"], false, "{}", probe[0]);
+    assert_eq!(common::text_of(&probe[0]["content"]), "probe 0");
+    // Its registrations are the factory's again: the tool a command registered is gone, the
+    // factory's are back, and the one switched off stays off.
+    let tools = entries_json(&run, "tools");
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .filter(|n| n.starts_with("restart_") || n == "late_tool")
+            .collect()
+    };
+    assert_eq!(
+        names(&tools[0]["all"]),
+        ["restart_probe", "restart_off", "late_tool"]
+    );
+    assert_eq!(names(&tools[0]["active"]), ["restart_probe", "late_tool"]);
+    assert_eq!(names(&tools[1]["all"]), ["restart_probe", "restart_off"]);
+    assert_eq!(names(&tools[1]["active"]), ["restart_probe"]);
+    // Its commands are registered once, as before.
+    let mut before: Vec<String> = serde_json::from_value(tools[0]["commands"].clone()).unwrap();
+    let mut after: Vec<String> = serde_json::from_value(tools[1]["commands"].clone()).unwrap();
+    before.sort();
+    after.sort();
+    assert_eq!(before, after);
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn a_memory_trap_restarts_the_extension_and_the_third_failure_disables_it() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("restart.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--memory-limit",
+        "64",
+        "--command",
+        "/bomb",
+        "--command",
+        "/bump",
+        "--command",
+        "/bomb",
+        "--command",
+        "/bomb",
+        "--command",
+        "/bump",
+        "--tool",
+        "restart_probe",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let errors = run.errors_of("restart");
+    let memory = "exceeded its memory limit (raise it with --memory-limit=MIB)";
+    let expected = [
+        format!(
+            "the extension was stopped: {memory}; it restarts on its next use (failure 1 of 3)"
+        ),
+        format!(
+            "the extension was restarted after failure 1 of 3 ({memory}); its state starts afresh"
+        ),
+        format!(
+            "the extension was stopped: {memory}; it restarts on its next use (failure 2 of 3)"
+        ),
+        format!(
+            "the extension was restarted after failure 2 of 3 ({memory}); its state starts afresh"
+        ),
+        format!("the extension was stopped: {memory}; it is disabled after 3 failures"),
+        format!("the extension is disabled after 3 failures (the last: {memory})"),
+    ];
+    assert_eq!(errors[..6], expected, "{}", run.dump());
+    // Served once between the failures, never after the third.
+    assert_eq!(entries_json(&run, "counter"), json!([{ "counter": 1 }]));
+    let probe = run.all_tool_results("restart_probe");
+    assert_eq!(probe[0]["isError"], true, "{}", probe[0]);
+    assert!(
+        common::text_of(&probe[0]["content"]).contains("disabled after 3 failures"),
+        "{}",
+        probe[0]
+    );
+    run.assert_bystander_tool_served();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -219,7 +219,11 @@ impl Host for ExtensionState {
                 + tool.description.len()
                 + tool.parameters.len()
                 + opt_len(&tool.prompt_snippet)
-                + tool.prompt_guidelines.iter().map(String::len).sum::<usize>()
+                + tool
+                    .prompt_guidelines
+                    .iter()
+                    .map(String::len)
+                    .sum::<usize>()
                 + opt_len(&tool.execution_mode);
             self.registry
                 .admit(Kind::Tool, &tool.name, bytes)
@@ -893,7 +897,11 @@ impl Host for ExtensionState {
                     // pi's print mode: no UI, dialogs resolve to their defaults.
                     futures::future::ready(Outcome::Dialog(WitAnswer::Cancelled)).boxed()
                 } else if let Err(exceeded) = self.dialogs.admit(0) {
-                    return Ok(Err(self.over_limit("dialog", exceeded, "the dialog is refused")));
+                    return Ok(Err(self.over_limit(
+                        "dialog",
+                        exceeded,
+                        "the dialog is refused",
+                    )));
                 } else {
                     let id = uuid::Uuid::new_v4().to_string();
                     let timeout = request.timeout_ms();

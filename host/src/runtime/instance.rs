@@ -358,7 +358,8 @@ impl ExtensionInstance {
                 .is_some_and(|r| r.events.iter().any(|e| e == "session_start"))
         };
         if subscribed {
-            let event = serde_json::json!({ "type": "session_start", "reason": "reload" }).to_string();
+            let event =
+                serde_json::json!({ "type": "session_start", "reason": "reload" }).to_string();
             let ctx = {
                 let state = self.session.state.lock().unwrap();
                 serde_json::json!({ "cwd": self.session.cwd, "hasUI": self.session.has_ui, "model": state.model })
