@@ -450,11 +450,6 @@ impl ExtensionInstance {
         self.broken.is_some()
     }
 
-    /// Stopped for good: it failed [`MAX_FAILURES`] times.
-    pub fn is_disabled(&self) -> bool {
-        self.broken.is_some() && self.failures >= MAX_FAILURES
-    }
-
     pub async fn dispatch_event(
         &mut self,
         name: &str,

@@ -51,7 +51,7 @@ pub const MAX_REGISTRATION_BYTES: usize = 16 << 20;
 fn describe(cap: Cap, unit: &str) -> String {
     if cap.bytes == usize::MAX {
         format!("{} {unit}", cap.count)
-    } else if cap.bytes >= 1 << 20 && cap.bytes % (1 << 20) == 0 {
+    } else if cap.bytes >= 1 << 20 && cap.bytes.is_multiple_of(1 << 20) {
         format!("{} {unit} or {} MiB", cap.count, cap.bytes >> 20)
     } else {
         format!("{} {unit} or {} bytes", cap.count, cap.bytes)
@@ -347,6 +347,6 @@ mod tests {
         registry.admit(Kind::Status, "s", 1).unwrap();
         let kept = registry.ui_state_only();
         assert_eq!(kept.bytes, 1);
-        assert!(kept.counts.get(&Kind::Event).is_none());
+        assert!(!kept.counts.contains_key(&Kind::Event));
     }
 }
