@@ -555,7 +555,7 @@ fn memory_and_stack_exhaustion_stop_only_the_offending_extension() {
     assert!(!ok);
     assert_eq!(
         errors_of(&events)[0],
-        "the extension was stopped: exceeded its memory limit (raise it with --memory-limit=MIB)"
+        "the extension was stopped: exceeded its memory limit (raise it with --memory-limit=MIB); it restarts on its next use (failure 1 of 3)"
     );
     assert!(alive(&events, "bystander-alive"));
 

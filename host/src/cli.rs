@@ -264,6 +264,10 @@ struct LimitArgs {
     /// Seconds one call may run guest code before it is stopped (waiting on dialogs does not count).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     call_timeout: f64,
+    /// Seconds one call may take in all, awaiting timers included (time awaiting dialogs and
+    /// programs, which have their own timeouts, does not count).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    call_wall_timeout: f64,
     /// Memory limit of each extension instance, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     memory_limit: usize,
@@ -537,6 +541,7 @@ async fn open_session(
     };
     let options = InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
+        call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
         memory_limit: args.limits.memory_limit.max(16) << 20,
         grants: Arc::new(Grants {
             read: args.grants.allow_read.clone(),

@@ -8,7 +8,8 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use wasmtime::Result;
 
-use super::instance::ExtensionState;
+use super::instance::{ExtensionState, WallDeadlineExceeded};
+use super::limits::{Exceeded, Kind, MAX_ENTRIES};
 use super::pichamber::extension::host::Host;
 use super::pichamber::extension::types;
 use super::wit::{
@@ -27,8 +28,6 @@ pub const MAX_TREE_ENTRIES: usize = 2000;
 pub const MAX_LOG_BYTES: usize = 16 << 10;
 /// Longest name (tool, command, flag, entry type, status key).
 pub const MAX_NAME_BYTES: usize = 128;
-/// Most entries one instance may hold in the session in memory.
-pub const MAX_ENTRIES: usize = 100_000;
 
 impl types::Host for ExtensionState {}
 
@@ -80,7 +79,48 @@ fn truncate(text: &str, max: usize) -> String {
     format!("{}… [truncated {} bytes]", &text[..end], text.len() - end)
 }
 
+fn opt_len(text: &Option<String>) -> usize {
+    text.as_ref().map_or(0, String::len)
+}
+
 impl ExtensionState {
+    /// Reports a volume limit the first time it bites in a call (and in a second).
+    fn over_limit(&self, what: &str, exceeded: Exceeded, consequence: &str) -> String {
+        let message = format!("{}; {consequence}", exceeded.message);
+        if exceeded.report {
+            self.session.emit(SessionEvent::ExtensionError {
+                extension: self.name.clone(),
+                event: format!("limit:{what}"),
+                error: message.clone(),
+                stack: None,
+            });
+        }
+        message
+    }
+
+    /// A status or widget over the registration caps is not kept (`ui` has no error to
+    /// return): reported once per instance.
+    fn ui_refused(&mut self, message: &str) {
+        if !std::mem::replace(&mut self.ui_refusal_reported, true) {
+            self.session.emit(SessionEvent::ExtensionError {
+                extension: self.name.clone(),
+                event: "limit:ui".into(),
+                error: format!("{message}; further ones are dropped"),
+                stack: None,
+            });
+        }
+    }
+
+    /// Whether this extension may append another session entry.
+    fn entry_budget(&self) -> Result<(), String> {
+        if self.entries_appended >= MAX_ENTRIES {
+            return Err(format!(
+                "this extension appended {MAX_ENTRIES} entries to the session; no more can be appended (per-extension limit)"
+            ));
+        }
+        Ok(())
+    }
+
     fn ui_event(&self, request: UiRequest) {
         self.session.emit(SessionEvent::ExtensionUiRequest {
             id: uuid::Uuid::new_v4().to_string(),
@@ -133,6 +173,10 @@ impl Host for ExtensionState {
             LogLevel::Error => "error",
         };
         let message = truncate(&self.source_maps.remap(&message), MAX_LOG_BYTES);
+        if let Err(exceeded) = self.logs.admit(message.len()) {
+            self.over_limit("console", exceeded, "the rest is dropped");
+            return Ok(());
+        }
         tracing::debug!(extension = %self.name, level, "{message}");
         self.session.emit(SessionEvent::Log {
             extension: self.name.clone(),
@@ -170,9 +214,24 @@ impl Host for ExtensionState {
                     tool.name
                 ));
             }
+            let bytes = tool.name.len()
+                + tool.label.len()
+                + tool.description.len()
+                + tool.parameters.len()
+                + opt_len(&tool.prompt_snippet)
+                + tool
+                    .prompt_guidelines
+                    .iter()
+                    .map(String::len)
+                    .sum::<usize>()
+                + opt_len(&tool.execution_mode);
+            self.registry
+                .admit(Kind::Tool, &tool.name, bytes)
+                .map_err(|e| format!("registerTool {}: {e}", tool.name))?;
             let registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
             let name = registered.name.clone();
             if !self.session.state.lock().unwrap().register_tool(registered) {
+                self.registry.release(Kind::Tool, &name);
                 // pi keeps the first extension's tool and says nothing; say it in the log.
                 tracing::warn!(
                     "{}: tool {name} is already registered by another extension; the first registration stays",
@@ -189,6 +248,13 @@ impl Host for ExtensionState {
     ) -> Result<Result<(), String>> {
         Ok((|| {
             check_name("command", &command.name)?;
+            self.registry
+                .admit(
+                    Kind::Command,
+                    &command.name,
+                    command.name.len() + opt_len(&command.description),
+                )
+                .map_err(|e| format!("registerCommand {}: {e}", command.name))?;
             let registered = RegisteredCommand::from_wit(self.index, &self.name, command);
             self.session
                 .state
@@ -200,18 +266,30 @@ impl Host for ExtensionState {
     }
 
     fn subscribe(&mut self, event: String) -> Result<Result<(), String>> {
-        Ok(check_name("event", &event).map(|()| {
+        Ok((|| {
+            check_name("event", &event)?;
+            self.registry
+                .admit(Kind::Event, &event, event.len())
+                .map_err(|e| format!("pi.on({event}): {e}"))?;
             let mut state = self.session.state.lock().unwrap();
             let events = &mut state.registrations_mut(self.index).events;
             if !events.contains(&event) {
                 events.push(event);
             }
-        }))
+            Ok(())
+        })())
     }
 
     fn register_flag(&mut self, flag: types::FlagDefinition) -> Result<Result<(), String>> {
         Ok((|| {
             check_name("flag", &flag.name)?;
+            self.registry
+                .admit(
+                    Kind::Flag,
+                    &flag.name,
+                    flag.name.len() + opt_len(&flag.description) + opt_len(&flag.default_value),
+                )
+                .map_err(|e| format!("registerFlag {}: {e}", flag.name))?;
             let default = match &flag.default_value {
                 Some(text) => Some(parse_json("flag default", text)?),
                 None => None,
@@ -227,7 +305,10 @@ impl Host for ExtensionState {
                 FlagType::Boolean => "boolean",
                 FlagType::Text => "string",
             };
-            state.registrations_mut(self.index).flags.push(json!({
+            // A name registered again replaces its earlier definition.
+            let flags = &mut state.registrations_mut(self.index).flags;
+            flags.retain(|f| f["name"] != json!(flag.name));
+            flags.push(json!({
                 "name": flag.name, "description": flag.description, "type": kind, "default": default,
             }));
             Ok(())
@@ -239,30 +320,41 @@ impl Host for ExtensionState {
         shortcut: types::ShortcutDefinition,
     ) -> Result<Result<(), String>> {
         // Recorded for inspection; shortcuts are TUI-only and never fire in pichamber.
+        let key = truncate(&shortcut.shortcut, 64);
+        let bytes = key.len() + opt_len(&shortcut.description);
+        if let Err(e) = self.registry.admit(Kind::Shortcut, &key, bytes) {
+            return Ok(Err(format!("registerShortcut {key}: {e}")));
+        }
         let mut state = self.session.state.lock().unwrap();
-        state
-            .registrations_mut(self.index)
-            .shortcuts
-            .push(json!({ "shortcut": truncate(&shortcut.shortcut, 64), "description": shortcut.description }));
+        let shortcuts = &mut state.registrations_mut(self.index).shortcuts;
+        shortcuts.retain(|s| s["shortcut"] != json!(key));
+        shortcuts.push(json!({ "shortcut": key, "description": shortcut.description }));
         Ok(Ok(()))
     }
 
     fn register_message_renderer(&mut self, custom_type: String) -> Result<Result<(), String>> {
-        Ok(check_name("message renderer", &custom_type).map(|()| {
-            self.session
-                .state
-                .lock()
-                .unwrap()
-                .registrations_mut(self.index)
-                .message_renderers
-                .push(custom_type);
-        }))
+        Ok((|| {
+            check_name("message renderer", &custom_type)?;
+            self.registry
+                .admit(Kind::MessageRenderer, &custom_type, custom_type.len())
+                .map_err(|e| format!("registerMessageRenderer {custom_type}: {e}"))?;
+            let mut state = self.session.state.lock().unwrap();
+            let renderers = &mut state.registrations_mut(self.index).message_renderers;
+            if !renderers.contains(&custom_type) {
+                renderers.push(custom_type);
+            }
+            Ok(())
+        })())
     }
 
     fn register_provider(&mut self, name: String, config: String) -> Result<Result<(), String>> {
         Ok((|| {
             check_name("provider", &name)?;
+            let bytes = name.len() + config.len();
             let mut config = parse_json("provider config", &config)?;
+            self.registry
+                .admit(Kind::Provider, &name, bytes)
+                .map_err(|e| format!("registerProvider {name}: {e}"))?;
             // Keys never leave the extension's registration record.
             if let Some(map) = config.as_object_mut()
                 && map.contains_key("apiKey")
@@ -278,6 +370,7 @@ impl Host for ExtensionState {
     }
 
     fn unregister_provider(&mut self, name: String) -> Result<()> {
+        self.registry.release(Kind::Provider, &name);
         let mut state = self.session.state.lock().unwrap();
         state
             .registrations_mut(self.index)
@@ -317,6 +410,7 @@ impl Host for ExtensionState {
             } else if options.get("triggerTurn") == Some(&json!(true)) {
                 agent.requests.push_back(AgentRequest::CustomTurn(custom));
             } else {
+                self.entry_budget()?;
                 agent.messages.push(custom.clone());
                 let entry = state
                     .store
@@ -328,6 +422,7 @@ impl Host for ExtensionState {
                     )
                     .map_err(|e| format!("sendMessage: {e:#}"))?;
                 drop(state);
+                self.entries_appended += 1;
                 self.session.emit(SessionEvent::Entry { entry });
                 self.session.emit(SessionEvent::Agent(
                     json!({ "type": "message_start", "message": custom }),
@@ -392,17 +487,15 @@ impl Host for ExtensionState {
                 Some(text) => parse_json("entry data", &text)?,
                 None => Value::Null,
             };
+            // Counted per extension: one that fills its share leaves the others theirs.
+            self.entry_budget()?;
             let mut state = self.session.state.lock().unwrap();
-            if state.store.get_entries().len() >= MAX_ENTRIES {
-                return Err(format!(
-                    "the session holds {MAX_ENTRIES} entries; no more can be appended"
-                ));
-            }
             let entry = state
                 .store
                 .append_custom_entry(&custom_type, Some(data).filter(|d| !d.is_null()))
                 .map_err(|e| format!("appendEntry: {e:#}"))?;
             drop(state);
+            self.entries_appended += 1;
             self.session.emit(SessionEvent::Entry { entry });
             Ok(())
         })())
@@ -410,12 +503,16 @@ impl Host for ExtensionState {
 
     fn set_session_name(&mut self, name: String) -> Result<Result<(), String>> {
         let name = truncate(name.trim(), 256);
+        if let Err(e) = self.entry_budget() {
+            return Ok(Err(format!("setSessionName: {e}")));
+        }
         let mut state = self.session.state.lock().unwrap();
         let entry = match state.store.append_session_info(&name) {
             Ok(e) => e,
             Err(e) => return Ok(Err(format!("setSessionName: {e:#}"))),
         };
         drop(state);
+        self.entries_appended += 1;
         self.session.emit(SessionEvent::Entry { entry });
         self.session.emit(SessionEvent::Agent(
             json!({ "type": "session_info_changed", "name": name }),
@@ -428,6 +525,9 @@ impl Host for ExtensionState {
     }
 
     fn set_label(&mut self, entry_id: String, label: Option<String>) -> Result<Result<(), String>> {
+        if let Err(e) = self.entry_budget() {
+            return Ok(Err(format!("setLabel: {e}")));
+        }
         let mut state = self.session.state.lock().unwrap();
         if state.store.get_entry(&entry_id).is_none() {
             return Ok(Err(format!("setLabel: no entry with id {entry_id:?}")));
@@ -438,6 +538,7 @@ impl Host for ExtensionState {
             Err(e) => return Ok(Err(format!("setLabel: {e:#}"))),
         };
         drop(state);
+        self.entries_appended += 1;
         self.session.emit(SessionEvent::Entry { entry });
         Ok(Ok(()))
     }
@@ -604,6 +705,9 @@ impl Host for ExtensionState {
                 "unknown thinking level {level:?}; one of {LEVELS:?}"
             )));
         }
+        if let Err(e) = self.entry_budget() {
+            return Ok(Err(format!("setThinkingLevel: {e}")));
+        }
         let mut state = self.session.state.lock().unwrap();
         let previous = std::mem::replace(&mut state.thinking_level, level.clone());
         if previous == level {
@@ -613,6 +717,7 @@ impl Host for ExtensionState {
         if let Err(e) = state.store.append_thinking_level_change(&level) {
             return Ok(Err(format!("setThinkingLevel: {e:#}")));
         }
+        self.entries_appended += 1;
         state.agent.requests.push_back(AgentRequest::Event {
             name: "thinking_level_select".into(),
             event: json!({ "type": "thinking_level_select", "level": level, "previousLevel": previous }),
@@ -699,6 +804,16 @@ impl Host for ExtensionState {
             types::UiUpdate::Status(s) => {
                 let key = truncate(&s.key, MAX_NAME_BYTES);
                 let text = s.text.map(|t| truncate(&t, 1024));
+                match &text {
+                    Some(t) => {
+                        if let Err(e) = self.registry.admit(Kind::Status, &key, key.len() + t.len())
+                        {
+                            self.ui_refused(&format!("setStatus {key}: {e}"));
+                            return Ok(());
+                        }
+                    }
+                    None => self.registry.release(Kind::Status, &key),
+                }
                 let mut state = self.session.state.lock().unwrap();
                 match &text {
                     Some(t) => state.statuses.insert(key.clone(), t.clone()),
@@ -714,6 +829,16 @@ impl Host for ExtensionState {
                         .map(|x| truncate(&x, 1024))
                         .collect::<Vec<_>>()
                 });
+                match &lines {
+                    Some(l) => {
+                        let bytes = key.len() + l.iter().map(String::len).sum::<usize>();
+                        if let Err(e) = self.registry.admit(Kind::Widget, &key, bytes) {
+                            self.ui_refused(&format!("setWidget {key}: {e}"));
+                            return Ok(());
+                        }
+                    }
+                    None => self.registry.release(Kind::Widget, &key),
+                }
                 let mut state = self.session.state.lock().unwrap();
                 match &lines {
                     Some(l) => state.widgets.insert(key.clone(), l.clone()),
@@ -738,6 +863,12 @@ impl Host for ExtensionState {
             },
         };
         if self.session.has_ui {
+            // The state above is kept; what floods the client is the stream of updates.
+            let bytes = serde_json::to_string(&request).map_or(0, |t| t.len());
+            if let Err(exceeded) = self.ui.admit(bytes) {
+                self.over_limit("ui", exceeded, "the rest is dropped");
+                return Ok(());
+            }
             self.ui_event(request);
         }
         Ok(())
@@ -765,6 +896,12 @@ impl Host for ExtensionState {
                 if !self.session.has_ui {
                     // pi's print mode: no UI, dialogs resolve to their defaults.
                     futures::future::ready(Outcome::Dialog(WitAnswer::Cancelled)).boxed()
+                } else if let Err(exceeded) = self.dialogs.admit(0) {
+                    return Ok(Err(self.over_limit(
+                        "dialog",
+                        exceeded,
+                        "the dialog is refused",
+                    )));
                 } else {
                     let id = uuid::Uuid::new_v4().to_string();
                     let timeout = request.timeout_ms();
@@ -839,11 +976,30 @@ impl Host for ExtensionState {
     }
 
     async fn wait(&mut self, timeout_ms: Option<u64>) -> Result<Option<Completion>> {
-        let waited = timeout_ms.is_some() || self.operations.pending() > 0;
-        let completion = self
-            .operations
-            .wait(timeout_ms.map(Duration::from_millis))
-            .await;
+        if self.wall_used() > self.call_wall_timeout {
+            return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
+        }
+        let pending = self.operations.pending() > 0;
+        let waited = timeout_ms.is_some() || pending;
+        let asked = timeout_ms.map(Duration::from_millis);
+        let completion = if pending {
+            // A dialog or a program is pending: each ends at its own timeout (or when a person
+            // answers), so time spent on them is not charged to the call's wall budget.
+            let started = Instant::now();
+            let completion = self.operations.wait(asked).await;
+            self.excluded += started.elapsed();
+            completion
+        } else {
+            // Only timers are left: they may wait as long as the wall budget allows.
+            let left = self.wall_left();
+            match asked {
+                Some(asked) if asked > left => {
+                    self.operations.wait(Some(left)).await;
+                    return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
+                }
+                _ => self.operations.wait(asked).await,
+            }
+        };
         if waited {
             // Time spent waiting is not time spent running: restart the per-call clock.
             self.running_since = Instant::now();

@@ -1,6 +1,8 @@
 //! One extension instance: its store (WASI context, limits, pending operations, the session it
 //! belongs to) and the guest exports, each call bounded by a deadline. A trap breaks only this
-//! instance; the caller reports it and the session goes on.
+//! instance; the caller reports it and the session goes on. The instance starts afresh on its
+//! next use (the factory runs again in a new store and registers again), and after
+//! [`MAX_FAILURES`] traps it stays disabled for the rest of the session.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,13 +13,17 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::host_api::MAX_JSON_BYTES;
+use super::limits::{Meter, Registry};
 use super::operations::Operations;
 use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
 use super::{Extension, ExtensionPre};
 use crate::artifact::Artifact;
 use crate::capabilities::Grants;
-use crate::session::SessionShared;
+use crate::session::{SessionEvent, SessionShared};
 use crate::source_map::SourceMaps;
+
+/// Traps (deadline, memory, stack, a crash) after which an instance is not restarted again.
+pub const MAX_FAILURES: u32 = 3;
 
 /// Limits of one instance.
 #[derive(Debug, Clone)]
@@ -25,6 +31,9 @@ pub struct InstanceOptions {
     /// Wall time a single call may spend running guest code (time awaiting dialogs, programs
     /// and timers does not count).
     pub call_timeout: Duration,
+    /// Wall time a single call may take in all, running or awaiting timers; time while a
+    /// dialog or a program (each bounded by its own timeout) is pending does not count.
+    pub call_wall_timeout: Duration,
     /// Linear memory of the instance.
     pub memory_limit: usize,
     pub grants: Arc<Grants>,
@@ -34,6 +43,7 @@ impl Default for InstanceOptions {
     fn default() -> Self {
         Self {
             call_timeout: Duration::from_secs(10),
+            call_wall_timeout: Duration::from_secs(300),
             memory_limit: 256 << 20,
             grants: Arc::new(Grants::default()),
         }
@@ -52,8 +62,36 @@ pub struct ExtensionState {
     /// When the guest last started running (a call began, or `wait` returned).
     pub(super) running_since: Instant,
     call_timeout: Duration,
+    /// When the current call began.
+    call_started: Instant,
+    /// Time of the current call spent awaiting dialogs and programs (not charged to the wall
+    /// budget: they have their own timeouts).
+    pub(super) excluded: Duration,
+    pub(super) call_wall_timeout: Duration,
     /// Maps positions in error texts back to the extension's sources.
     pub(super) source_maps: Arc<SourceMaps>,
+    /// Volume budgets of console output, UI updates and dialogs.
+    pub(super) logs: Meter,
+    pub(super) ui: Meter,
+    pub(super) dialogs: Meter,
+    /// What this instance's registrations hold in host memory.
+    pub(super) registry: Registry,
+    /// Session entries this extension appended (kept across restarts).
+    pub(super) entries_appended: usize,
+    /// A status or widget was refused and reported.
+    pub(super) ui_refusal_reported: bool,
+}
+
+impl ExtensionState {
+    /// Wall time of the current call charged to its budget.
+    pub(super) fn wall_used(&self) -> Duration {
+        self.call_started.elapsed().saturating_sub(self.excluded)
+    }
+
+    /// What is left of the current call's wall budget.
+    pub(super) fn wall_left(&self) -> Duration {
+        self.call_wall_timeout.saturating_sub(self.wall_used())
+    }
 }
 
 impl WasiView for ExtensionState {
@@ -81,14 +119,31 @@ impl std::fmt::Display for DeadlineExceeded {
 
 impl std::error::Error for DeadlineExceeded {}
 
+/// The wall-clock budget's trap payload.
+#[derive(Debug)]
+pub struct WallDeadlineExceeded(pub Duration);
+
+impl std::fmt::Display for WallDeadlineExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "did not finish within {:.1}s (per-call wall-clock limit, time awaiting dialogs and programs not counted; raise it with --call-wall-timeout=SECONDS)",
+            self.0.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for WallDeadlineExceeded {}
+
 #[derive(Debug, Clone)]
 pub enum CallError {
     /// The extension reported an error (a thrown exception, a rejected promise); the instance
     /// is still usable.
     Guest(String),
-    /// The instance trapped (deadline, memory, a crash); it is unusable from now on.
+    /// The instance trapped (deadline, memory, a crash); it restarts on its next use, or is
+    /// disabled after [`MAX_FAILURES`].
     Trap(String),
-    /// A call on an instance that trapped earlier.
+    /// A call on an instance that is disabled or could not be restarted (the full message).
     Broken(String),
 }
 
@@ -97,9 +152,7 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::Guest(m) => write!(f, "{m}"),
             CallError::Trap(m) => write!(f, "the extension was stopped: {m}"),
-            CallError::Broken(m) => {
-                write!(f, "the extension is disabled after an earlier failure: {m}")
-            }
+            CallError::Broken(m) => write!(f, "{m}"),
         }
     }
 }
@@ -109,12 +162,31 @@ pub struct ExtensionInstance {
     bindings: Extension,
     pub index: usize,
     pub name: String,
+    /// Why the instance stopped (it has not been restarted since).
     broken: Option<String>,
+    /// Traps so far in this session.
+    failures: u32,
+    /// The factory ran once: a trap from now on is followed by a restart.
+    started: bool,
+    /// What a restart needs.
+    pre: ExtensionPre<ExtensionState>,
+    artifact: Arc<Artifact>,
+    session: Arc<SessionShared>,
+    options: InstanceOptions,
 }
 
+/// A guest call on a usable instance (restarting it first when it trapped earlier).
 macro_rules! guest_call {
     ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
-        $self.begin_call()?;
+        $self.begin_call().await?;
+        guest_call_now!($self, |$guest, $store| $call)
+    }};
+}
+
+/// A guest call on the current store, whatever its state (for loading and restarting).
+macro_rules! guest_call_now {
+    ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
+        $self.arm_call();
         let $guest = $self.bindings.pichamber_extension_guest();
         let $store = &mut $self.store;
         let result = $call.await;
@@ -131,6 +203,33 @@ impl ExtensionInstance {
         session: Arc<SessionShared>,
         options: &InstanceOptions,
     ) -> Result<Self, CallError> {
+        let (store, bindings) = Self::instantiate(pre, artifact, index, &session, options).await?;
+        let mut instance = Self {
+            store,
+            bindings,
+            index,
+            name: artifact.manifest.name.clone(),
+            broken: None,
+            failures: 0,
+            started: false,
+            pre: pre.clone(),
+            artifact: Arc::new(artifact.clone()),
+            session,
+            options: options.clone(),
+        };
+        instance.load().await?;
+        instance.started = true;
+        Ok(instance)
+    }
+
+    /// A new store with its limits, and the component instantiated in it.
+    async fn instantiate(
+        pre: &ExtensionPre<ExtensionState>,
+        artifact: &Artifact,
+        index: usize,
+        session: &Arc<SessionShared>,
+        options: &InstanceOptions,
+    ) -> Result<(Store<ExtensionState>, Extension), CallError> {
         let wasi = options
             .grants
             .wasi_ctx()
@@ -151,7 +250,16 @@ impl ExtensionInstance {
             operations: Operations::default(),
             running_since: Instant::now(),
             call_timeout: options.call_timeout,
+            call_started: Instant::now(),
+            excluded: Duration::ZERO,
+            call_wall_timeout: options.call_wall_timeout,
             source_maps: Arc::new(artifact.source_maps()),
+            logs: Meter::logs(),
+            ui: Meter::ui(),
+            dialogs: Meter::dialogs(),
+            registry: Registry::default(),
+            entries_appended: 0,
+            ui_refusal_reported: false,
         };
         let mut store = Store::new(pre.instance_pre().engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -159,6 +267,8 @@ impl ExtensionInstance {
             let state = ctx.data();
             if state.running_since.elapsed() > state.call_timeout {
                 Err(DeadlineExceeded(state.call_timeout).into())
+            } else if state.wall_used() > state.call_wall_timeout {
+                Err(WallDeadlineExceeded(state.call_wall_timeout).into())
             } else {
                 Ok(UpdateDeadline::Yield(1))
             }
@@ -168,14 +278,12 @@ impl ExtensionInstance {
             .instantiate_async(&mut store)
             .await
             .map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
-        let mut instance = Self {
-            store,
-            bindings,
-            index,
-            name: artifact.manifest.name.clone(),
-            broken: None,
-        };
+        Ok((store, bindings))
+    }
 
+    /// Runs the factory: the extension's modules load and it registers what it offers.
+    async fn load(&mut self) -> Result<(), CallError> {
+        let artifact = self.artifact.clone();
         let modules: Vec<ModuleSource> = artifact
             .modules
             .iter()
@@ -186,22 +294,158 @@ impl ExtensionInstance {
             .collect();
         let context = LoadContext {
             extension_name: artifact.manifest.name.clone(),
-            cwd: session.cwd.clone(),
-            mode: session.mode.clone(),
-            has_ui: session.has_ui,
-            env: options.grants.env_pairs(),
-            memory_limit: options.memory_limit as u64,
+            cwd: self.session.cwd.clone(),
+            mode: self.session.mode.clone(),
+            has_ui: self.session.has_ui,
+            env: self.options.grants.env_pairs(),
+            memory_limit: self.options.memory_limit as u64,
         };
-        let entry = artifact.manifest.entry.clone();
-        let loaded = guest_call!(instance, |g, s| g.call_load(s, &modules, &entry, &context))?;
-        loaded.map_err(|e| instance.guest_error(e))?;
-        Ok(instance)
+        let entry = &artifact.manifest.entry;
+        let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, entry, &context))?;
+        loaded.map_err(|e| self.guest_error(e))
+    }
+
+    /// A fresh instance in place of the one that trapped: a new store from the prepared
+    /// component, the factory run again, and its registrations in place of the old ones (what
+    /// the old instance registered later, in handlers, is gone with its state). It then gets
+    /// `session_start` with reason "reload", as after pi's `/reload`, to restore its state.
+    async fn restart(&mut self) -> Result<(), CallError> {
+        let reason = self.broken.clone().unwrap_or_default();
+        // Statuses and widgets stay on screen, and the entries it appended stay in the
+        // session: the fresh instance inherits their accounting.
+        let inherited = self.store.data().registry.ui_state_only();
+        let entries = self.store.data().entries_appended;
+        let inactive = self.forget_registrations();
+        let before = self.failures;
+        let (store, bindings) = match Self::instantiate(
+            &self.pre,
+            &self.artifact,
+            self.index,
+            &self.session,
+            &self.options,
+        )
+        .await
+        {
+            Ok(fresh) => fresh,
+            Err(e) => return Err(self.restart_failed(e, &inactive, before)),
+        };
+        self.store = store;
+        self.bindings = bindings;
+        self.broken = None;
+        let state = self.store.data_mut();
+        state.registry = inherited;
+        state.entries_appended = entries;
+        if let Err(e) = self.load().await {
+            return Err(self.restart_failed(e, &inactive, before));
+        }
+        // Tools the operator or the extension had switched off stay off; tools it no longer
+        // registers go.
+        self.settle_active_tools(&inactive);
+        self.session.emit(SessionEvent::ExtensionError {
+            extension: self.name.clone(),
+            event: "restart".into(),
+            error: format!(
+                "the extension was restarted after failure {} of {MAX_FAILURES} ({reason}); its state starts afresh",
+                self.failures
+            ),
+            stack: None,
+        });
+        let subscribed = {
+            let state = self.session.state.lock().unwrap();
+            state
+                .registrations
+                .get(self.index)
+                .is_some_and(|r| r.events.iter().any(|e| e == "session_start"))
+        };
+        if subscribed {
+            let event =
+                serde_json::json!({ "type": "session_start", "reason": "reload" }).to_string();
+            let ctx = {
+                let state = self.session.state.lock().unwrap();
+                serde_json::json!({ "cwd": self.session.cwd, "hasUI": self.session.has_ui, "model": state.model })
+                    .to_string()
+            };
+            let outcome = guest_call_now!(self, |g, s| g.call_dispatch_event(
+                s,
+                "session_start",
+                &event,
+                &ctx
+            ))?;
+            if let Err(e) = outcome {
+                let error = self.store.data().source_maps.remap(&e);
+                let (error, stack) = crate::session::events::split_stack(&error);
+                self.session.emit(SessionEvent::ExtensionError {
+                    extension: self.name.clone(),
+                    event: "session_start".into(),
+                    error,
+                    stack,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A restart that did not work counts as a failure; the instance stays stopped.
+    fn restart_failed(&mut self, error: CallError, inactive: &[String], before: u32) -> CallError {
+        self.forget_registrations();
+        let message = match error {
+            // A trap in the factory: counted, and the policy said, by end_call.
+            CallError::Trap(m) if self.failures > before => m,
+            CallError::Trap(m) | CallError::Guest(m) | CallError::Broken(m) => {
+                self.failures += 1;
+                self.broken = Some(m.clone());
+                format!("{m}{}", self.policy())
+            }
+        };
+        self.settle_active_tools(inactive);
+        CallError::Broken(format!("the extension could not be restarted: {message}"))
+    }
+
+    /// Drops everything this instance registered from the session (tools, commands, event
+    /// subscriptions, flags, ...); returns the names of its tools that were inactive.
+    fn forget_registrations(&self) -> Vec<String> {
+        let mut state = self.session.state.lock().unwrap();
+        let index = self.index;
+        let own: Vec<String> = state
+            .tools
+            .iter()
+            .filter(|t| t.source == crate::session::state::ToolSource::Extension(index))
+            .map(|t| t.name.clone())
+            .collect();
+        let inactive = own
+            .iter()
+            .filter(|n| !state.active_tools.contains(n))
+            .cloned()
+            .collect();
+        state.forget_extension(index);
+        inactive
+    }
+
+    fn settle_active_tools(&self, inactive: &[String]) {
+        let mut state = self.session.state.lock().unwrap();
+        let mut active = std::mem::take(&mut state.active_tools);
+        active.retain(|n| !inactive.contains(n) && state.tool(n).is_some());
+        state.active_tools = active;
+    }
+
+    /// What happens after a trap, for the trap's message.
+    fn policy(&self) -> String {
+        if self.failures >= MAX_FAILURES {
+            format!("; it is disabled after {MAX_FAILURES} failures")
+        } else {
+            format!(
+                "; it restarts on its next use (failure {} of {MAX_FAILURES})",
+                self.failures
+            )
+        }
     }
 
     fn guest_error(&self, message: String) -> CallError {
         CallError::Guest(self.store.data().source_maps.remap(&message))
     }
 
+    /// Stopped by a trap and not restarted since (timers and bus events skip it; its next
+    /// use restarts it unless it is disabled).
     pub fn is_broken(&self) -> bool {
         self.broken.is_some()
     }
@@ -291,13 +535,30 @@ impl ExtensionInstance {
         guest_call!(self, |g, s| g.call_shutdown(s))
     }
 
-    fn begin_call(&mut self) -> Result<(), CallError> {
+    /// Before a call: a stopped instance is restarted, a disabled one refuses.
+    async fn begin_call(&mut self) -> Result<(), CallError> {
         if let Some(reason) = &self.broken {
-            return Err(CallError::Broken(reason.clone()));
+            if self.failures >= MAX_FAILURES {
+                return Err(CallError::Broken(format!(
+                    "the extension is disabled after {MAX_FAILURES} failures (the last: {reason})"
+                )));
+            }
+            self.restart().await?;
         }
-        self.store.data_mut().running_since = Instant::now();
-        self.store.set_epoch_deadline(1);
         Ok(())
+    }
+
+    /// Starts the clocks and budgets of a call.
+    fn arm_call(&mut self) {
+        let state = self.store.data_mut();
+        let now = Instant::now();
+        state.running_since = now;
+        state.call_started = now;
+        state.excluded = Duration::ZERO;
+        state.logs.begin_call();
+        state.ui.begin_call();
+        state.dialogs.begin_call();
+        self.store.set_epoch_deadline(1);
     }
 
     fn end_call<R>(&mut self, result: wasmtime::Result<R>) -> Result<R, CallError> {
@@ -307,7 +568,12 @@ impl ExtensionInstance {
                 let message = describe_trap(&error);
                 self.store.data_mut().operations.cancel_all();
                 self.broken = Some(message.clone());
-                Err(CallError::Trap(message))
+                if !self.started {
+                    // The first load failed: the session goes on without the extension.
+                    return Err(CallError::Trap(message));
+                }
+                self.failures += 1;
+                Err(CallError::Trap(format!("{message}{}", self.policy())))
             }
         }
     }
@@ -326,6 +592,9 @@ fn check_size(what: &str, text: &str) -> Result<(), CallError> {
 
 fn describe_trap(error: &wasmtime::Error) -> String {
     if let Some(deadline) = error.downcast_ref::<DeadlineExceeded>() {
+        return deadline.to_string();
+    }
+    if let Some(deadline) = error.downcast_ref::<WallDeadlineExceeded>() {
         return deadline.to_string();
     }
     // The causes, without wasmtime's wasm backtrace (function indices mean nothing to a user).

@@ -3,6 +3,7 @@
 
 mod host_api;
 mod instance;
+pub mod limits;
 mod operations;
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-pub use instance::{CallError, ExtensionInstance, InstanceOptions};
+pub use instance::{CallError, ExtensionInstance, InstanceOptions, MAX_FAILURES};
 pub use operations::Operations;
 
 use crate::artifact::{Artifact, hex};

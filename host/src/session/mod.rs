@@ -310,15 +310,7 @@ impl Session {
             }
             Err(e) => {
                 // Registrations a failed factory made before throwing are dropped with it.
-                let mut state = self.shared.state.lock().unwrap();
-                state
-                    .tools
-                    .retain(|t| t.source != ToolSource::Extension(index));
-                state.commands.retain(|c| c.extension != index);
-                if let Some(r) = state.registrations.get_mut(index) {
-                    *r = Default::default();
-                }
-                drop(state);
+                self.shared.state.lock().unwrap().forget_extension(index);
                 let message = format!("failed to load: {e}");
                 self.error(&artifact.manifest.name, "load", &message);
                 // Keep indices stable: a placeholder slot is not needed because later
@@ -371,6 +363,10 @@ impl Session {
         let mut discovered = json!({ "skillPaths": [], "promptPaths": [], "themePaths": [] });
         for i in 0..self.extensions.len() {
             if !self.subscribed(i, name) {
+                continue;
+            }
+            // An instance stopped by a trap is not restarted only to be shut down.
+            if name == "session_shutdown" && self.extensions[i].is_broken() {
                 continue;
             }
             let extension_name = self.extensions[i].name.clone();

@@ -277,6 +277,27 @@ impl SessionState {
         &mut self.registrations[extension]
     }
 
+    /// Drops what one extension registered (tools, commands, subscriptions, flags, ...): it
+    /// failed to load, or it restarts and registers again. Names several extensions shared
+    /// are numbered again.
+    pub fn forget_extension(&mut self, extension: usize) {
+        self.tools
+            .retain(|t| t.source != ToolSource::Extension(extension));
+        let names: Vec<String> = self
+            .commands
+            .iter()
+            .filter(|c| c.extension == extension)
+            .map(|c| c.name.clone())
+            .collect();
+        self.commands.retain(|c| c.extension != extension);
+        for name in names {
+            self.renumber_commands(&name);
+        }
+        if let Some(r) = self.registrations.get_mut(extension) {
+            *r = Default::default();
+        }
+    }
+
     pub fn active_tool_names(&self) -> Vec<String> {
         self.active_tools.clone()
     }
@@ -311,8 +332,13 @@ impl SessionState {
         self.commands
             .retain(|c| !(c.extension == command.extension && c.name == name));
         self.commands.push(command);
-        // Only the commands of this name change (linear: thousands of registrations stay
-        // cheap); they are numbered in load order.
+        self.renumber_commands(&name);
+    }
+
+    /// Gives the commands named `name` their invocation names. Only the commands of this
+    /// name change (linear: thousands of registrations stay cheap); they are numbered in load
+    /// order.
+    fn renumber_commands(&mut self, name: &str) {
         let mut same: Vec<usize> = (0..self.commands.len())
             .filter(|&i| self.commands[i].name == name)
             .collect();
@@ -322,7 +348,7 @@ impl SessionState {
             self.commands[i].invocation_name = if numbered {
                 format!("{name}:{}", n + 1)
             } else {
-                name.clone()
+                name.to_owned()
             };
         }
     }
