@@ -21,6 +21,7 @@ pub mod capabilities;
 pub mod cli;
 pub mod discovery;
 pub mod export_html;
+pub mod launch;
 pub mod model;
 pub mod rpc;
 pub mod runtime;
