@@ -89,6 +89,10 @@ enum Command {
     /// self-contained HTML page: no script, no external resource, every text sanitised.
     /// The session file is only read.
     Export(ExportArgs),
+    /// Check extensions in CI: run scenario files (YAML or JSON) with a scripted model in a
+    /// sandbox and compare tool results, UI requests, entries, files and capability denials
+    /// with what the scenarios expect; or audit what an extension asks for and uses.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Args)]
@@ -324,6 +328,7 @@ pub fn main() -> ExitCode {
             Command::Rpc(args) => rpc_command(*args).await,
             Command::MockModel(args) => mock_model(args).await,
             Command::Export(args) => export(args),
+            Command::Check(args) => crate::check::check(args).await,
         }
     });
     // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
