@@ -46,6 +46,11 @@ pub struct Scenario {
     pub expect: FinalExpect,
 }
 
+/// A field that is there, even as `null` (absent stays `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 fn yes() -> bool {
     true
 }
@@ -161,8 +166,12 @@ pub struct ResultExpect {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Matcher {
-    /// Exactly this value (a string is compared with the text of content).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Exactly this value (a string is compared with the text of content; `null` is a value).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub equals: Option<Value>,
     /// The values at these JSON pointers (RFC 6901, e.g. /todos/0/text).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
