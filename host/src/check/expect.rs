@@ -150,7 +150,7 @@ fn check_matcher(
             None => checks.push(Check::fail(
                 format!("{name} (snapshot)"),
                 format!(
-                    "a value recorded in {} (run with --update)",
+                    "no snapshot yet: run with --update to record it in {}",
                     file_name(&snapshots.path)
                 ),
                 show(&recorded_value),

@@ -328,12 +328,21 @@ pub fn side_by_side(check: &Check, indent: &str) -> String {
     let wrap = |text: &str| -> Vec<String> {
         let mut lines = Vec::new();
         for line in text.lines() {
-            let chars: Vec<char> = line.chars().collect();
-            if chars.is_empty() {
+            // Break long lines at a space when there is one, else anywhere.
+            let mut rest: Vec<char> = line.chars().collect();
+            if rest.is_empty() {
                 lines.push(String::new());
             }
-            for chunk in chars.chunks(MAX) {
-                lines.push(chunk.iter().collect());
+            while !rest.is_empty() {
+                if rest.len() <= MAX {
+                    lines.push(rest.drain(..).collect());
+                    break;
+                }
+                let cut = match rest[..MAX].iter().rposition(|c| *c == ' ') {
+                    Some(at) if at > 0 => at + 1,
+                    _ => MAX,
+                };
+                lines.push(rest.drain(..cut).collect::<String>().trim_end().to_owned());
             }
         }
         if lines.is_empty() {

@@ -86,25 +86,25 @@ pub struct LimitsSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StepSpec {
     /// A label for the report [default: the step itself, e.g. "tool greet"].
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Call this tool directly.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
     /// The tool's arguments [default: {}].
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
     /// Run this slash command ("/name args"; the slash is optional).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// Emit this event to the extensions' handlers.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
     /// The event's body (an object; its `type` is added).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     /// Send this prompt to the agent, answered by the scripted model's `turns`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     /// The scripted model's turns for this step (as in `pichamber run --script`).
     #[serde(default)]
@@ -541,4 +541,97 @@ fn step_lines(text: &str, is_json: bool) -> Vec<usize> {
 /// Resolves a path written in a scenario (relative to the scenario's folder).
 pub fn resolve(base: &Path, relative: &str) -> PathBuf {
     base.join(relative)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A scenario with every field of every type set: what the Rust types can hold, the
+    /// published schema must accept (additionalProperties is false everywhere).
+    fn everything() -> Scenario {
+        let matcher = Matcher {
+            equals: Some(json!("x")),
+            pointer: BTreeMap::from([("/a".to_owned(), json!(1))]),
+            pattern: Some("x".into()),
+            snapshot: true,
+        };
+        let result = ResultExpect {
+            tool: Some("t".into()),
+            is_error: Some(false),
+            content: Some(matcher.clone()),
+            details: Some(matcher.clone()),
+        };
+        Scenario {
+            name: Some("n".into()),
+            extensions: vec!["a.ts".into()],
+            grants: GrantsSpec {
+                read: vec![".".into()],
+                write: vec![".".into()],
+                run: vec!["git".into()],
+                env: vec!["HOME".into()],
+            },
+            workspace: Some("ws".into()),
+            ui: false,
+            builtin_tools: true,
+            flags: BTreeMap::from([("f".to_owned(), json!(true))]),
+            limits: LimitsSpec {
+                call_timeout: Some(1.5),
+                memory_limit: Some(64),
+            },
+            steps: vec![StepSpec {
+                name: Some("s".into()),
+                prompt: Some("p".into()),
+                turns: vec![Turn::text("hi")],
+                answers: vec![json!("yes"), json!({"a": 1})],
+                expect: StepExpect {
+                    result: Some(result.clone()),
+                    tool_results: vec![result],
+                    event_result: Some(matcher.clone()),
+                    ui: vec![json!({"method": "notify"}).as_object().unwrap().clone()],
+                    entries: vec![EntryExpect {
+                        entry_type: Some("custom".into()),
+                        custom_type: Some("c".into()),
+                        data: Some(matcher),
+                    }],
+                    errors: vec!["e".into()],
+                    fails: Some(true),
+                },
+                ..StepSpec::default()
+            }],
+            expect: FinalExpect {
+                files: vec![FileExpect {
+                    path: "a".into(),
+                    exists: Some(true),
+                    absent: false,
+                    content: Some("c".into()),
+                    pattern: Some("p".into()),
+                    snapshot: true,
+                }],
+                denials: vec!["--allow-run=x".into()],
+                limits_hit: true,
+            },
+        }
+    }
+
+    #[test]
+    fn the_schema_accepts_every_field_of_the_rust_types() {
+        let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let doc = serde_json::to_value(everything()).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        // And the Rust types read back what they wrote.
+        let back: Scenario = serde_json::from_value(doc).unwrap();
+        assert_eq!(back, everything());
+    }
+
+    #[test]
+    fn step_lines_are_found_in_yaml_and_json() {
+        let yaml = "name: x\nsteps:\n  - tool: a\n    args: {}\n\n  - command: /b\nexpect: {}\n";
+        assert_eq!(step_lines(yaml, false), vec![3, 6]);
+        let json = "{\n \"steps\": [\n  {\"tool\": \"a\"},\n  {\"command\": \"/b\"}\n ]\n}";
+        assert_eq!(step_lines(json, true), vec![3, 4]);
+    }
 }
