@@ -396,3 +396,24 @@ fn scenarios_validate_against_the_published_schema() {
         assert!(!validator.is_valid(&bad), "schema accepts {bad}");
     }
 }
+
+#[test]
+fn a_limit_hit_fails_the_scenario_unless_it_is_expected() {
+    let ext = common::repo().join("tests/fixtures/hostile/loop-tool.ts");
+    let scenario = |extra: &str| {
+        format!(
+            "extensions: [{}]\nlimits: {{ callTimeout: 0.3 }}\nsteps:\n  - tool: spin\n    expect: {{ result: {{ isError: true }}, errors: [without yielding] }}\n{extra}",
+            ext.display()
+        )
+    };
+    let dir = scratch(&[
+        ("hit.yaml", &scenario("")),
+        ("allowed.yaml", &scenario("expect: { limitsHit: true }\n")),
+    ]);
+    let (code, stdout, _) = check(&["hit.yaml"], dir.path());
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("✗ limits"), "{stdout}");
+    assert!(stdout.contains("--call-timeout"), "{stdout}");
+    let (code, stdout, _) = check(&["allowed.yaml"], dir.path());
+    assert_eq!(code, 0, "{stdout}");
+}
