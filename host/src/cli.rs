@@ -50,12 +50,12 @@ use crate::discovery;
 use crate::model::models_json::{self, ModelsJson};
 use crate::model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
 use crate::rpc;
-use crate::runtime::{InstanceOptions, Runtime};
+use crate::runtime::InstanceOptions;
 use crate::session::retry::RetrySettings;
 use crate::session::store::{SessionStore, SyncPolicy};
 use crate::session::{
-    AgentSettings, DialogResponder, EventSink, NoDialogs, PromptOptions, ScriptedAnswers, Session,
-    SessionConfig, SessionEvent, TerminalDialogs, ToolExecution, UiRequest,
+    AgentSettings, DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionEvent,
+    TerminalDialogs, ToolExecution, UiRequest,
 };
 
 #[derive(Parser)]
@@ -89,6 +89,10 @@ enum Command {
     /// self-contained HTML page: no script, no external resource, every text sanitised.
     /// The session file is only read.
     Export(ExportArgs),
+    /// Check extensions in CI: run scenario files (YAML or JSON) with a scripted model in a
+    /// sandbox and compare tool results, UI requests, entries, files and capability denials
+    /// with what the scenarios expect; or audit what an extension asks for and uses.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Args)]
@@ -328,6 +332,7 @@ pub fn main() -> ExitCode {
             Command::Rpc(args) => rpc_command(*args).await,
             Command::MockModel(args) => mock_model(args).await,
             Command::Export(args) => export(args),
+            Command::Check(args) => crate::check::check(args).await,
         }
     });
     // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
@@ -342,18 +347,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Builds sources into an artifact, or reads a built `.wasm`.
-fn load_artifact(path: &Path) -> Result<Artifact> {
-    if path.extension().is_some_and(|e| e == "wasm") {
-        if !path.is_file() {
-            bail!("{}: no such file", path.display());
-        }
-        return Artifact::from_file(path)
-            .with_context(|| format!("{} is not a pichamber extension", path.display()));
-    }
-    let bundle = bundle::bundle(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Artifact::from_bundle(&bundle))
-}
+use crate::launch::{SessionSpec, Step, load_artifact};
 
 fn build(args: BuildArgs) -> Result<ExitCode> {
     let bundle = match bundle::bundle(&args.ext) {
@@ -395,13 +389,6 @@ fn file_safe(name: &str) -> String {
         })
         .collect();
     s.trim_matches('-').to_string()
-}
-
-enum Step {
-    Tool(String, Value),
-    Command(String),
-    Event(String, Value),
-    Prompt(String),
 }
 
 fn parse_json_arg(flag: &str, text: &str) -> Result<Value> {
@@ -539,7 +526,7 @@ async fn open_session(
         }
         None => None,
     };
-    let options = InstanceOptions {
+    let instance = InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
         call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
         memory_limit: args.limits.memory_limit.max(16) << 20,
@@ -550,51 +537,35 @@ async fn open_session(
             env: args.grants.allow_env.clone(),
         }),
     };
-    let mut session = Session::new(
-        Runtime::global()?,
-        SessionConfig {
-            cwd: cwd.to_string_lossy().into_owned(),
-            has_ui,
-            dialogs,
-            sink,
-            instance: options,
-            flags: parse_flags(&args.flags)?,
-            model,
-            agent: AgentSettings {
-                tool_execution: if args.agent.sequential_tools {
-                    ToolExecution::Sequential
-                } else {
-                    ToolExecution::Parallel
-                },
-                builtin_tools: !args.agent.no_builtin_tools,
-                system_prompt: args.agent.system_prompt.clone(),
-                append_system_prompt: args.agent.append_system_prompt.clone(),
-                retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
-                ..Default::default()
-            },
-            store,
+    let agent = AgentSettings {
+        tool_execution: if args.agent.sequential_tools {
+            ToolExecution::Sequential
+        } else {
+            ToolExecution::Parallel
         },
-    );
-    session.set_resources(prompts, skills);
-    session
-        .set_thinking_level(&args.model.thinking)
-        .map_err(anyhow::Error::msg)?;
-    // An extension that fails to load is reported; the others still load and run (as in pi).
-    let mut loaded = 0;
-    for artifact in &artifacts {
-        if session.load(artifact).await.is_ok() {
-            loaded += 1;
-        }
-    }
-    if loaded == 0 && !artifacts.is_empty() {
-        return Ok(None);
-    }
-    if let Some(names) = &args.agent.tools {
-        session
-            .set_active_tools(names)
-            .map_err(anyhow::Error::msg)?;
-    }
-    Ok(Some(session))
+        builtin_tools: !args.agent.no_builtin_tools,
+        system_prompt: args.agent.system_prompt.clone(),
+        append_system_prompt: args.agent.append_system_prompt.clone(),
+        retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
+        ..Default::default()
+    };
+    crate::launch::open_session(SessionSpec {
+        cwd,
+        artifacts,
+        prompts,
+        skills,
+        has_ui,
+        dialogs,
+        sink,
+        instance,
+        flags: parse_flags(&args.flags)?,
+        model,
+        agent,
+        thinking: args.model.thinking.clone(),
+        store,
+        active_tools: args.agent.tools.clone(),
+    })
+    .await
 }
 
 fn export(args: ExportArgs) -> Result<ExitCode> {
@@ -654,42 +625,15 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         if session.shutdown_requested() {
             break;
         }
-        match step {
-            Step::Tool(name, value) => {
-                let outcome = session.execute_tool(&name, value).await;
-                if outcome.is_error {
-                    failed.store(true, Ordering::Relaxed);
-                }
-            }
-            Step::Command(line) => {
-                if let Err(e) = session.run_command(&line).await {
-                    if e.starts_with("unknown command") || e.contains("is not a command") {
-                        sink(&SessionEvent::ExtensionError {
-                            extension: "pichamber".into(),
-                            event: "command".into(),
-                            error: e,
-                            stack: None,
-                        });
-                    }
-                    failed.store(true, Ordering::Relaxed);
-                }
-            }
-            Step::Event(name, body) => match session.emit(&name, body).await {
-                Ok(result) => sink(&SessionEvent::EventResult {
-                    event: name,
-                    result,
-                }),
-                Err(_) => failed.store(true, Ordering::Relaxed),
-            },
-            Step::Prompt(text) => {
-                if let Err(e) = session.prompt(&text, PromptOptions::default()).await {
-                    eprintln!("error: {e}");
-                    failed.store(true, Ordering::Relaxed);
-                }
-            }
+        let is_prompt = matches!(step, Step::Prompt(_));
+        let outcome = crate::launch::run_step(&mut session, step, &sink).await;
+        if outcome.failed {
+            failed.store(true, Ordering::Relaxed);
         }
-        // Turns a step asked for (sendUserMessage, sendMessage with triggerTurn) run now.
-        session.run_requests().await;
+        // A prompt's own error (no model, a busy agent) has no event of its own.
+        if let (true, Some(e)) = (is_prompt, &outcome.error) {
+            eprintln!("error: {e}");
+        }
     }
     session.poll().await;
     session.shutdown().await;
@@ -976,49 +920,13 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
 
 async fn inspect(args: InspectArgs) -> Result<ExitCode> {
     let artifact = load_artifact(&args.ext)?;
-    let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let errors_in_sink = errors.clone();
-    let sink: EventSink = Arc::new(move |event: &SessionEvent| {
-        if let SessionEvent::ExtensionError { error, .. } = event {
-            errors_in_sink.lock().unwrap().push(error.clone());
-        }
-    });
-    let mut session = Session::new(
-        Runtime::global()?,
-        SessionConfig {
-            cwd: "/".into(),
-            has_ui: false,
-            dialogs: Arc::new(NoDialogs),
-            sink,
-            instance: InstanceOptions::default(),
-            flags: vec![],
-            model: None,
-            agent: AgentSettings::default(),
-            store: None,
-        },
-    );
-    let loaded = session.load(&artifact).await;
-    let state = session.shared.state.lock().unwrap();
-    let registrations = state.registrations.first().cloned().unwrap_or_default();
-    let report = json!({
-        "manifest": artifact.manifest,
-        "loaded": loaded.is_ok(),
-        "errors": *errors.lock().unwrap(),
-        "tools": state.tools,
-        "commands": state.commands,
-        "events": registrations.events,
-        "flags": registrations.flags,
-        "shortcuts": registrations.shortcuts,
-        "messageRenderers": registrations.message_renderers,
-        "providers": registrations.providers,
-    });
-    drop(state);
+    let (loaded, report) = crate::launch::inspect_extension(&artifact).await?;
     if args.json {
         say!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_inspection(&report);
     }
-    Ok(if loaded.is_ok() {
+    Ok(if loaded {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -13,14 +13,18 @@
 //! - [`rpc`]: pi's RPC protocol on stdin/stdout (`pichamber rpc`).
 //! - [`discovery`]: a pi user's extensions, found where pi finds them.
 //! - [`export_html`]: a session as a self-contained HTML page.
+//! - [`launch`]: opening sessions and running steps (shared by run, rpc, inspect, check).
+//! - [`check`]: `pichamber check`, scenario files for CI and extension audits.
 //! - [`cli`]: the `pichamber` command.
 
 pub mod artifact;
 pub mod bundle;
 pub mod capabilities;
+pub mod check;
 pub mod cli;
 pub mod discovery;
 pub mod export_html;
+pub mod launch;
 pub mod model;
 pub mod rpc;
 pub mod runtime;

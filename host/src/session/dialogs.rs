@@ -37,6 +37,18 @@ impl ScriptedAnswers {
     pub fn problems(&self) -> Vec<String> {
         self.problems.lock().unwrap().clone()
     }
+    /// Queues more answers after those still left (a check scenario's step adds its own).
+    pub fn push(&self, answers: impl IntoIterator<Item = String>) {
+        self.answers.lock().unwrap().extend(answers);
+    }
+    /// The problems so far, leaving none behind.
+    pub fn take_problems(&self) -> Vec<String> {
+        std::mem::take(&mut *self.problems.lock().unwrap())
+    }
+    /// Drops the answers no dialog took; returns them.
+    pub fn take_remaining(&self) -> Vec<String> {
+        self.answers.lock().unwrap().drain(..).collect()
+    }
 }
 
 /// Interprets one scripted answer for a dialog: an option (or its 1-based number) for select,
