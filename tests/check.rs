@@ -417,3 +417,59 @@ fn a_limit_hit_fails_the_scenario_unless_it_is_expected() {
     let (code, stdout, _) = check(&["allowed.yaml"], dir.path());
     assert_eq!(code, 0, "{stdout}");
 }
+
+/// The guest's clock starts at 2025-01-01T00:00:00Z and its randomness comes from a fixed
+/// seed, so what an extension draws is the same in every run, on any machine.
+#[test]
+fn the_guest_clock_and_randomness_are_fixed() {
+    let dir = scratch(&[
+        (
+            "draw.ts",
+            r#"import { randomBytes, randomUUID } from "node:crypto";
+export default function (pi: any) {
+  pi.registerTool({ name: "draw", description: "draws", parameters: { type: "object", properties: {} },
+    async execute() {
+      const drawn = {
+        day: new Date().toISOString().slice(0, 10),
+        random: [Math.random(), Math.random()],
+        uuid: randomUUID(),
+        bytes: randomBytes(4).toString("hex"),
+      };
+      return { content: [{ type: "text", text: JSON.stringify(drawn) }], details: drawn };
+    } });
+}
+"#,
+        ),
+        (
+            "draw.yaml",
+            "name: draws\nextensions: [draw.ts]\nsteps:\n  - tool: draw\n    expect:\n      result:\n        details: { snapshot: true, pointer: { /day: \"2025-01-01\" } }\n",
+        ),
+    ]);
+    // The first run records what was drawn; later runs must draw the same.
+    let (code, out, stderr) = check(&["draw.yaml", "--update"], dir.path());
+    assert_eq!(code, 0, "{out}\n{stderr}");
+    let snapshot = std::fs::read_to_string(dir.path().join("draw.snap.json")).unwrap();
+    assert!(snapshot.contains("uuid"), "{snapshot}");
+    for _ in 0..2 {
+        let (code, out, stderr) = check(&["draw.yaml"], dir.path());
+        assert_eq!(code, 0, "the draws differ between runs:\n{out}\n{stderr}");
+    }
+
+    // Outside `check` the same extension draws afresh each run.
+    let run = |_: usize| {
+        let out = Command::new(common::bin())
+            .args(["run", "draw.ts", "--tool", "draw", "--json"])
+            .current_dir(dir.path())
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.contains("\"tool_result\""))
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["details"].clone())
+            .unwrap()
+    };
+    let (a, b) = (run(1), run(2));
+    assert_ne!(a["random"], b["random"]);
+    assert_ne!(a["uuid"], b["uuid"]);
+}

@@ -97,6 +97,29 @@ function startOperation(op, signal) {
   });
 }
 
+// Math.random from the guest's random source (the host's, seeded under `pichamber check`)
+// rather than QuickJS's clock-seeded generator: xoshiro128**, 53 bits per number.
+{
+  const bytes = hostCall("randomBytes", 16);
+  let [a, b, c, d] = [0, 4, 8, 12].map(
+    (i) => (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)) >>> 0,
+  );
+  if ((a | b | c | d) === 0) a = 1; // the all-zero state would stay zero
+  const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+  const next = () => {
+    const result = Math.imul(rotl(Math.imul(b, 5), 7), 9) >>> 0;
+    const t = b << 9;
+    c ^= a;
+    d ^= b;
+    b ^= c;
+    a ^= d;
+    c ^= t;
+    d = rotl(d, 11);
+    return result;
+  };
+  Math.random = () => ((next() >>> 5) * 67108864 + (next() >>> 6)) / 9007199254740992;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Web-platform globals QuickJS lacks.
 

@@ -536,6 +536,7 @@ async fn open_session(
             run: args.grants.allow_run.clone(),
             env: args.grants.allow_env.clone(),
         }),
+        determinism: None,
     };
     let agent = AgentSettings {
         tool_execution: if args.agent.sequential_tools {

@@ -12,11 +12,17 @@ use serde_json::{Value, json};
 use super::expect::{self, Check, Snapshots};
 use super::report::{ExtensionBuild, ScenarioReport, StepReport, Usage};
 use super::scenario::{self, Scenario, StepSpec};
-use crate::capabilities::Grants;
+use crate::capabilities::{Determinism, Grants};
 use crate::launch::{self, SessionSpec, Step};
 use crate::model::{ModelClient, Script, ScriptedModel};
 use crate::runtime::InstanceOptions;
 use crate::session::{AgentSettings, EventSink, NoDialogs, ScriptedAnswers, SessionEvent};
+
+/// The guest's clock at the start of every check (2025-01-01T00:00:00Z) and its random seed.
+pub const CHECK_DETERMINISM: Determinism = Determinism {
+    start_unix_ms: 1_735_689_600_000,
+    seed: 0x9e37_79b9_7f4a_7c15,
+};
 
 /// What stands for the workspace's temporary path in everything recorded, so a report is
 /// the same on every machine.
@@ -120,6 +126,9 @@ pub async fn run(
             run: scenario.grants.run.clone(),
             env: scenario.grants.env.clone(),
         }),
+        // Same scenario, same result: the guest's clock starts at a fixed instant and its
+        // randomness comes from a fixed seed.
+        determinism: Some(CHECK_DETERMINISM),
         ..defaults
     };
     let spec = SessionSpec {

@@ -37,6 +37,8 @@ pub struct InstanceOptions {
     /// Linear memory of the instance.
     pub memory_limit: usize,
     pub grants: Arc<Grants>,
+    /// A fixed clock start and random seed (`pichamber check`); `None`: the real ones.
+    pub determinism: Option<crate::capabilities::Determinism>,
 }
 
 impl Default for InstanceOptions {
@@ -46,6 +48,7 @@ impl Default for InstanceOptions {
             call_wall_timeout: Duration::from_secs(300),
             memory_limit: 256 << 20,
             grants: Arc::new(Grants::default()),
+            determinism: None,
         }
     }
 }
@@ -232,7 +235,7 @@ impl ExtensionInstance {
     ) -> Result<(Store<ExtensionState>, Extension), CallError> {
         let wasi = options
             .grants
-            .wasi_ctx()
+            .wasi_ctx(options.determinism.as_ref())
             .map_err(|e| CallError::Trap(format!("{e:#}")))?;
         let state = ExtensionState {
             wasi,
