@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
     CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog, ExecRequest,
-    FlagDefinition, FlagType,
-    FormDialog, InputDialog, LogLevel, Notification, NotifyKind, Operation, SelectDialog,
-    ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
+    FlagDefinition, FlagType, FormDialog, InputDialog, LogLevel, Notification, NotifyKind,
+    Operation, SelectDialog, ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate,
+    WidgetUpdate,
 };
 use crate::fs;
 
