@@ -984,12 +984,20 @@ fn without_a_network_grant_nothing_reaches_the_network() {
         "/bystander",
     ]);
     let report = run.report();
-    // There is no network API at all: no fetch, no sockets, no Node network modules.
+    // fetch exists (the host carries it out under the network capability); no sockets.
     assert_eq!(
         report["globals"]["ok"],
-        json!({ "fetch": "undefined", "XMLHttpRequest": "undefined", "WebSocket": "undefined", "EventSource": "undefined" })
+        json!({ "fetch": "function", "XMLHttpRequest": "undefined", "WebSocket": "undefined", "EventSource": "undefined" })
     );
     assert_eq!(report["fetch"]["name"], "TypeError", "{report}");
+    assert_refused(
+        &report,
+        "fetch",
+        &[
+            "the network capability is not granted",
+            "--allow-net=127.0.0.1",
+        ],
+    );
     for module in [
         "node:http",
         "node:https",
@@ -1069,6 +1077,93 @@ fn without_a_network_grant_nothing_reaches_the_network() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("something connected to the listener: {other:?}"),
     }
+}
+
+/// A loopback HTTP server answering each connection by path: `/hello` echoes the request,
+/// `/redirect` sends the client to `other`, `/huge` answers 9 MiB. Counts connections.
+fn http_server(other: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut request = vec![0u8; 65536];
+            let n = stream.read(&mut request).unwrap_or(0);
+            let request = String::from_utf8_lossy(&request[..n]).into_owned();
+            let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let (head, body) = match path.as_str() {
+                "/hello" => {
+                    let echo = format!(
+                        "{} test={} body={}",
+                        request.split_whitespace().next().unwrap_or(""),
+                        request.to_ascii_lowercase().contains("x-test: 1"),
+                        request.split("\r\n\r\n").nth(1).unwrap_or("")
+                    );
+                    (
+                        "200 OK\r\ncontent-type: text/plain".to_owned(),
+                        echo.into_bytes(),
+                    )
+                }
+                "/redirect" => (format!("302 Found\r\nlocation: {other}/secret"), Vec::new()),
+                "/huge" => ("200 OK".to_owned(), vec![b'x'; 9 << 20]),
+                _ => ("404 Not Found".to_owned(), Vec::new()),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&body);
+        }
+    });
+    (url, hits)
+}
+
+/// fetch reaches the granted host only: another host, a redirect from the granted host to
+/// another, a file: URL and an oversized answer are refused, the other host sees nothing.
+#[test]
+fn fetch_reaches_only_the_granted_hosts() {
+    let sb = Sandbox::new();
+    let (other, other_hits) = http_server(String::new());
+    // The granted host is named by name, the other by address: different hosts to the grant.
+    let (granted, _) = http_server(other.clone());
+    let granted = granted.replace("127.0.0.1", "localhost");
+    let port = granted.rsplit(':').next().unwrap();
+    let run = run_pichamber(&[
+        &fixture("fetch.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-net",
+        &format!("localhost:{port}"),
+        "--command",
+        &attack(json!({ "granted": granted, "other": other })),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    assert_eq!(
+        report["granted"]["ok"],
+        json!({ "status": 200, "ok": true, "type": "text/plain", "text": "POST test=true body=ping" }),
+        "{report}"
+    );
+    let other_host = other.trim_start_matches("http://");
+    let other_ip = other_host.split(':').next().unwrap();
+    for attempt in ["other host", "redirect out"] {
+        assert_refused(&report, attempt, &[&format!("--allow-net={other_ip}")]);
+    }
+    assert_refused(&report, "file url", &["only http and https"]);
+    assert_refused(&report, "huge", &["larger than"]);
+    assert_eq!(
+        other_hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the host that was not granted was contacted"
+    );
+    run.assert_bystander_command_served();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -236,6 +236,9 @@ const lazyGlobal = (name, id, exportName) => {
   });
 };
 lazyGlobal("Buffer", "pichamber:node/buffer", "Buffer");
+lazyGlobal("fetch", "pichamber:fetch", "fetch");
+lazyGlobal("Headers", "pichamber:fetch", "Headers");
+lazyGlobal("Response", "pichamber:fetch", "Response");
 lazyGlobal("atob", "pichamber:node/buffer", "atob");
 lazyGlobal("btoa", "pichamber:node/buffer", "btoa");
 lazyGlobal("URL", "pichamber:node/url", "URLPolyfill");

@@ -46,6 +46,8 @@ pub struct Grants {
     pub write: Vec<PathBuf>,
     pub run: Vec<String>,
     pub env: Vec<String>,
+    /// Hosts `fetch` may reach (`example.com`, `*.example.com`, with an optional `:port`).
+    pub net: Vec<String>,
 }
 
 /// Per-call caps on a program run for an extension.

@@ -291,6 +291,10 @@ struct GrantArgs {
     /// Let the extension see this environment variable.
     #[arg(long, value_name = "VAR", value_delimiter = ',')]
     allow_env: Vec<String>,
+    /// Let the extension's fetch reach this host (`example.com`, `*.example.com`, with an
+    /// optional `:port`); nothing else reaches the network.
+    #[arg(long, value_name = "HOST", value_delimiter = ',')]
+    allow_net: Vec<String>,
 }
 
 #[derive(Args)]
@@ -535,6 +539,7 @@ async fn open_session(
             write: args.grants.allow_write.clone(),
             run: args.grants.allow_run.clone(),
             env: args.grants.allow_env.clone(),
+            net: args.grants.allow_net.clone(),
         }),
         determinism: None,
     };

@@ -26,6 +26,7 @@ pub mod discovery;
 pub mod export_html;
 pub mod launch;
 pub mod model;
+pub mod net;
 pub mod rpc;
 pub mod runtime;
 pub mod session;

@@ -938,6 +938,24 @@ impl Host for ExtensionState {
             Operation::Exec(request) => {
                 let grants = self.grants.clone();
                 let cwd = self.session.cwd.clone();
+                // fetch is carried out by the host under the network capability.
+                if request.command == FETCH_PROGRAM {
+                    let request_json = request.args.first().cloned().unwrap_or_default();
+                    let work = async move {
+                        let request: Value =
+                            serde_json::from_str(&request_json).unwrap_or_default();
+                        let outcome = crate::net::fetch(&grants, &request).await.map(|response| {
+                            types::ExecResult {
+                                stdout: response.to_string(),
+                                stderr: String::new(),
+                                code: 0,
+                                killed: false,
+                            }
+                        });
+                        Outcome::Exec(outcome)
+                    };
+                    return Ok(self.operations.start(work.boxed()));
+                }
                 // pi's built-in tools are offered to extensions as host-provided programs.
                 match request.command.strip_prefix(BUILTIN_TOOL_PROGRAM) {
                     Some(tool) => {
@@ -1011,6 +1029,8 @@ impl Host for ExtensionState {
 /// The program-name prefix under which the guest runs a built-in tool (`pichamber:tool:read`
 /// with the JSON arguments as the one argument): no real program has a name like it.
 const BUILTIN_TOOL_PROGRAM: &str = "pichamber:tool:";
+/// The program name under which the guest's `fetch` asks the host (the request as JSON).
+const FETCH_PROGRAM: &str = "pichamber:fetch";
 
 /// The theme pi would pick in this terminal: `dark` unless COLORFGBG says the background is
 /// light, and truecolor unless the terminal is known to lack it (pi's detection, from the

@@ -1,0 +1,160 @@
+// fetch, Headers and Response for pichamber. The host carries the request out under the
+// network capability (`--allow-net=HOST`): the guest has no sockets. The whole body travels in
+// one piece each way (base64 in JSON), capped by the host; a refused host is a TypeError whose
+// message names the flag that grants it.
+import { Buffer } from "pichamber:node/buffer";
+
+const lower = (name) => String(name).toLowerCase();
+
+export class Headers {
+  #map = new Map(); // lower-case name -> [original name, values[]]
+  constructor(init) {
+    if (init == null) return;
+    if (init instanceof Headers || typeof init[Symbol.iterator] === "function") {
+      for (const [k, v] of init) this.append(k, v);
+    } else {
+      for (const [k, v] of Object.entries(init)) this.append(k, v);
+    }
+  }
+  append(name, value) {
+    const key = lower(name);
+    const entry = this.#map.get(key);
+    if (entry) entry[1].push(String(value));
+    else this.#map.set(key, [String(name), [String(value)]]);
+  }
+  set(name, value) {
+    this.#map.set(lower(name), [String(name), [String(value)]]);
+  }
+  get(name) {
+    const entry = this.#map.get(lower(name));
+    return entry ? entry[1].join(", ") : null;
+  }
+  getSetCookie() {
+    return this.#map.get("set-cookie")?.[1].slice() ?? [];
+  }
+  has(name) {
+    return this.#map.has(lower(name));
+  }
+  delete(name) {
+    this.#map.delete(lower(name));
+  }
+  forEach(callback, thisArg) {
+    for (const [k, v] of this) callback.call(thisArg, v, k, this);
+  }
+  *entries() {
+    for (const key of [...this.#map.keys()].sort()) {
+      // Set-Cookie values cannot be joined: each is its own entry (the Fetch standard).
+      if (key === "set-cookie") for (const v of this.#map.get(key)[1]) yield [key, v];
+      else yield [key, this.get(key)];
+    }
+  }
+  *keys() {
+    for (const [k] of this.entries()) yield k;
+  }
+  *values() {
+    for (const [, v] of this.entries()) yield v;
+  }
+  [Symbol.iterator]() {
+    return this.entries();
+  }
+}
+
+function bodyBytes(body) {
+  if (body == null) return undefined;
+  if (typeof body === "string") return Buffer.from(body, "utf8");
+  if (body instanceof ArrayBuffer) return Buffer.from(new Uint8Array(body));
+  if (ArrayBuffer.isView(body)) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  if (typeof body.toString === "function" && body.constructor?.name === "URLSearchParams") {
+    return Buffer.from(body.toString(), "utf8");
+  }
+  throw new TypeError("fetch: this body type is not supported in pichamber (use a string, a typed array or URLSearchParams)");
+}
+
+export class Response {
+  #bytes;
+  constructor(body, init = {}) {
+    this.#bytes = bodyBytes(body) ?? Buffer.alloc(0);
+    this.status = init.status ?? 200;
+    this.statusText = init.statusText ?? "";
+    this.headers = new Headers(init.headers);
+    this.ok = this.status >= 200 && this.status < 300;
+    this.url = init.url ?? "";
+    this.redirected = init.redirected ?? false;
+    this.type = "basic";
+    this.bodyUsed = false;
+    this.body = null;
+  }
+  #consume() {
+    if (this.bodyUsed) throw new TypeError("Body is unusable: Body has already been read");
+    this.bodyUsed = true;
+    return this.#bytes;
+  }
+  async text() {
+    return this.#consume().toString("utf8");
+  }
+  async json() {
+    return JSON.parse(await this.text());
+  }
+  async arrayBuffer() {
+    const bytes = this.#consume();
+    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  }
+  async bytes() {
+    return new Uint8Array(await this.arrayBuffer());
+  }
+  clone() {
+    if (this.bodyUsed) throw new TypeError("Response.clone: Body has already been consumed.");
+    const { status, statusText, headers, url, redirected } = this;
+    return new Response(this.#bytes, { status, statusText, headers, url, redirected });
+  }
+  static json(data, init = {}) {
+    const headers = new Headers(init.headers);
+    if (!headers.has("content-type")) headers.set("content-type", "application/json");
+    return new Response(JSON.stringify(data), { ...init, headers });
+  }
+}
+
+function abortError() {
+  const err = new Error("This operation was aborted");
+  err.name = "AbortError";
+  err.code = 20;
+  return err;
+}
+
+export async function fetch(input, init = {}) {
+  const url = typeof input === "string" ? input : String(input?.href ?? input?.url ?? input);
+  const method = String(init.method ?? input?.method ?? "GET").toUpperCase();
+  const headers = new Headers(init.headers ?? input?.headers);
+  const bytes = bodyBytes(init.body);
+  if (bytes && (method === "GET" || method === "HEAD")) {
+    throw new TypeError("Request with GET/HEAD method cannot have body.");
+  }
+  if (typeof init.body === "string" && !headers.has("content-type")) {
+    headers.set("content-type", "text/plain;charset=UTF-8");
+  }
+  const signal = init.signal ?? input?.signal;
+  if (signal?.aborted) throw abortError();
+  const request = {
+    url,
+    method,
+    headers: [...headers],
+    body: bytes?.toString("base64"),
+  };
+  let result;
+  try {
+    result = await globalThis.__pichamber_internal.exec("pichamber:fetch", [JSON.stringify(request)], { signal });
+  } catch (err) {
+    const failure = new TypeError(err?.message ?? String(err));
+    failure.cause = err;
+    throw failure;
+  }
+  if (result.killed) throw abortError();
+  const answer = JSON.parse(result.stdout);
+  return new Response(Buffer.from(answer.body, "base64"), {
+    status: answer.status,
+    statusText: answer.statusText,
+    headers: answer.headers,
+    url: answer.url,
+    redirected: answer.redirected,
+  });
+}
