@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use wasmtime::Result;
 
 use super::instance::{ExtensionState, WallDeadlineExceeded};
+use super::boundary::{MAX_JSON_BYTES, MAX_NAME_BYTES, check_name, parse_json, truncate};
 use super::limits::{Exceeded, Kind, MAX_ENTRIES};
 use super::pichamber::extension::host::Host;
 use super::pichamber::extension::types;
@@ -20,64 +21,12 @@ use crate::session::events::{DialogAnswer, SessionEvent, UiRequest};
 use crate::session::messages;
 use crate::session::state::{AgentRequest, RegisteredCommand, RegisteredTool, ToolSource};
 
-/// Largest JSON value accepted from a guest in one call.
-pub const MAX_JSON_BYTES: usize = 4 << 20;
 /// Largest session `getTree` serves (its JSON nests one level per entry of a chain).
 pub const MAX_TREE_ENTRIES: usize = 2000;
 /// Longest console line kept.
 pub const MAX_LOG_BYTES: usize = 16 << 10;
-/// Longest name (tool, command, flag, entry type, status key).
-pub const MAX_NAME_BYTES: usize = 128;
 
 impl types::Host for ExtensionState {}
-
-fn check_name(kind: &str, name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_NAME_BYTES {
-        return Err(format!(
-            "{kind} name must be 1..={MAX_NAME_BYTES} bytes, got {}",
-            name.len()
-        ));
-    }
-    if name
-        .chars()
-        .any(|c| c.is_control() || c.is_whitespace() || is_invisible(c))
-    {
-        return Err(format!(
-            "{kind} name {name:?} must not contain spaces, control or invisible characters"
-        ));
-    }
-    Ok(())
-}
-
-/// Format characters that change how a name displays without showing themselves: zero-width
-/// spaces and joiners, bidirectional overrides and isolates, the byte-order mark. A name with
-/// one could pass for another's.
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
-        | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}'
-        | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E0FFF}')
-}
-
-fn parse_json(what: &str, text: &str) -> Result<Value, String> {
-    if text.len() > MAX_JSON_BYTES {
-        return Err(format!(
-            "{what} is {} bytes; the limit is {MAX_JSON_BYTES}",
-            text.len()
-        ));
-    }
-    serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [truncated {} bytes]", &text[..end], text.len() - end)
-}
 
 fn opt_len(text: &Option<String>) -> usize {
     text.as_ref().map_or(0, String::len)

@@ -12,7 +12,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::host_api::MAX_JSON_BYTES;
+use super::boundary::MAX_JSON_BYTES;
 use super::limits::{Meter, Registry};
 use super::operations::Operations;
 use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};

@@ -1,6 +1,7 @@
 //! The wasmtime side: one `Engine` per process, components compiled once and cached on disk by
 //! content hash, an `InstancePre` per extension, and one instance per session.
 
+pub mod boundary;
 mod host_api;
 mod instance;
 pub mod limits;

@@ -1,0 +1,38 @@
+//! A tool's parameter schema (written by an extension) and the arguments of a call (written by
+//! the model) are both hostile: validating and coercing any pair must not panic. The input
+//! is a schema and arguments, two JSON texts separated by a NUL byte.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use pichamber::session::state::RegisteredTool;
+use pichamber::session::tool_calls::validate_arguments;
+
+fuzz_target!(|data: &[u8]| {
+    let mut parts = data.splitn(2, |b| *b == 0);
+    let (Some(schema), Some(args)) = (parts.next(), parts.next()) else {
+        return;
+    };
+    let (Ok(schema), Ok(args)) = (
+        serde_json::from_slice::<serde_json::Value>(schema),
+        serde_json::from_slice::<serde_json::Value>(args),
+    ) else {
+        return;
+    };
+    if !schema.is_object() {
+        return;
+    }
+    let tool = RegisteredTool {
+        source: pichamber::session::state::ToolSource::Builtin,
+        extension_name: String::new(),
+        name: "fuzz".into(),
+        label: "fuzz".into(),
+        description: String::new(),
+        parameters: schema,
+        prompt_snippet: None,
+        prompt_guidelines: Vec::new(),
+        has_prepare_arguments: false,
+        execution_mode: None,
+        validator: Default::default(),
+    };
+    let _ = validate_arguments(&tool, &args);
+});
