@@ -24,6 +24,7 @@ pub mod check;
 pub mod cli;
 pub mod discovery;
 pub mod export_html;
+pub mod gui;
 pub mod launch;
 pub mod model;
 pub mod rpc;
