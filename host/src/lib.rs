@@ -29,6 +29,7 @@ pub mod launch;
 pub mod model;
 pub mod rpc;
 pub mod runtime;
+pub mod server;
 pub mod session;
 pub mod source_map;
 pub mod tools;
