@@ -253,7 +253,7 @@ run = ["git"]
             config.extensions[0],
             dir.path().join("extensions/card-demo")
         );
-        assert_eq!(config.data_dir.unwrap(), dir.path().join("data"));
+        assert_eq!(config.data_dir.clone().unwrap(), dir.path().join("data"));
         let grants = config
             .grants_for(&dir.path().join("extensions/card-demo"))
             .unwrap();
