@@ -818,11 +818,11 @@ mod tests {
     #[test]
     fn the_log_keeps_a_window_of_extension_events() {
         let user = User::new("u", vec![], None);
-        for i in 0..1500 {
+        for i in 0..1600 {
             let name = if i % 3 == 0 { "agent" } else { "extension.ui" };
             user.publish("s", name, json!({ "n": i }));
         }
-        assert_eq!(user.head(), 1500);
+        assert_eq!(user.head(), 1600);
         let log = user.log.lock().unwrap();
         assert_eq!(log.retained.len(), RETAINED_EVENTS);
         assert!(log.retained.iter().all(|e| e.name == "extension.ui"));
@@ -830,23 +830,24 @@ mod tests {
         assert!(log.evicted_through > 0 && log.evicted_through < oldest);
         drop(log);
         // Inside the window: what was missed; past it, unknown, or none: snapshots.
-        let (_, head, resume) = user.connect(Some(1490));
-        assert_eq!(head, 1500);
+        let (_, head, resume) = user.connect(Some(1590));
+        assert_eq!(head, 1600);
         match resume {
             Resume::Replay(events) => {
                 assert!(
                     events
                         .iter()
-                        .all(|e| e.id > 1490 && e.name == "extension.ui")
+                        .all(|e| e.id > 1590 && e.name == "extension.ui")
                 );
-                assert_eq!(events.len(), 7);
+                let expected = (1591..=1600u64).filter(|id| (id - 1) % 3 != 0).count();
+                assert_eq!(events.len(), expected);
             }
-            Resume::Snapshots => panic!("1490 is inside the window"),
+            Resume::Snapshots => panic!("1590 is inside the window"),
         }
         assert!(matches!(user.connect(Some(10)).2, Resume::Snapshots));
         assert!(matches!(user.connect(Some(99_999)).2, Resume::Snapshots));
         assert!(matches!(user.connect(None).2, Resume::Snapshots));
-        assert!(matches!(user.connect(Some(1500)).2, Resume::Replay(ref e) if e.is_empty()));
+        assert!(matches!(user.connect(Some(1600)).2, Resume::Replay(ref e) if e.is_empty()));
     }
 
     #[test]
