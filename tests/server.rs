@@ -35,6 +35,11 @@ fn ext(path: &str) -> String {
 
 /// Starts `pichamber serve` with ada (card-demo, dialogs, the fixture) and bob (card-demo).
 fn start() -> Server {
+    start_with("")
+}
+
+/// [`start`] with more of the config file (tables after the users).
+fn start_with(extra: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         r#"
@@ -50,6 +55,8 @@ extensions = [{dialogs:?}, {fixture:?}]
 [[users]]
 name = "bob"
 token = "{BOB}"
+
+{extra}
 "#,
         data = dir.path().join("data").to_string_lossy(),
         card = ext("extensions/card-demo"),
@@ -1000,4 +1007,136 @@ async fn the_event_stream_resumes_inside_the_window() {
     let e = current.next().await;
     assert_ne!(e.name, "session.snapshot");
     assert!(e.id > head);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_during_a_run_is_refused_unless_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!({ "turns": [
+            { "text": "a slow answer in many parts", "chunks": 20, "delayMs": 100 },
+            { "text": "the follow-up answer" },
+        ] })
+        .to_string(),
+    )
+    .unwrap();
+    let server = start_with(&format!(
+        "[model]\nscript = {:?}\n",
+        script.to_string_lossy()
+    ));
+    let id = server.session(BOB).await;
+    let mut events = server.events(BOB, None, Some(&id)).await;
+    server.prompt(BOB, &id, "hello").await;
+    events
+        .until("agent_start", |e| {
+            e.name == "agent" && e.data["event"]["type"] == "agent_start"
+        })
+        .await;
+    events
+        .until("a streamed delta", |e| {
+            e.name == "agent" && e.data["event"]["type"] == "message_update"
+        })
+        .await;
+    let (_, list) = server.get("/api/pi/sessions", BOB).await;
+    assert_eq!(list["sessions"][0]["busy"], true);
+    let path = format!("/api/pi/sessions/{id}/prompt");
+    let (status, body) = server.post(&path, BOB, json!({ "text": "again" })).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("already processing"),
+        "{body}"
+    );
+    let (status, _) = server
+        .post(
+            &path,
+            BOB,
+            json!({ "text": "afterwards", "streamingBehavior": "followUp" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    // The follow-up runs after the first answer; then the session is idle again.
+    let (end, _) = events
+        .until("the follow-up's answer", |e| {
+            e.name == "agent"
+                && e.data["event"]["type"] == "message_end"
+                && e.data["event"]["message"]["content"]
+                    .to_string()
+                    .contains("the follow-up answer")
+        })
+        .await;
+    assert_eq!(end.data["sessionId"], id.as_str());
+    events
+        .until("agent_end", |e| {
+            e.name == "agent" && e.data["event"]["type"] == "agent_end"
+        })
+        .await;
+    server
+        .wait_snapshot(BOB, &id, "idle", |s| s["busy"] == false)
+        .await;
+    let (_, full) = server.get(&format!("/api/pi/sessions/{id}"), BOB).await;
+    let roles: Vec<&str> = full["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"]["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_steps_serves_the_gui_on_loopback() {
+    let mut child = Command::new(common::bin())
+        .args(["run", &ext("extensions/card-demo")])
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    let (base, token) = url
+        .split_once("/#token=")
+        .unwrap_or_else(|| panic!("{url:?}"));
+    assert!(base.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(token.len(), 64);
+    let http = reqwest::Client::new();
+    let sessions: Value = http
+        .get(format!("{base}/api/pi/sessions"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let status = http
+        .post(format!("{base}/api/pi/sessions/{id}/prompt"))
+        .bearer_auth(token)
+        .json(&json!({ "text": "/cards" }))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 202);
+    let refused = http
+        .get(format!("{base}/api/pi/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let page = http.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let _ = child.kill();
+    let _ = child.wait();
 }
