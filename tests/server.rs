@@ -207,6 +207,8 @@ struct Events {
 
 impl Events {
     async fn next(&mut self) -> Sse {
+        // Keep-alive comments do not count: the event itself must come within 20 s.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -229,7 +231,7 @@ impl Events {
                     data: serde_json::from_str(&data).unwrap(),
                 };
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(20), self.stream.next())
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
                 .await
                 .expect("an event within 20 s")
                 .expect("the stream goes on")
@@ -825,6 +827,53 @@ async fn dialogs_and_forms_are_answered_over_http() {
         values,
         json!({ "name": "x", "n": "3", "p": "high", "dry": "true" })
     );
+
+    // Dialogs nobody answered close for the clients: one dismissed through its AbortSignal,
+    // one that timed out.
+    server.prompt(ADA, &id, "/ask-abandoned").await;
+    // (A dismissed dialog is reported once the extension waits again, so the second dialog
+    // may open before the first one closes.)
+    let mut opened: Vec<Value> = Vec::new();
+    let mut closed: Vec<String> = Vec::new();
+    while opened.len() < 2
+        || !opened
+            .iter()
+            .all(|d| closed.iter().any(|c| d["id"] == c.as_str()))
+    {
+        let e = events.next().await;
+        if ui_kind(&e, "dialog") {
+            opened.push(e.data["dialog"].clone());
+        } else if ui_kind(&e, "dialog.closed") {
+            closed.push(e.data["dialogId"].as_str().unwrap().to_owned());
+        }
+    }
+    let methods: Vec<&str> = opened
+        .iter()
+        .map(|d| d["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["confirm", "select"]);
+    for dialog in &opened {
+        let dialog_id = dialog["id"].as_str().unwrap();
+        assert!(closed.iter().any(|c| c == dialog_id), "{dialog_id} closed");
+        let (status, _) = server
+            .post(
+                &format!("{dialogs}/{dialog_id}"),
+                ADA,
+                json!({ "value": "a" }),
+            )
+            .await;
+        assert_eq!(status, 404, "no longer pending");
+    }
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "the abandoned dialogs' status", |s| {
+            s["status"]["abandoned"].is_string()
+        })
+        .await;
+    assert_eq!(
+        snapshot["status"]["abandoned"],
+        r#"{"confirmed":false,"picked":null}"#
+    );
+    assert_eq!(snapshot["dialogs"], json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

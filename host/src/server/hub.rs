@@ -462,10 +462,32 @@ pub enum PromptError {
     Closed,
 }
 
+/// Called with a dialog's id when the extension stops waiting for it without an answer
+/// (an AbortSignal), so the clients can close it.
+pub type Abandoned = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Dialogs answered over HTTP: each waits for `POST .../dialogs/:id`.
 #[derive(Default)]
 pub struct HubDialogs {
     pending: Mutex<HashMap<String, (UiRequest, oneshot::Sender<DialogAnswer>)>>,
+    abandoned: std::sync::OnceLock<Abandoned>,
+}
+
+/// Reports a dialog whose future was dropped before it was answered.
+struct AbandonGuard {
+    id: String,
+    answered: bool,
+    abandoned: Option<Abandoned>,
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        if !self.answered
+            && let Some(report) = &self.abandoned
+        {
+            report(&self.id);
+        }
+    }
 }
 
 /// Why a dialog answer was not taken.
@@ -479,6 +501,11 @@ pub enum AnswerError {
 const MAX_PENDING_DIALOGS: usize = 64;
 
 impl HubDialogs {
+    /// Who hears of dialogs the extension stopped waiting for.
+    pub fn on_abandoned(&self, report: Abandoned) {
+        let _ = self.abandoned.set(report);
+    }
+
     pub fn is_waiting(&self, id: &str) -> bool {
         self.pending
             .lock()
@@ -577,7 +604,19 @@ impl DialogResponder for HubDialogs {
             }
             pending.insert(id.to_owned(), (request.clone(), send));
         }
-        async move { receive.await.unwrap_or_else(|_| DialogAnswer::cancelled()) }.boxed()
+        let guard = AbandonGuard {
+            id: id.to_owned(),
+            answered: false,
+            abandoned: self.abandoned.get().cloned(),
+        };
+        async move {
+            // The whole guard moves into the future (not only the field it sets).
+            let mut guard = guard;
+            let answer = receive.await.unwrap_or_else(|_| DialogAnswer::cancelled());
+            guard.answered = true;
+            answer
+        }
+        .boxed()
     }
 }
 
@@ -668,6 +707,24 @@ impl Hub {
                 .collect::<Vec<_>>(),
         );
         let dialogs = Arc::new(HubDialogs::default());
+        {
+            // A dialog given up (an AbortSignal, or its timeout) is closed for the clients;
+            // one answered already is no longer in the state and says nothing.
+            let ui = ui.clone();
+            let user = Arc::downgrade(user);
+            let id = id.clone();
+            dialogs.on_abandoned(Arc::new(move |dialog: &str| {
+                let Some(user) = user.upgrade() else { return };
+                let mut ui = ui.lock().unwrap();
+                let closed = SessionEvent::ExtensionUiResponse {
+                    id: dialog.to_owned(),
+                    answer: DialogAnswer::cancelled(),
+                };
+                for out in ui.apply(&closed, now_ms()) {
+                    user.publish(&id, out.name, out.data);
+                }
+            }));
+        }
         let sink: EventSink = {
             let ui = ui.clone();
             let user = Arc::downgrade(user);
@@ -920,8 +977,24 @@ mod tests {
             dialogs.answer_with("d", &json!({ "value": "v" })),
             Err(AnswerError::NotPending)
         );
-        // A dialog the extension stopped waiting for is no longer pending.
+        // A dialog the extension stopped waiting for is no longer pending, and is reported.
+        let reported = Arc::new(Mutex::new(Vec::<String>::new()));
+        let into = reported.clone();
+        dialogs.on_abandoned(Arc::new(move |id: &str| {
+            into.lock().unwrap().push(id.into())
+        }));
         drop(dialogs.answer("gone", &request));
         assert!(!dialogs.is_waiting("gone"));
+        assert_eq!(*reported.lock().unwrap(), ["gone"]);
+        let answered = dialogs.answer("kept", &request);
+        dialogs
+            .answer_with("kept", &json!({ "value": "x" }))
+            .unwrap();
+        answered.await;
+        assert_eq!(
+            *reported.lock().unwrap(),
+            ["gone"],
+            "an answered dialog is not abandoned"
+        );
     }
 }
