@@ -74,7 +74,8 @@ struct Cli {
 enum Command {
     /// Bundle an extension (TypeScript or JavaScript, with its npm dependencies) into a component.
     Build(BuildArgs),
-    /// Load an extension in a fresh session and run tools, commands and events against it.
+    /// Load an extension in a fresh session and run tools, commands and events against it;
+    /// with no step (and no --json), serve the web GUI on 127.0.0.1 and print its URL.
     Run(Box<RunArgs>),
     /// Show an extension's manifest and what it registers.
     Inspect(InspectArgs),

@@ -28,6 +28,8 @@ use crate::session::{
 
 /// `extension.*` events a user's log keeps for clients that reconnect.
 pub const RETAINED_EVENTS: usize = 1000;
+/// Sessions one user may have open at once.
+pub const MAX_SESSIONS_PER_USER: usize = 64;
 /// Events a slow event-stream client may fall behind before it gets fresh snapshots.
 const STREAM_BUFFER: usize = 4096;
 
@@ -679,6 +681,11 @@ impl Hub {
             }
             None => user.allowed.clone(),
         };
+        if user.sessions.lock().unwrap().len() >= MAX_SESSIONS_PER_USER {
+            return Err(format!(
+                "a user may have {MAX_SESSIONS_PER_USER} open sessions; close one first"
+            ));
+        }
         let launcher = &self.launcher;
         let cwd = launcher.cwd.to_string_lossy().into_owned();
         let store = match store {
