@@ -657,6 +657,54 @@ mod tests {
     }
 
     #[test]
+    fn keys_titles_and_widget_lines_are_cut_to_the_limits() {
+        let mut s = UiState::new();
+        let req = |request: UiRequest| SessionEvent::ExtensionUiRequest {
+            id: "r".into(),
+            request,
+        };
+        s.apply(
+            &req(UiRequest::SetStatus {
+                key: "k".repeat(300),
+                text: Some("t".repeat(1000)),
+            }),
+            0,
+        );
+        s.apply(
+            &req(UiRequest::SetWidget {
+                key: "w".into(),
+                lines: Some(vec!["l".into(); 500]),
+                placement: None,
+            }),
+            0,
+        );
+        s.apply(
+            &req(UiRequest::SetTitle {
+                title: "x".repeat(1000),
+            }),
+            0,
+        );
+        let snap = s.snapshot();
+        let (key, text) = snap["status"].as_object().unwrap().iter().next().unwrap();
+        assert_eq!(
+            (key.len(), text.as_str().unwrap().len()),
+            (limits::KEY, limits::TITLE)
+        );
+        assert_eq!(
+            snap["widgets"]["w"]["lines"].as_array().unwrap().len(),
+            limits::TABLE_ROWS
+        );
+        assert_eq!(snap["widgets"]["w"]["placement"], "aboveEditor");
+        assert_eq!(snap["title"].as_str().unwrap().len(), limits::TITLE);
+        let long_app = "a".repeat(300);
+        s.apply(
+            &entry(APP_TYPE, json!({ "appId": long_app, "html": "" })),
+            0,
+        );
+        assert!(s.app_token(&"a".repeat(limits::KEY)).is_some());
+    }
+
+    #[test]
     fn busy_follows_the_agent() {
         let mut s = UiState::new();
         s.apply(&SessionEvent::Agent(json!({ "type": "agent_start" })), 0);
