@@ -18,7 +18,7 @@ const BOB: &str = "bob-token-0123456789abcdef";
 struct Server {
     child: Child,
     base: String,
-    dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
     http: reqwest::Client,
 }
 
@@ -40,7 +40,11 @@ fn start() -> Server {
 
 /// [`start`] with more of the config file (tables after the users).
 fn start_with(extra: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
+    start_in(tempfile::tempdir().unwrap(), extra)
+}
+
+/// [`start_with`] in a folder of its own (the data folder is `data` in it).
+fn start_in(dir: tempfile::TempDir, extra: &str) -> Server {
     let config = format!(
         r#"
 listen = "127.0.0.1:0"
@@ -84,12 +88,21 @@ token = "{BOB}"
     Server {
         child,
         base,
-        dir,
+        dir: Some(dir),
         http: reqwest::Client::new(),
     }
 }
 
 impl Server {
+    fn dir(&self) -> &std::path::Path {
+        self.dir.as_ref().unwrap().path()
+    }
+
+    /// Stops the server (SIGKILL: nothing is flushed at exit) and hands back its folder.
+    fn stop(mut self) -> tempfile::TempDir {
+        self.dir.take().unwrap()
+    }
+
     async fn call(
         &self,
         method: &str,
@@ -347,7 +360,7 @@ async fn routes_auth_and_isolation() {
         assert!(full["snapshot"].get(key).is_some(), "snapshot.{key}");
     }
     // The session file is in ada's folder.
-    let files: Vec<_> = std::fs::read_dir(server.dir.path().join("data/ada"))
+    let files: Vec<_> = std::fs::read_dir(server.dir().join("data/ada"))
         .unwrap()
         .flatten()
         .collect();
@@ -477,13 +490,7 @@ async fn routes_auth_and_isolation() {
     assert_eq!(got, stored);
     let (_, other) = server.get("/api/pi/ui-settings", BOB).await;
     assert_eq!(other, json!({ "triggers": [] }));
-    assert!(
-        server
-            .dir
-            .path()
-            .join("data/ada/ui-settings.json")
-            .is_file()
-    );
+    assert!(server.dir().join("data/ada/ui-settings.json").is_file());
     for bad in [
         json!({}),
         json!({ "triggers": [{ "command": "../x" }] }),
@@ -1188,4 +1195,64 @@ async fn run_without_steps_serves_the_gui_on_loopback() {
     assert_eq!(page.status().as_u16(), 200);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
+    let server = start();
+    let kept = server.session(ADA).await;
+    let closed = server.session(ADA).await;
+    server.prompt(ADA, &kept, "/app-next before-restart").await;
+    server.prompt(ADA, &kept, "/app-mount board").await;
+    server
+        .wait_snapshot(ADA, &kept, "the panel and the app", |s| {
+            s["panels"]["hits"].is_object() && s["apps"]["board"].is_object()
+        })
+        .await;
+    let (status, _) = server
+        .call(
+            "DELETE",
+            &format!("/api/pi/sessions/{closed}"),
+            Some(ADA),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert!(
+        server.dir().join("data/ada/closed").is_dir(),
+        "a closed session's file is kept aside"
+    );
+    let (_, before) = server.get("/api/pi/sessions", ADA).await;
+    let dir = server.stop();
+
+    let server = start_in(dir, "");
+    let (_, after) = server.get("/api/pi/sessions", ADA).await;
+    assert_eq!(after["sessions"].as_array().unwrap().len(), 1, "{after}");
+    assert_eq!(after["sessions"][0]["id"], kept.as_str());
+    assert_eq!(
+        after["sessions"][0]["createdAt"],
+        before["sessions"][0]["createdAt"]
+    );
+    assert_eq!(
+        after["sessions"][0]["extensions"],
+        before["sessions"][0]["extensions"]
+    );
+    let (_, full) = server.get(&format!("/api/pi/sessions/{kept}"), ADA).await;
+    assert!(full["transcript"].to_string().contains("before-restart"));
+    // The live dock comes back from the entries; the app is mounted again with a new token.
+    let snapshot = &full["snapshot"];
+    assert_eq!(
+        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        "before-restart"
+    );
+    assert!(snapshot["apps"]["board"]["token"].is_string());
+    // And the session works: a command reaches the reopened extension.
+    server.prompt(ADA, &kept, "/app-next after").await;
+    server
+        .wait_snapshot(ADA, &kept, "the panel after the restart", |s| {
+            s["panels"]["hits"]["props"]["rows"][1]["value"] == "after"
+        })
+        .await;
+    let (_, bob) = server.get("/api/pi/sessions", BOB).await;
+    assert_eq!(bob["sessions"], json!([]));
 }

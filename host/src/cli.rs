@@ -1173,7 +1173,9 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let hub = Arc::new(hub);
+    hub.restore_sessions().await;
     say!("http://{}/", listener.local_addr()?);
-    crate::server::serve(Arc::new(hub), listener).await?;
+    crate::server::serve(hub, listener).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -293,6 +293,8 @@ pub struct SessionHandle {
     pub created_at: String,
     pub extensions: Vec<String>,
     pub shared: Arc<SessionShared>,
+    /// The session file, when there is one.
+    pub file: Option<PathBuf>,
     pub ui: Arc<Mutex<UiState>>,
     pub dialogs: Arc<HubDialogs>,
     work: mpsc::UnboundedSender<Work>,
@@ -672,6 +674,77 @@ impl Hub {
         extensions: Option<Vec<String>>,
         store: Option<SessionStore>,
     ) -> Result<Arc<SessionHandle>, String> {
+        self.open_session_at(user, extensions, store, None).await
+    }
+
+    /// Reopens the sessions whose files are in the user's data folder (a server restarted):
+    /// the newest first, at most the per-user cap; each with the extensions it had (those
+    /// the user may still use). Closed sessions were moved to `closed/` and stay closed.
+    pub async fn restore_sessions(self: &Arc<Self>) {
+        let Some(dir) = &self.launcher.data_dir else {
+            return;
+        };
+        for user in self.users.values() {
+            let Ok(entries) = std::fs::read_dir(dir.join(&user.name)) else {
+                continue;
+            };
+            let mut files: Vec<(SystemTime, PathBuf)> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "jsonl"))
+                .map(|p| {
+                    (
+                        p.metadata()
+                            .and_then(|m| m.modified())
+                            .unwrap_or(UNIX_EPOCH),
+                        p,
+                    )
+                })
+                .collect();
+            files.sort();
+            files.reverse();
+            files.truncate(MAX_SESSIONS_PER_USER);
+            files.reverse();
+            for (_, path) in files {
+                let meta: Value = std::fs::read_to_string(path.with_extension("meta.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or(Value::Null);
+                let extensions: Vec<String> = meta["extensions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.as_str())
+                    .filter(|e| user.allowed.iter().any(|a| a == e))
+                    .map(str::to_owned)
+                    .collect();
+                let cwd = self.launcher.cwd.to_string_lossy().into_owned();
+                let store = match SessionStore::open_or_create(&path, &cwd, SyncPolicy::EveryEntry)
+                {
+                    Ok((store, _)) => store,
+                    Err(e) => {
+                        tracing::warn!("cannot reopen {}: {e:#}", path.display());
+                        continue;
+                    }
+                };
+                let created = meta["createdAt"].as_str().map(str::to_owned);
+                if let Err(e) = self
+                    .open_session_at(user, Some(extensions), Some(store), created)
+                    .await
+                {
+                    tracing::warn!("cannot reopen {}: {e}", path.display());
+                }
+            }
+        }
+    }
+
+    async fn open_session_at(
+        self: &Arc<Self>,
+        user: &Arc<User>,
+        extensions: Option<Vec<String>>,
+        store: Option<SessionStore>,
+        created_at: Option<String>,
+    ) -> Result<Arc<SessionHandle>, String> {
         let wanted = match extensions {
             Some(ids) => {
                 if let Some(bad) = ids.iter().find(|id| !user.allowed.contains(id)) {
@@ -705,6 +778,7 @@ impl Hub {
             },
         };
         let id = store.get_session_id().to_owned();
+        let file = store.get_session_file().map(|p| p.to_path_buf());
         let ui = Arc::new(Mutex::new(UiState::new()));
         ui.lock().unwrap().restore(
             &store
@@ -774,9 +848,19 @@ impl Hub {
         session.start().await;
         let (work, queue) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = oneshot::channel();
+        let created_at = created_at
+            .unwrap_or_else(|| humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+        // Beside the session file: what a restarted server reopens it with.
+        if let Some(file) = &file
+            && self.launcher.data_dir.is_some()
+        {
+            let meta = json!({ "extensions": wanted, "createdAt": created_at });
+            let _ = std::fs::write(file.with_extension("meta.json"), meta.to_string());
+        }
         let handle = Arc::new(SessionHandle {
             id: id.clone(),
-            created_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            created_at,
+            file,
             extensions: loaded,
             shared: session.shared.clone(),
             ui,
@@ -811,7 +895,20 @@ impl Hub {
         if let Some(done) = done {
             let _ = tokio::time::timeout(Duration::from_secs(30), done).await;
         }
-        let _ = user;
+        // A closed session's file is kept, moved aside so a restart does not reopen it.
+        if let (Some(file), Some(dir)) = (&handle.file, &self.launcher.data_dir)
+            && file.starts_with(dir.join(&user.name))
+            && let Some(name) = file.file_name()
+        {
+            let closed = dir.join(&user.name).join("closed");
+            if std::fs::create_dir_all(&closed).is_ok() {
+                let _ = std::fs::rename(file, closed.join(name));
+                let meta = file.with_extension("meta.json");
+                if let Some(meta_name) = meta.file_name() {
+                    let _ = std::fs::rename(&meta, closed.join(meta_name));
+                }
+            }
+        }
     }
 
     /// Every user's sessions are closed (the server stops).
