@@ -1256,3 +1256,37 @@ async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
     let (_, bob) = server.get("/api/pi/sessions", BOB).await;
     assert_eq!(bob["sessions"], json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capability_grants_come_from_the_config_per_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let granted = dir.path().join("granted");
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(granted.join("a.txt"), "granted text").unwrap();
+    std::fs::write(secret.join("b.txt"), "secret text").unwrap();
+    let extra = format!(
+        "[grants.{:?}]\nread = [{:?}]\n",
+        ext("tests/fixtures/gui/gui-fixture.js"),
+        granted.to_string_lossy()
+    );
+    let server = start_in(dir, &extra);
+    let id = server.session(ADA).await;
+    let read = |path: std::path::PathBuf| format!("/read-file {}", path.to_string_lossy());
+    server.prompt(ADA, &id, &read(granted.join("a.txt"))).await;
+    server
+        .wait_snapshot(ADA, &id, "the granted read", |s| {
+            s["status"]["read"] == "granted text"
+        })
+        .await;
+    server.prompt(ADA, &id, &read(secret.join("b.txt"))).await;
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "the denied read", |s| {
+            s["status"]["read"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("denied"))
+        })
+        .await;
+    assert!(!snapshot.to_string().contains("secret text"));
+}
