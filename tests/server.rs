@@ -594,6 +594,23 @@ async fn cards_and_live_panels() {
         snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
         "two"
     );
+    // A card sent with sendMessage is a transcript card, never a panel.
+    server.prompt(ADA, &id, "/send-card").await;
+    let (message, _) = events
+        .until("the message card", |e| {
+            e.name == "session.entry" && e.data["entry"]["type"] == "custom_message"
+        })
+        .await;
+    assert_eq!(message.data["entry"]["card"]["id"], "msg-card");
+    assert_eq!(
+        message.data["entry"]["card"]["props"]["rows"][0]["value"],
+        "sendMessage"
+    );
+    assert!(
+        server.snapshot(ADA, &id).await["panels"]
+            .get("msg-card")
+            .is_none()
+    );
     // An action's command runs through the prompt path and its handler's result shows.
     server.prompt(ADA, &id, "/cards-open src").await;
     let (notify, _) = events
