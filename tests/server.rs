@@ -1,0 +1,1309 @@
+//! The GUI server over HTTP (docs/GUI-API.md): `pichamber serve --config FILE` driven with
+//! reqwest. Every route, the auth refusals (no token, a wrong token, another user's session,
+//! an app command with another mount's token), the event stream and its resume, cards and
+//! live panels, dialogs and forms answered over HTTP and reaching the extension.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const ADA: &str = "ada-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef";
+
+struct Server {
+    child: Child,
+    base: String,
+    dir: Option<tempfile::TempDir>,
+    http: reqwest::Client,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ext(path: &str) -> String {
+    common::repo().join(path).to_string_lossy().into_owned()
+}
+
+/// Starts `pichamber serve` with ada (card-demo, dialogs, the fixture) and bob (card-demo).
+fn start() -> Server {
+    start_with("")
+}
+
+/// [`start`] with more of the config file (tables after the users).
+fn start_with(extra: &str) -> Server {
+    start_in(tempfile::tempdir().unwrap(), extra)
+}
+
+/// [`start_with`] in a folder of its own (the data folder is `data` in it).
+fn start_in(dir: tempfile::TempDir, extra: &str) -> Server {
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = {data:?}
+extensions = [{card:?}]
+
+[[users]]
+name = "ada"
+token = "{ADA}"
+extensions = [{dialogs:?}, {fixture:?}]
+
+[[users]]
+name = "bob"
+token = "{BOB}"
+
+{extra}
+"#,
+        data = dir.path().join("data").to_string_lossy(),
+        card = ext("extensions/card-demo"),
+        dialogs = ext("extensions/dialogs"),
+        fixture = ext("tests/fixtures/gui/gui-fixture.js"),
+    );
+    let path = dir.path().join("serve.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut child = Command::new(common::bin())
+        .args(["serve", "--config"])
+        .arg(&path)
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start pichamber serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line.trim().trim_end_matches('/').to_owned();
+    assert!(base.starts_with("http://127.0.0.1:"), "{line:?}");
+    Server {
+        child,
+        base,
+        dir: Some(dir),
+        http: reqwest::Client::new(),
+    }
+}
+
+impl Server {
+    fn dir(&self) -> &std::path::Path {
+        self.dir.as_ref().unwrap().path()
+    }
+
+    /// Stops the server (SIGKILL: nothing is flushed at exit) and hands back its folder.
+    fn stop(mut self) -> tempfile::TempDir {
+        self.dir.take().unwrap()
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.call("GET", path, Some(token), None).await
+    }
+
+    async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, Some(token), Some(body)).await
+    }
+
+    /// A new session of `token`'s user; its id.
+    async fn session(&self, token: &str) -> String {
+        let (status, body) = self.post("/api/pi/sessions", token, json!({})).await;
+        assert_eq!(status, 201, "{body}");
+        body["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn prompt(&self, token: &str, session: &str, text: &str) {
+        let (status, body) = self
+            .post(
+                &format!("/api/pi/sessions/{session}/prompt"),
+                token,
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, 202, "{text}: {body}");
+    }
+
+    async fn snapshot(&self, token: &str, session: &str) -> Value {
+        let (status, body) = self
+            .get(&format!("/api/pi/sessions/{session}"), token)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body["snapshot"].clone()
+    }
+
+    /// Polls the snapshot until `check` holds.
+    async fn wait_snapshot(
+        &self,
+        token: &str,
+        session: &str,
+        what: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        for _ in 0..200 {
+            let snapshot = self.snapshot(token, session).await;
+            if check(&snapshot) {
+                return snapshot;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "timed out waiting for {what}: {}",
+            self.snapshot(token, session).await
+        );
+    }
+
+    async fn events(&self, token: &str, last: Option<u64>, session: Option<&str>) -> Events {
+        let mut url = format!("{}/api/pi/events", self.base);
+        if let Some(s) = session {
+            url.push_str(&format!("?session={s}"));
+        }
+        let mut request = self.http.get(url).bearer_auth(token);
+        if let Some(last) = last {
+            request = request.header("Last-Event-ID", last.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
+        Events {
+            stream: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+        }
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+struct Sse {
+    id: u64,
+    name: String,
+    data: Value,
+}
+
+struct Events {
+    stream:
+        std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl Events {
+    async fn next(&mut self) -> Sse {
+        // Keep-alive comments do not count: the event itself must come within 20 s.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut id, mut name, mut data) = (None, String::new(), String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if name.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return Sse {
+                    id: id.expect("every event has an id"),
+                    name,
+                    data: serde_json::from_str(&data).unwrap(),
+                };
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
+                .await
+                .expect("an event within 20 s")
+                .expect("the stream goes on")
+                .unwrap();
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Reads until an event matches; returns it and what came before.
+    async fn until(&mut self, what: &str, check: impl Fn(&Sse) -> bool) -> (Sse, Vec<Sse>) {
+        let mut before = Vec::new();
+        for _ in 0..5000 {
+            let event = self.next().await;
+            if check(&event) {
+                return (event, before);
+            }
+            before.push(event);
+        }
+        panic!("no {what} in 5000 events");
+    }
+}
+
+fn ui_kind(e: &Sse, kind: &str) -> bool {
+    e.name == "extension.ui" && e.data["kind"] == kind
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_auth_and_isolation() {
+    let server = start();
+    // No token, an unknown token: 401 with a JSON error.
+    for token in [None, Some("wrong-token-0123456789")] {
+        for path in [
+            "/api/pi/sessions",
+            "/api/pi/extensions",
+            "/api/pi/events",
+            "/api/pi/ui-settings",
+        ] {
+            let (status, body) = server.call("GET", path, token, None).await;
+            assert_eq!(status, 401, "{path} with {token:?}");
+            assert!(body["error"].is_string());
+        }
+        let (status, _) = server
+            .call("POST", "/api/pi/sessions", token, Some(json!({})))
+            .await;
+        assert_eq!(status, 401);
+    }
+    // The OpenAPI document and the page need no token.
+    let (status, doc) = server.call("GET", "/api/pi/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/api/pi/events"]["get"].is_object());
+    let (status, page) = server.call("GET", "/", None, None).await;
+    assert_eq!(status, 200);
+    assert!(page.as_str().unwrap().to_lowercase().contains("<html"));
+
+    // Extensions: opaque ids, never paths; bob sees only the global one.
+    let (_, ada_ext) = server.get("/api/pi/extensions", ADA).await;
+    let (_, bob_ext) = server.get("/api/pi/extensions", BOB).await;
+    let names = |v: &Value| -> Vec<String> {
+        v["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&ada_ext).len(), 3, "{ada_ext}");
+    assert_eq!(names(&bob_ext), ["card-demo"]);
+    let text = ada_ext.to_string();
+    assert!(
+        !text.contains(&common::repo().to_string_lossy().to_string()),
+        "a path leaked: {text}"
+    );
+    for e in ada_ext["extensions"].as_array().unwrap() {
+        let id = e["id"].as_str().unwrap();
+        assert!(
+            id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    let card_demo = &bob_ext["extensions"][0];
+    assert!(card_demo["commands"].to_string().contains("cards-open"));
+
+    // Sessions: create (only extensions one may use), list, get.
+    let (status, body) = server
+        .post(
+            "/api/pi/sessions",
+            BOB,
+            json!({ "extensions": [ada_ext["extensions"][1]["id"]] }),
+        )
+        .await;
+    assert_eq!(status, 400, "bob may not use ada's extension: {body}");
+    let (status, created) = server
+        .post(
+            "/api/pi/sessions",
+            ADA,
+            json!({ "extensions": [card_demo["id"]] }),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["extensions"], json!([card_demo["id"]]));
+    assert_eq!(created["busy"], false);
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (_, list) = server.get("/api/pi/sessions", ADA).await;
+    assert_eq!(list["sessions"][0]["id"], id.as_str());
+    let (_, list) = server.get("/api/pi/sessions", BOB).await;
+    assert_eq!(list["sessions"], json!([]));
+    let (status, full) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+    assert_eq!(status, 200);
+    assert_eq!(full["session"]["id"], id.as_str());
+    assert!(full["transcript"].is_array());
+    for key in ["status", "widgets", "dialogs", "panels", "apps", "busy"] {
+        assert!(full["snapshot"].get(key).is_some(), "snapshot.{key}");
+    }
+    // The session file is in ada's folder.
+    let files: Vec<_> = std::fs::read_dir(server.dir().join("data/ada"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.file_name().to_string_lossy().ends_with(".jsonl"))
+    );
+
+    // Another user's session answers exactly as an unknown one: 404 on every route.
+    let session_routes = [
+        ("GET", format!("/api/pi/sessions/{id}"), None),
+        (
+            "POST",
+            format!("/api/pi/sessions/{id}/prompt"),
+            Some(json!({ "text": "/cards" })),
+        ),
+        ("POST", format!("/api/pi/sessions/{id}/abort"), None),
+        (
+            "POST",
+            format!("/api/pi/sessions/{id}/dialogs/x"),
+            Some(json!({ "value": "a" })),
+        ),
+        (
+            "POST",
+            format!("/api/pi/sessions/{id}/apps/a/command"),
+            Some(json!({ "token": "t", "command": "cards" })),
+        ),
+        ("GET", format!("/api/pi/sessions/{id}/commands"), None),
+        (
+            "GET",
+            format!("/api/pi/sessions/{id}/complete?command=cards"),
+            None,
+        ),
+        ("GET", format!("/api/pi/events?session={id}"), None),
+        ("DELETE", format!("/api/pi/sessions/{id}"), None),
+    ];
+    for (method, path, body) in &session_routes {
+        let (status, answer) = server.call(method, path, Some(BOB), body.clone()).await;
+        assert_eq!(status, 404, "bob {method} {path}: {answer}");
+        let (status, _) = server
+            .call(
+                method,
+                &path.replace(&id, "no-such-session"),
+                Some(ADA),
+                body.clone(),
+            )
+            .await;
+        assert_eq!(status, 404, "ada {method} {path} of an unknown session");
+    }
+    // Bob's prompt did not reach ada's session.
+    let (_, full) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+    assert_eq!(full["transcript"], json!([]));
+
+    // Commands and completions.
+    let (_, commands) = server
+        .get(&format!("/api/pi/sessions/{id}/commands"), ADA)
+        .await;
+    let names: Vec<&str> = commands["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cards", "cards-open", "cards-cancel"]);
+    assert_eq!(commands["commands"][0]["source"], "extension");
+    let (status, items) = server
+        .get(
+            &format!("/api/pi/sessions/{id}/complete?command=cards&prefix=x"),
+            ADA,
+        )
+        .await;
+    assert_eq!((status, &items["items"]), (200, &Value::Null));
+    let full_session = server.session(ADA).await;
+    let (status, items) = server
+        .get(
+            &format!("/api/pi/sessions/{full_session}/complete?command=pick&prefix=b"),
+            ADA,
+        )
+        .await;
+    assert_eq!(status, 200, "{items}");
+    assert_eq!(
+        items["items"],
+        json!([{ "value": "beta", "label": "BETA", "description": null }, { "value": "bravo", "label": "BRAVO", "description": null }])
+    );
+    let (status, _) = server
+        .get(&format!("/api/pi/sessions/{id}/complete?command=nope"), ADA)
+        .await;
+    assert_eq!(status, 400);
+
+    // Prompts: text needed; a bad streaming behaviour refused; a command runs.
+    let (status, _) = server
+        .post(&format!("/api/pi/sessions/{id}/prompt"), ADA, json!({}))
+        .await;
+    assert_eq!(status, 400);
+    let (status, _) = server
+        .post(
+            &format!("/api/pi/sessions/{id}/prompt"),
+            ADA,
+            json!({ "text": "hi", "streamingBehavior": "later" }),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (status, body) = server
+        .call(
+            "POST",
+            &format!("/api/pi/sessions/{id}/prompt"),
+            Some(ADA),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = server
+        .post(&format!("/api/pi/sessions/{id}/abort"), ADA, json!({}))
+        .await;
+    assert_eq!(status, 202);
+
+    // ui-settings: per user, checked, stored in the user's folder.
+    let triggers =
+        json!({ "triggers": [{ "command": "/cards", "label": "Cards", "key": "Alt+C" }] });
+    let (status, stored) = server
+        .call("PUT", "/api/pi/ui-settings", Some(ADA), Some(triggers))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(stored["triggers"][0]["command"], "cards");
+    let (_, got) = server.get("/api/pi/ui-settings", ADA).await;
+    assert_eq!(got, stored);
+    let (_, other) = server.get("/api/pi/ui-settings", BOB).await;
+    assert_eq!(other, json!({ "triggers": [] }));
+    assert!(server.dir().join("data/ada/ui-settings.json").is_file());
+    for bad in [
+        json!({}),
+        json!({ "triggers": [{ "command": "../x" }] }),
+        json!({ "triggers": [{ "command": "a", "key": 1 }] }),
+    ] {
+        let (status, _) = server
+            .call("PUT", "/api/pi/ui-settings", Some(ADA), Some(bad.clone()))
+            .await;
+        assert_eq!(status, 400, "{bad}");
+    }
+
+    // Closing: 204, then the session is gone.
+    let (status, _) = server
+        .call("DELETE", &format!("/api/pi/sessions/{id}"), Some(ADA), None)
+        .await;
+    assert_eq!(status, 204);
+    let (status, _) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+    assert_eq!(status, 404);
+    let (status, _) = server
+        .call("GET", "/api/pi/nothing-here", Some(ADA), None)
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_and_live_panels() {
+    let server = start();
+    let id = server.session(ADA).await;
+    let mut events = server.events(ADA, None, Some(&id)).await;
+    let first = events.next().await;
+    assert_eq!(first.name, "session.snapshot");
+    assert_eq!(first.data["sessionId"], id.as_str());
+
+    // Detection: the marker, the environment and ctx.mode / hasUI all say PiChamber.
+    let detect: Value =
+        serde_json::from_str(first.data["snapshot"]["status"]["detect"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        detect,
+        json!({ "marker": 1, "env": "1", "mode": "rpc", "hasUI": true })
+    );
+
+    server.prompt(ADA, &id, "/cards").await;
+    let (markdown, _) = events
+        .until("the markdown card", |e| {
+            e.name == "session.entry" && e.data["entry"]["card"]["component"] == "markdown"
+        })
+        .await;
+    let card = &markdown.data["entry"]["card"];
+    assert_eq!(card["title"], "About");
+    assert_eq!(
+        card["html"].as_str().unwrap().trim(),
+        "<p><strong>PiChamber</strong> renders these cards from plain JSON.</p>"
+    );
+    assert_eq!(
+        card["actions"][0],
+        json!({ "label": "Open README", "command": "cards-open", "args": "README.md", "icon": "file" })
+    );
+    // The progress card is a live panel: three updates, then removed.
+    let mut values = Vec::new();
+    loop {
+        let (panel, _) = events.until("a panel event", |e| ui_kind(e, "panel")).await;
+        if panel.data["removed"] == json!(true) {
+            assert_eq!(panel.data["id"], "cards-build");
+            break;
+        }
+        assert_eq!(panel.data["card"]["id"], "cards-build");
+        values.push(panel.data["card"]["props"]["value"].clone());
+    }
+    assert_eq!(values, [json!(10), json!(60), json!(100)]);
+    let snapshot = server.snapshot(ADA, &id).await;
+    assert_eq!(snapshot["panels"], json!({}));
+    let (_, full) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+    let components: Vec<&str> = full["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["card"]["component"].as_str())
+        .collect();
+    assert_eq!(
+        components,
+        [
+            "markdown", "kv", "list", "table", "progress", "progress", "progress", "badges", "code"
+        ]
+    );
+
+    // A panel update replaces the previous one in the snapshot.
+    server.prompt(ADA, &id, "/app-next one").await;
+    server
+        .wait_snapshot(ADA, &id, "hits 1", |s| {
+            s["panels"]["hits"]["props"]["rows"][0]["value"] == "1"
+        })
+        .await;
+    server.prompt(ADA, &id, "/app-next two").await;
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "hits 2", |s| {
+            s["panels"]["hits"]["props"]["rows"][0]["value"] == "2"
+        })
+        .await;
+    assert_eq!(snapshot["panels"].as_object().unwrap().len(), 1);
+    assert_eq!(
+        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        "two"
+    );
+    // A card sent with sendMessage is a transcript card, never a panel.
+    server.prompt(ADA, &id, "/send-card").await;
+    let (message, _) = events
+        .until("the message card", |e| {
+            e.name == "session.entry" && e.data["entry"]["type"] == "custom_message"
+        })
+        .await;
+    assert_eq!(message.data["entry"]["card"]["id"], "msg-card");
+    assert_eq!(
+        message.data["entry"]["card"]["props"]["rows"][0]["value"],
+        "sendMessage"
+    );
+    assert!(
+        server.snapshot(ADA, &id).await["panels"]
+            .get("msg-card")
+            .is_none()
+    );
+    // An action's command runs through the prompt path and its handler's result shows.
+    server.prompt(ADA, &id, "/cards-open src").await;
+    let (notify, _) = events
+        .until("the notification", |e| ui_kind(e, "notify"))
+        .await;
+    assert_eq!(notify.data["message"], "Opened src");
+
+    // Another user's stream never carries ada's events.
+    let bob_session = server.session(BOB).await;
+    let mut bob_events = server.events(BOB, None, None).await;
+    let snapshot = bob_events.next().await;
+    assert_eq!(snapshot.data["sessionId"], bob_session.as_str());
+    server.prompt(ADA, &id, "/app-next three").await;
+    server.prompt(BOB, &bob_session, "/cards-open mine").await;
+    let (mine, before) = bob_events
+        .until("bob's notification", |e| ui_kind(e, "notify"))
+        .await;
+    assert_eq!(mine.data["message"], "Opened mine");
+    assert!(
+        before
+            .iter()
+            .chain([&mine])
+            .all(|e| e.data["sessionId"] == bob_session.as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dialogs_and_forms_are_answered_over_http() {
+    let server = start();
+    let id = server.session(ADA).await;
+    let mut events = server.events(ADA, None, Some(&id)).await;
+    let dialogs = format!("/api/pi/sessions/{id}/dialogs");
+    server.prompt(ADA, &id, "/survey").await;
+
+    let next_dialog = async |events: &mut Events| {
+        events
+            .until("a dialog", |e| ui_kind(e, "dialog"))
+            .await
+            .0
+            .data["dialog"]
+            .clone()
+    };
+    let select = next_dialog(&mut events).await;
+    assert_eq!(
+        (select["method"].as_str(), select["title"].as_str()),
+        (Some("select"), Some("Favourite language?"))
+    );
+    // The dialog is in the snapshot while it waits.
+    let snapshot = server.snapshot(ADA, &id).await;
+    assert_eq!(snapshot["dialogs"][0]["id"], select["id"]);
+    let sid = select["id"].as_str().unwrap();
+    let (status, body) = server
+        .post(
+            &format!("{dialogs}/{sid}"),
+            ADA,
+            json!({ "value": "Cobol" }),
+        )
+        .await;
+    assert_eq!(status, 400, "not an option: {body}");
+    let (status, _) = server
+        .post(
+            &format!("{dialogs}/no-such-dialog"),
+            ADA,
+            json!({ "value": "Rust" }),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = server
+        .post(&format!("{dialogs}/{sid}"), BOB, json!({ "value": "Rust" }))
+        .await;
+    assert_eq!(status, 404, "bob cannot answer ada's dialog");
+    let (status, _) = server
+        .post(&format!("{dialogs}/{sid}"), ADA, json!({ "value": "Rust" }))
+        .await;
+    assert_eq!(status, 200);
+    events
+        .until("the select closing", |e| {
+            ui_kind(e, "dialog.closed") && e.data["dialogId"] == sid
+        })
+        .await;
+    let (status, _) = server
+        .post(&format!("{dialogs}/{sid}"), ADA, json!({ "value": "Rust" }))
+        .await;
+    assert_eq!(status, 404, "answered already");
+
+    let confirm = next_dialog(&mut events).await;
+    assert_eq!(confirm["method"], "confirm");
+    let (status, _) = server
+        .post(
+            &format!("{dialogs}/{}", confirm["id"].as_str().unwrap()),
+            ADA,
+            json!({ "value": "yes" }),
+        )
+        .await;
+    assert_eq!(status, 400);
+    server
+        .post(
+            &format!("{dialogs}/{}", confirm["id"].as_str().unwrap()),
+            ADA,
+            json!({ "confirmed": true }),
+        )
+        .await;
+
+    let input = next_dialog(&mut events).await;
+    assert_eq!(input["method"], "input");
+    server
+        .post(
+            &format!("{dialogs}/{}", input["id"].as_str().unwrap()),
+            ADA,
+            json!({ "value": "Ada" }),
+        )
+        .await;
+
+    let editor = next_dialog(&mut events).await;
+    assert_eq!(
+        (editor["method"].as_str(), editor["prefill"].as_str()),
+        (Some("editor"), Some("Dear Ada, about Rust: "))
+    );
+    server
+        .post(
+            &format!("{dialogs}/{}", editor["id"].as_str().unwrap()),
+            ADA,
+            json!({ "value": "great" }),
+        )
+        .await;
+
+    // PiChamber was detected, so the extension asks with a form.
+    let form = next_dialog(&mut events).await;
+    assert_eq!(form["method"], "form", "{form}");
+    let fields: Vec<&str> = form["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["team", "years", "editor", "remote"]);
+    let form_path = format!("{dialogs}/{}", form["id"].as_str().unwrap());
+    let (status, body) = server
+        .post(&form_path, ADA, json!({ "values": { "team": "", "years": "many", "editor": "nano", "remote": "maybe" } }))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["fields"],
+        json!({ "team": "is required", "years": "must be a number", "editor": "must be one of the options", "remote": "must be \"true\" or \"false\"" })
+    );
+    let (status, _) = server
+        .post(&form_path, ADA, json!({ "values": { "team": "core", "years": "7", "editor": "emacs", "remote": "true" } }))
+        .await;
+    assert_eq!(status, 200);
+
+    // The timed select carries its deadline.
+    let rating = next_dialog(&mut events).await;
+    assert_eq!(rating["timeout"], 5000);
+    assert!(rating["deadline"].as_u64().unwrap() > 1_700_000_000_000);
+    server
+        .post(
+            &format!("{dialogs}/{}", rating["id"].as_str().unwrap()),
+            ADA,
+            json!({ "value": "5" }),
+        )
+        .await;
+    let send = next_dialog(&mut events).await;
+    server
+        .post(
+            &format!("{dialogs}/{}", send["id"].as_str().unwrap()),
+            ADA,
+            json!({ "confirmed": true }),
+        )
+        .await;
+
+    // The extension received every value.
+    let (done, _) = events.until("the summary", |e| ui_kind(e, "notify")).await;
+    let message = done.data["message"].as_str().unwrap();
+    for part in [
+        "language: Rust",
+        "newsletter: yes",
+        "name: Ada",
+        "comments: great",
+        "team: core",
+        "years: 7",
+        "editor: emacs",
+        "remote: true",
+        "rating: 5",
+    ] {
+        assert!(message.contains(part), "{part} missing in {message}");
+    }
+    let snapshot = server.snapshot(ADA, &id).await;
+    assert_eq!(snapshot["dialogs"], json!([]));
+    assert_eq!(snapshot["title"], "pi — survey");
+    assert_eq!(snapshot["widgets"]["survey"]["placement"], "belowEditor");
+
+    // The editor: an empty submit is "", a cancel undefined.
+    for (answer, expected) in [
+        (json!({ "value": "" }), "\"\""),
+        (json!({ "cancelled": true }), "undefined"),
+    ] {
+        server.prompt(ADA, &id, "/ask-editor").await;
+        let editor = next_dialog(&mut events).await;
+        server
+            .post(
+                &format!("{dialogs}/{}", editor["id"].as_str().unwrap()),
+                ADA,
+                answer,
+            )
+            .await;
+        server
+            .wait_snapshot(ADA, &id, "the editor's status", |s| {
+                s["status"]["editor"] == expected
+            })
+            .await;
+    }
+    // A form's values reach the extension with defaults filled.
+    server.prompt(ADA, &id, "/ask-form").await;
+    let form = next_dialog(&mut events).await;
+    let path = format!("{dialogs}/{}", form["id"].as_str().unwrap());
+    let (status, body) = server
+        .post(&path, ADA, json!({ "values": { "name": "x", "n": "9" } }))
+        .await;
+    assert_eq!(
+        (status, &body["fields"]),
+        (400, &json!({ "n": "must be at most 5" }))
+    );
+    let (status, _) = server
+        .post(
+            &path,
+            ADA,
+            json!({ "values": { "name": "x", "n": "3", "p": "high" } }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "the form's status", |s| {
+            s["status"]["form"].is_string()
+        })
+        .await;
+    let values: Value = serde_json::from_str(snapshot["status"]["form"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        values,
+        json!({ "name": "x", "n": "3", "p": "high", "dry": "true" })
+    );
+
+    // Dialogs nobody answered close for the clients: one dismissed through its AbortSignal,
+    // one that timed out.
+    server.prompt(ADA, &id, "/ask-abandoned").await;
+    // (A dismissed dialog is reported once the extension waits again, so the second dialog
+    // may open before the first one closes.)
+    let mut opened: Vec<Value> = Vec::new();
+    let mut closed: Vec<String> = Vec::new();
+    while opened.len() < 2
+        || !opened
+            .iter()
+            .all(|d| closed.iter().any(|c| d["id"] == c.as_str()))
+    {
+        let e = events.next().await;
+        if ui_kind(&e, "dialog") {
+            opened.push(e.data["dialog"].clone());
+        } else if ui_kind(&e, "dialog.closed") {
+            closed.push(e.data["dialogId"].as_str().unwrap().to_owned());
+        }
+    }
+    let methods: Vec<&str> = opened
+        .iter()
+        .map(|d| d["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["confirm", "select"]);
+    for dialog in &opened {
+        let dialog_id = dialog["id"].as_str().unwrap();
+        assert!(closed.iter().any(|c| c == dialog_id), "{dialog_id} closed");
+        let (status, _) = server
+            .post(
+                &format!("{dialogs}/{dialog_id}"),
+                ADA,
+                json!({ "value": "a" }),
+            )
+            .await;
+        assert_eq!(status, 404, "no longer pending");
+    }
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "the abandoned dialogs' status", |s| {
+            s["status"]["abandoned"].is_string()
+        })
+        .await;
+    assert_eq!(
+        snapshot["status"]["abandoned"],
+        r#"{"confirmed":false,"picked":null}"#
+    );
+    assert_eq!(snapshot["dialogs"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_commands_need_their_mount_token() {
+    let server = start();
+    let one = server.session(ADA).await;
+    let two = server.session(ADA).await;
+    server.prompt(ADA, &one, "/app-mount board").await;
+    server.prompt(ADA, &two, "/app-mount board").await;
+    let snap_one = server
+        .wait_snapshot(ADA, &one, "the app", |s| s["apps"]["board"].is_object())
+        .await;
+    let snap_two = server
+        .wait_snapshot(ADA, &two, "the app", |s| s["apps"]["board"].is_object())
+        .await;
+    let app = &snap_one["apps"]["board"];
+    assert!(
+        app["html"]
+            .as_str()
+            .unwrap()
+            .contains("data-pichamber-command=\"app-next\"")
+    );
+    let token_one = app["token"].as_str().unwrap();
+    let token_two = snap_two["apps"]["board"]["token"].as_str().unwrap();
+    assert_ne!(token_one, token_two);
+    // The transcript carries nothing executable.
+    let (_, full) = server.get(&format!("/api/pi/sessions/{one}"), ADA).await;
+    assert!(
+        !full["transcript"].to_string().contains("<button"),
+        "{}",
+        full["transcript"]
+    );
+
+    let command = format!("/api/pi/sessions/{one}/apps/board/command");
+    // Another mount's token (same user, same appId, other session): 403, nothing sent.
+    for bad in [
+        json!({ "token": token_two, "command": "app-next" }),
+        json!({ "token": "", "command": "app-next" }),
+        json!({ "command": "app-next" }),
+    ] {
+        let (status, body) = server.post(&command, ADA, bad.clone()).await;
+        assert_eq!(status, 403, "{bad}: {body}");
+    }
+    // Another user with the right token: 404 (the session is not theirs).
+    let (status, _) = server
+        .post(
+            &command,
+            BOB,
+            json!({ "token": token_one, "command": "app-next" }),
+        )
+        .await;
+    assert_eq!(status, 404);
+    // The right token, a bad or unknown command: 400.
+    for name in ["../etc", "a b", "", "not-registered"] {
+        let (status, _) = server
+            .post(
+                &command,
+                ADA,
+                json!({ "token": token_one, "command": name }),
+            )
+            .await;
+        assert_eq!(status, 400, "{name:?}");
+    }
+    let (status, _) = server
+        .post(
+            &format!("/api/pi/sessions/{one}/apps/nope/command"),
+            ADA,
+            json!({ "token": token_one, "command": "app-next" }),
+        )
+        .await;
+    assert_eq!(status, 404);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        server.snapshot(ADA, &one).await["panels"]
+            .get("hits")
+            .is_none(),
+        "a refused command ran"
+    );
+    // The right token: the command runs with its args.
+    let (status, _) = server
+        .post(
+            &command,
+            ADA,
+            json!({ "token": token_one, "command": "app-next", "args": "from-app" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let snapshot = server
+        .wait_snapshot(ADA, &one, "the app's command", |s| {
+            s["panels"]["hits"]["props"]["rows"][0]["value"] == "1"
+        })
+        .await;
+    assert_eq!(
+        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        "from-app"
+    );
+    assert!(
+        server.snapshot(ADA, &two).await["panels"]
+            .get("hits")
+            .is_none(),
+        "the other session is untouched"
+    );
+    // A remount gets a new token; the old one is refused.
+    server.prompt(ADA, &one, "/app-mount board").await;
+    server
+        .wait_snapshot(ADA, &one, "a new token", |s| {
+            s["apps"]["board"]["token"] != token_one
+        })
+        .await;
+    let (status, _) = server
+        .post(
+            &command,
+            ADA,
+            json!({ "token": token_one, "command": "app-next" }),
+        )
+        .await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_inside_the_window() {
+    let server = start();
+    let id = server.session(ADA).await;
+    let mut events = server.events(ADA, None, None).await;
+    assert_eq!(events.next().await.name, "session.snapshot");
+    server.prompt(ADA, &id, "/spam 5").await;
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let e = events.next().await;
+        if ui_kind(&e, "panel") {
+            seen.push(e);
+        }
+    }
+    drop(events);
+    let ids: Vec<u64> = seen.iter().map(|e| e.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+
+    // Resuming after the second panel event: the three missed extension events, in order,
+    // and no snapshot.
+    let mut resumed = server.events(ADA, Some(ids[1]), None).await;
+    for expected in &seen[2..] {
+        let e = resumed.next().await;
+        assert_eq!(e.name, "extension.ui", "{e:?}");
+        assert_eq!((e.id, &e.data), (expected.id, &expected.data));
+    }
+    // Live events follow.
+    server.prompt(ADA, &id, "/app-next live").await;
+    let (live, _) = resumed
+        .until("the live panel", |e| ui_kind(e, "panel"))
+        .await;
+    assert_eq!(live.data["card"]["id"], "hits");
+    assert!(live.id > ids[4]);
+    drop(resumed);
+
+    // Missing more than the window (1000 extension.* events): a fresh snapshot instead.
+    server.prompt(ADA, &id, "/spam 1100").await;
+    server
+        .wait_snapshot(ADA, &id, "the last spam", |s| {
+            s["panels"]["spam"]["props"]["value"] == 1100
+        })
+        .await;
+    let mut late = server.events(ADA, Some(ids[1]), None).await;
+    let first = late.next().await;
+    assert_eq!(first.name, "session.snapshot");
+    assert_eq!(
+        first.data["snapshot"]["panels"]["spam"]["props"]["value"],
+        1100
+    );
+    assert_eq!(
+        first.data["snapshot"]["panels"]["hits"]["props"]["rows"][1]["value"],
+        "live"
+    );
+    // An unknown id: a snapshot too.
+    let mut unknown = server.events(ADA, Some(u64::MAX / 2), None).await;
+    assert_eq!(unknown.next().await.name, "session.snapshot");
+    // Resuming at the newest event: nothing to replay, live events follow.
+    let head = first.id;
+    let mut current = server.events(ADA, Some(head), None).await;
+    server.prompt(ADA, &id, "/app-next again").await;
+    let e = current.next().await;
+    assert_ne!(e.name, "session.snapshot");
+    assert!(e.id > head);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_during_a_run_is_refused_unless_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!({ "turns": [
+            { "text": "a slow answer in many parts", "chunks": 20, "delayMs": 100 },
+            { "text": "the follow-up answer" },
+        ] })
+        .to_string(),
+    )
+    .unwrap();
+    let server = start_with(&format!(
+        "[model]\nscript = {:?}\n",
+        script.to_string_lossy()
+    ));
+    let id = server.session(BOB).await;
+    let mut events = server.events(BOB, None, Some(&id)).await;
+    server.prompt(BOB, &id, "hello").await;
+    events
+        .until("agent_start", |e| {
+            e.name == "agent" && e.data["event"]["type"] == "agent_start"
+        })
+        .await;
+    events
+        .until("a streamed delta", |e| {
+            e.name == "agent" && e.data["event"]["type"] == "message_update"
+        })
+        .await;
+    let (_, list) = server.get("/api/pi/sessions", BOB).await;
+    assert_eq!(list["sessions"][0]["busy"], true);
+    let path = format!("/api/pi/sessions/{id}/prompt");
+    let (status, body) = server.post(&path, BOB, json!({ "text": "again" })).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("already processing"),
+        "{body}"
+    );
+    let (status, _) = server
+        .post(
+            &path,
+            BOB,
+            json!({ "text": "afterwards", "streamingBehavior": "followUp" }),
+        )
+        .await;
+    assert_eq!(status, 202);
+    // The follow-up runs after the first answer; then the session is idle again.
+    let (end, _) = events
+        .until("the follow-up's answer", |e| {
+            e.name == "agent"
+                && e.data["event"]["type"] == "message_end"
+                && e.data["event"]["message"]["content"]
+                    .to_string()
+                    .contains("the follow-up answer")
+        })
+        .await;
+    assert_eq!(end.data["sessionId"], id.as_str());
+    events
+        .until("agent_end", |e| {
+            e.name == "agent" && e.data["event"]["type"] == "agent_end"
+        })
+        .await;
+    server
+        .wait_snapshot(BOB, &id, "idle", |s| s["busy"] == false)
+        .await;
+    let (_, full) = server.get(&format!("/api/pi/sessions/{id}"), BOB).await;
+    let roles: Vec<&str> = full["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"]["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_steps_serves_the_gui_on_loopback() {
+    let mut child = Command::new(common::bin())
+        .args(["run", &ext("extensions/card-demo")])
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    let (base, token) = url
+        .split_once("/#token=")
+        .unwrap_or_else(|| panic!("{url:?}"));
+    assert!(base.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(token.len(), 64);
+    let http = reqwest::Client::new();
+    let sessions: Value = http
+        .get(format!("{base}/api/pi/sessions"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let status = http
+        .post(format!("{base}/api/pi/sessions/{id}/prompt"))
+        .bearer_auth(token)
+        .json(&json!({ "text": "/cards" }))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 202);
+    let refused = http
+        .get(format!("{base}/api/pi/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let page = http.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
+    let server = start();
+    let kept = server.session(ADA).await;
+    let closed = server.session(ADA).await;
+    server.prompt(ADA, &kept, "/app-next before-restart").await;
+    server.prompt(ADA, &kept, "/app-mount board").await;
+    server
+        .wait_snapshot(ADA, &kept, "the panel and the app", |s| {
+            s["panels"]["hits"].is_object() && s["apps"]["board"].is_object()
+        })
+        .await;
+    let (status, _) = server
+        .call(
+            "DELETE",
+            &format!("/api/pi/sessions/{closed}"),
+            Some(ADA),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert!(
+        server.dir().join("data/ada/closed").is_dir(),
+        "a closed session's file is kept aside"
+    );
+    let (_, before) = server.get("/api/pi/sessions", ADA).await;
+    let dir = server.stop();
+
+    let server = start_in(dir, "");
+    let (_, after) = server.get("/api/pi/sessions", ADA).await;
+    assert_eq!(after["sessions"].as_array().unwrap().len(), 1, "{after}");
+    assert_eq!(after["sessions"][0]["id"], kept.as_str());
+    assert_eq!(
+        after["sessions"][0]["createdAt"],
+        before["sessions"][0]["createdAt"]
+    );
+    assert_eq!(
+        after["sessions"][0]["extensions"],
+        before["sessions"][0]["extensions"]
+    );
+    let (_, full) = server.get(&format!("/api/pi/sessions/{kept}"), ADA).await;
+    assert!(full["transcript"].to_string().contains("before-restart"));
+    // The live dock comes back from the entries; the app is mounted again with a new token.
+    let snapshot = &full["snapshot"];
+    assert_eq!(
+        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        "before-restart"
+    );
+    assert!(snapshot["apps"]["board"]["token"].is_string());
+    // And the session works: a command reaches the reopened extension.
+    server.prompt(ADA, &kept, "/app-next after").await;
+    server
+        .wait_snapshot(ADA, &kept, "the panel after the restart", |s| {
+            s["panels"]["hits"]["props"]["rows"][1]["value"] == "after"
+        })
+        .await;
+    let (_, bob) = server.get("/api/pi/sessions", BOB).await;
+    assert_eq!(bob["sessions"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capability_grants_come_from_the_config_per_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let granted = dir.path().join("granted");
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(granted.join("a.txt"), "granted text").unwrap();
+    std::fs::write(secret.join("b.txt"), "secret text").unwrap();
+    let extra = format!(
+        "[grants.{:?}]\nread = [{:?}]\n",
+        ext("tests/fixtures/gui/gui-fixture.js"),
+        granted.to_string_lossy()
+    );
+    let server = start_in(dir, &extra);
+    let id = server.session(ADA).await;
+    let read = |path: std::path::PathBuf| format!("/read-file {}", path.to_string_lossy());
+    server.prompt(ADA, &id, &read(granted.join("a.txt"))).await;
+    server
+        .wait_snapshot(ADA, &id, "the granted read", |s| {
+            s["status"]["read"] == "granted text"
+        })
+        .await;
+    server.prompt(ADA, &id, &read(secret.join("b.txt"))).await;
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "the denied read", |s| {
+            s["status"]["read"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("denied"))
+        })
+        .await;
+    assert!(!snapshot.to_string().contains("secret text"));
+}
