@@ -8,8 +8,8 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use wasmtime::Result;
 
-use super::instance::{ExtensionState, WallDeadlineExceeded};
 use super::boundary::{MAX_JSON_BYTES, MAX_NAME_BYTES, check_name, parse_json, truncate};
+use super::instance::{ExtensionState, WallDeadlineExceeded};
 use super::limits::{Exceeded, Kind, MAX_ENTRIES};
 use super::pichamber::extension::host::Host;
 use super::pichamber::extension::types;

@@ -56,6 +56,9 @@ pub struct GrantConfig {
     pub run: Vec<String>,
     #[serde(default)]
     pub env: Vec<String>,
+    /// Hosts its `fetch` may reach (as `--allow-net`).
+    #[serde(default)]
+    pub net: Vec<String>,
 }
 
 impl From<&GrantConfig> for Grants {
@@ -65,6 +68,7 @@ impl From<&GrantConfig> for Grants {
             write: g.write.clone(),
             run: g.run.clone(),
             env: g.env.clone(),
+            net: g.net.clone(),
         }
     }
 }
