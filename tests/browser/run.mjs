@@ -3,6 +3,7 @@
 //   PICHAMBER_BIN=target/debug/pichamber node tests/browser/run.mjs [case-name-filter]
 // Screenshots go to $BROWSER_ARTIFACTS (default: <target>/browser-artifacts).
 import { spawn } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -183,7 +184,7 @@ test("action buttons run their commands", async ({ browser, run }) => {
 	const folder = transcript(page).getByLabel("Folder");
 	await waitFor(folder, "promptForArgs asks for the argument");
 	await folder.fill("docs/");
-	await transcript(page).getByRole("button", { name: "Run" }).click();
+	await transcript(page).getByRole("button", { name: "Run", exact: true }).click();
 	await waitFor(transcript(page).locator("article.card-markdown", { hasText: "Opened docs/" }), "the prompted argument reaches the handler");
 
 	// disabled and loading actions cannot be clicked.
@@ -376,6 +377,56 @@ test("a wrong token sees nothing", async ({ browser, run }) => {
 	assert(status === 401, `the API without a token answers 401 (got ${status})`);
 	await shot(page, "wrong-token");
 });
+
+test("another user's token cannot see the first user's session", async ({ browser }) => {
+	// `pichamber serve --config`: two users, each with a token of their own.
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pichamber-serve-"));
+	const token = () => crypto.randomUUID().replaceAll("-", "");
+	const alice = token();
+	const bob = token();
+	const config = path.join(dir, "server.json");
+	fs.writeFileSync(config, JSON.stringify({ listen: "127.0.0.1:0", cwd: dir, extensions: [EXT.fixture], users: [{ name: "alice", token: alice }, { name: "bob", token: bob }] }));
+	const server = await startServer(["serve", "--config", config]);
+	try {
+		const base = server.url.replace(/#.*$/, "").replace(/\/?$/, "/");
+		const a = await newPage(await browser.newContext());
+		await openApp(a, `${base}#token=${alice}`);
+		const sessionId = await newSession(a);
+		await send(a, "/panel 33");
+		await waitFor(dock(a).locator(".progress-value", { hasText: "33 / 100" }), "alice's panel shows");
+
+		const b = await newPage(await browser.newContext());
+		await openApp(b, `${base}#token=${bob}&session=${sessionId}`);
+		await b.waitForTimeout(500);
+		assert((await b.locator(`#session-list [data-session-id="${sessionId}"]`).count()) === 0, "bob's session list does not show alice's session");
+		assert(await b.locator("#session-view").isHidden(), "bob cannot open alice's session from the URL");
+		assert((await b.locator("#dock .panel-slot").count()) === 0, "no panel of alice's reaches bob's dock");
+		const answers = await b.evaluate(async (id) => {
+			const token = new URLSearchParams(location.hash.slice(1)).get("token");
+			const auth = { Authorization: `Bearer ${token}`, "Content-Type": "application/json" };
+			const get = await fetch(`/api/pi/sessions/${id}`, { headers: auth });
+			const prompt = await fetch(`/api/pi/sessions/${id}/prompt`, { method: "POST", headers: auth, body: JSON.stringify({ text: "/panel 99" }) });
+			const list = await (await fetch("/api/pi/sessions", { headers: auth })).json();
+			return { get: get.status, prompt: prompt.status, ids: list.sessions.map((s) => s.id) };
+		}, sessionId);
+		assert(answers.get === 404, `GET of another user's session answers 404 (got ${answers.get})`);
+		assert(answers.prompt === 404, `a prompt to another user's session answers 404 (got ${answers.prompt})`);
+		assert(!answers.ids.includes(sessionId), "the API's session list of bob lacks alice's session");
+		// Bob's own session is his alone, and alice's panel stayed as it was.
+		await newSession(b);
+		await send(b, "/panel 77");
+		await waitFor(dock(b).locator(".progress-value", { hasText: "77 / 100" }), "bob's own panel shows");
+		await a.waitForTimeout(500);
+		assert((await dock(a).locator(".progress-value", { hasText: "33 / 100" }).count()) === 1, "alice's dock still shows 33");
+		assert((await a.locator("#session-list .session-item").count()) === 1, "alice does not see bob's session");
+		await shot(a, "two-users-alice");
+		await shot(b, "two-users-bob");
+	} finally {
+		await server.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
+
 
 // ---------------------------------------------------------------------------------------------
 // Runner
