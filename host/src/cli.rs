@@ -93,6 +93,17 @@ enum Command {
     /// sandbox and compare tool results, UI requests, entries, files and capability denials
     /// with what the scenarios expect; or audit what an extension asks for and uses.
     Check(crate::check::CheckArgs),
+    /// Serve the web GUI and its HTTP API to several users: listen address, users and their
+    /// bearer tokens, extensions per user or for all, data directory and capability grants
+    /// come from a config file (TOML or JSON; see README).
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The config file (.toml, or JSON).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
 }
 
 #[derive(Args)]
@@ -333,6 +344,7 @@ pub fn main() -> ExitCode {
             Command::MockModel(args) => mock_model(args).await,
             Command::Export(args) => export(args),
             Command::Check(args) => crate::check::check(args).await,
+            Command::Serve(args) => serve_command(args).await,
         }
     });
     // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
@@ -487,6 +499,41 @@ async fn open_session(
     dialogs: Arc<dyn DialogResponder>,
     sink: EventSink,
 ) -> Result<Option<Session>> {
+    let r = resolve_session(args)?;
+    crate::launch::open_session(SessionSpec {
+        cwd: r.cwd,
+        artifacts: r.artifacts.into_iter().map(|(_, a)| a).collect(),
+        prompts: r.prompts,
+        skills: r.skills,
+        has_ui,
+        dialogs,
+        sink,
+        instance: r.instance,
+        flags: r.flags,
+        model: r.model,
+        agent: r.agent,
+        thinking: args.model.thinking.clone(),
+        store: r.store,
+        active_tools: args.agent.tools.clone(),
+    })
+    .await
+}
+
+/// What a session is opened from, resolved from the flags: the extensions found and built
+/// (with the path each came from), the model, the limits, the session file.
+struct ResolvedSession {
+    cwd: PathBuf,
+    artifacts: Vec<(PathBuf, Artifact)>,
+    prompts: Vec<crate::session::resources::ResourcePath>,
+    skills: Vec<crate::session::resources::ResourcePath>,
+    instance: InstanceOptions,
+    flags: Vec<(String, Value)>,
+    model: Option<Arc<ModelClient>>,
+    agent: AgentSettings,
+    store: Option<SessionStore>,
+}
+
+fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
     let cwd = match &args.cwd {
         Some(dir) => dir
             .canonicalize()
@@ -511,7 +558,7 @@ async fn open_session(
     let artifacts = sources
         .iter()
         .flat_map(|p| discovery::resolve_source(p).extensions)
-        .map(|p| load_artifact(&p))
+        .map(|p| load_artifact(&p).map(|a| (p, a)))
         .collect::<Result<Vec<_>>>()?;
     let model = model_from_args(&args.model)?;
     let store = match &args.session {
@@ -550,23 +597,17 @@ async fn open_session(
         retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
         ..Default::default()
     };
-    crate::launch::open_session(SessionSpec {
+    Ok(ResolvedSession {
         cwd,
         artifacts,
         prompts,
         skills,
-        has_ui,
-        dialogs,
-        sink,
         instance,
         flags: parse_flags(&args.flags)?,
         model,
         agent,
-        thinking: args.model.thinking.clone(),
         store,
-        active_tools: args.agent.tools.clone(),
     })
-    .await
 }
 
 fn export(args: ExportArgs) -> Result<ExitCode> {
@@ -595,6 +636,10 @@ fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
 
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     let steps = ordered_steps(&args, matches)?;
+    // No step to run headless: serve the GUI instead.
+    if steps.is_empty() && !args.json && !args.no_ui && args.answer.is_empty() {
+        return run_gui(&args.common).await;
+    }
     let common = &args.common;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
@@ -1005,4 +1050,129 @@ fn print_inspection(report: &Value) {
     list("providers", &report["providers"], &|p| {
         p["name"].as_str().unwrap_or_default().to_owned()
     });
+}
+
+/// `pichamber run EXT` with no step: the web GUI on loopback, one user with a random token,
+/// one session open with the extensions given.
+async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
+    let r = resolve_session(args)?;
+    if r.artifacts.is_empty() {
+        bail!(
+            "nothing to run: no extension given (pichamber run EXT, or -e EXT) and none found where pi looks (.pi/extensions with --trust-project, {}/extensions, settings.json)",
+            discovery::agent_dir().display()
+        );
+    }
+    let mut catalog = Vec::new();
+    for (path, artifact) in r.artifacts {
+        catalog.push(crate::server::hub::CatalogEntry::new(&path, artifact, None).await?);
+    }
+    let allowed: Vec<String> = catalog.iter().map(|e| e.id.clone()).collect();
+    let mut hub = crate::server::hub::Hub::new(crate::server::hub::Launcher {
+        cwd: r.cwd,
+        catalog,
+        instance: r.instance,
+        model: r.model,
+        agent: r.agent,
+        thinking: args.model.thinking.clone(),
+        data_dir: None,
+        prompts: r.prompts,
+        skills: r.skills,
+        flags: r.flags,
+    });
+    let token = crate::gui::random_token();
+    hub.add_user("local", &token, allowed);
+    let hub = Arc::new(hub);
+    let user = hub.user(&token).expect("the user just added");
+    hub.open_session(&user, None, r.store)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    say!("http://127.0.0.1:{port}/#token={token}");
+    esay!("pichamber: serving the GUI; open the URL above (Ctrl-C stops)");
+    crate::server::serve(hub, listener).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pichamber serve --config FILE`: the multi-user server.
+async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
+    use crate::server::config::ServerConfig;
+    use crate::server::hub::{CatalogEntry, Hub, Launcher};
+    let config = ServerConfig::load(&args.config)?;
+    let cwd = match &config.cwd {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("cwd {}", dir.display()))?,
+        None => std::env::current_dir()?,
+    };
+    // Each extension once, in the order the file names them.
+    let mut catalog: Vec<CatalogEntry> = Vec::new();
+    let mut ids_by_path: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
+    let all_paths = config
+        .extensions
+        .iter()
+        .chain(config.users.iter().flat_map(|u| u.extensions.iter()));
+    for path in all_paths {
+        if ids_by_path.contains_key(path) {
+            continue;
+        }
+        let mut ids = Vec::new();
+        for source in discovery::resolve_source(path).extensions {
+            let artifact = load_artifact(&source)?;
+            let entry = CatalogEntry::new(&source, artifact, config.grants_for(path)).await?;
+            ids.push(entry.id.clone());
+            catalog.push(entry);
+        }
+        ids_by_path.insert(path.clone(), ids);
+    }
+    let model = match &config.model {
+        None => None,
+        Some(m) => {
+            let args = ModelArgs {
+                script: m.script.clone(),
+                model: m.id.clone(),
+                provider: None,
+                base_url: m.base_url.clone(),
+                api_key_env: m
+                    .api_key_env
+                    .clone()
+                    .unwrap_or_else(|| "OPENAI_API_KEY".into()),
+                models: None,
+                thinking: "off".into(),
+            };
+            model_from_args(&args)?
+        }
+    };
+    let mut hub = Hub::new(Launcher {
+        cwd,
+        catalog,
+        instance: InstanceOptions::default(),
+        model,
+        agent: AgentSettings {
+            builtin_tools: false,
+            ..Default::default()
+        },
+        thinking: "off".into(),
+        data_dir: config.data_dir.clone(),
+        prompts: Vec::new(),
+        skills: Vec::new(),
+        flags: Vec::new(),
+    });
+    for user in &config.users {
+        let mut allowed: Vec<String> = Vec::new();
+        for path in config.extensions.iter().chain(&user.extensions) {
+            for id in &ids_by_path[path] {
+                if !allowed.contains(id) {
+                    allowed.push(id.clone());
+                }
+            }
+        }
+        hub.add_user(&user.name, &user.token, allowed);
+    }
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    say!("http://{}/", listener.local_addr()?);
+    crate::server::serve(Arc::new(hub), listener).await?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -92,6 +92,9 @@ pub struct Session {
     turn_index: u64,
     /// What was loaded, in order, to load again on reload and session switches.
     artifacts: Vec<Artifact>,
+    /// Grants for particular extensions (by source hash) instead of the session's
+    /// (`pichamber serve`'s capability policy per extension).
+    extension_grants: std::collections::HashMap<String, Arc<crate::capabilities::Grants>>,
 }
 
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
@@ -171,7 +174,18 @@ impl Session {
             workspace,
             turn_index: 0,
             artifacts: Vec::new(),
+            extension_grants: Default::default(),
         }
+    }
+
+    /// Gives the extension built from `source_hash` these grants instead of the session's
+    /// (for extensions loaded after this call).
+    pub fn set_extension_grants(
+        &mut self,
+        source_hash: &str,
+        grants: Arc<crate::capabilities::Grants>,
+    ) {
+        self.extension_grants.insert(source_hash.to_owned(), grants);
     }
 
     /// What the base system prompt is built from: the active tools' snippets and guidelines.
@@ -277,14 +291,15 @@ impl Session {
                 return Err(message);
             }
         };
-        match ExtensionInstance::start(
-            &prepared,
-            artifact,
-            index,
-            self.shared.clone(),
-            &self.options,
-        )
-        .await
+        let options = match self.extension_grants.get(&artifact.manifest.source_hash) {
+            Some(grants) => InstanceOptions {
+                grants: grants.clone(),
+                ..self.options.clone()
+            },
+            None => self.options.clone(),
+        };
+        match ExtensionInstance::start(&prepared, artifact, index, self.shared.clone(), &options)
+            .await
         {
             Ok(instance) => {
                 self.extensions.push(instance);
