@@ -227,6 +227,7 @@ test("dialogs and a form are answered and the extension gets the values", async 
 	await dialog.getByRole("button", { name: "Submit" }).click();
 	await waitFor(dialog.locator(".field-error", { hasText: /required/i }), "an empty required field is refused");
 	await dialog.getByLabel("Team").fill("core");
+	assert((await dialog.locator(".field-error", { hasText: /required/i }).count()) === 0, "the error clears once the field is filled");
 	await dialog.getByLabel("Years of experience").fill("3");
 	await dialog.getByLabel("Editor").selectOption("emacs");
 	await dialog.getByLabel("Works remotely").check();

@@ -1146,6 +1146,11 @@ function showUiDialog(sessionId, spec) {
 				}
 				control.dataset.fieldId = str(field.id, 128);
 				const errorId = `${id}-error`;
+				control.addEventListener("input", () => {
+					control.removeAttribute("aria-invalid");
+					const span = document.getElementById(errorId);
+					if (span) span.textContent = "";
+				});
 				control.setAttribute("aria-describedby", errorId);
 				const label = h("label", { for: id }, str(field.label, 256) || str(field.id, 128), field.required ? h("span", { class: "required", "aria-hidden": "true", text: " *" }) : null);
 				const row = h("div", { class: `form-row form-${type || "text"}` }, type === "checkbox" ? [control, label] : [label, control], h("span", { id: errorId, class: "field-error" }));
