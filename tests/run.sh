@@ -20,6 +20,7 @@ npm_install() { # folder with package-lock.json
 }
 npm_install tests/oracle
 npm_install tests/thirdparty
+npm_install tests/browser # playwright-core: drives Debian's chromium (no browser download)
 for lock in extensions/*/package-lock.json; do
   [ -e "$lock" ] && npm_install "$(dirname "$lock")"
 done
