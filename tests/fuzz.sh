@@ -14,7 +14,7 @@ command -v cargo-fuzz >/dev/null || { echo "tests/fuzz.sh: cargo-fuzz is require
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR=${FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-../target}/fuzz}
 cargo fuzz build --sanitizer none -O
-for target in boundary tool_arguments; do
+for target in boundary tool_arguments descriptor; do
   mkdir -p "corpus/$target"
   cp -n seeds/"$target"/* "corpus/$target/" 2>/dev/null || true
   echo "== fuzz $target for ${seconds}s"
