@@ -24,6 +24,8 @@ mod normalise;
 mod rpc;
 #[path = "corpus/scenario.rs"]
 mod scenario;
+#[path = "corpus/table.rs"]
+mod table;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,6 +36,7 @@ use std::time::{Duration, Instant};
 use normalise::Paths;
 use scenario::{Kind, Record};
 use serde_json::{Value, json};
+use table::{cell, cut, yes_no};
 
 /// How one example fared.
 #[derive(Debug, Clone)]
@@ -49,25 +52,6 @@ struct Outcome {
     took: Duration,
     /// Every step that differs, with its first difference (printed with CORPUS_VERBOSE).
     details: Vec<String>,
-}
-
-/// `text` cut to `max` characters.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() > max {
-        format!("{}…", text.chars().take(max).collect::<String>())
-    } else {
-        text.to_owned()
-    }
-}
-
-/// Markdown table cell text: one line, no pipes.
-fn cell(text: &str) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    one_line.replace('|', "\\|")
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b { "yes" } else { "no" }
 }
 
 /// The head of docs/COMPATIBILITY.md: what was run and how it is compared.

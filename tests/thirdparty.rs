@@ -20,6 +20,8 @@ mod rpc;
 #[allow(dead_code)]
 #[path = "corpus/scenario.rs"]
 mod scenario;
+#[path = "corpus/table.rs"]
+mod table;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant};
 use normalise::Paths;
 use scenario::{Kind, Record};
 use serde_json::{Value, json};
+use table::{cell, cut, yes_no};
 
 /// What each package is, and why it differs when it does for a reason the harness cannot
 /// see (a note written after investigating; shown next to the generated first difference).
@@ -116,23 +119,6 @@ struct Outcome {
     tools: usize,
     took: Duration,
     details: Vec<String>,
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() > max {
-        format!("{}…", text.chars().take(max).collect::<String>())
-    } else {
-        text.to_owned()
-    }
-}
-
-fn cell(text: &str) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    one_line.replace('|', "\\|")
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b { "yes" } else { "no" }
 }
 
 fn thirdparty_dir() -> PathBuf {
