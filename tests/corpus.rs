@@ -29,8 +29,6 @@ mod table;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use normalise::Paths;
@@ -366,36 +364,25 @@ fn compatibility_table() {
     let base = tempfile::tempdir().unwrap();
     scenario::use_private_binary(base.path());
     let builtins = scenario::builtin_tools(base.path().canonicalize().unwrap().join("builtins"));
-    let next = AtomicUsize::new(0);
-    let outcomes: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(name) = names.get(i) else { break };
-                    let outcome = run_example(name, &builtins, pi_vs_pi);
-                    eprintln!(
-                        "corpus: {name}: {} in {:.1}s{}",
-                        if outcome.same { "same" } else { "differs" },
-                        outcome.took.as_secs_f64(),
-                        if outcome.same {
-                            String::new()
-                        } else {
-                            format!(" — {}", outcome.reason)
-                        }
-                    );
-                    if verbose {
-                        for detail in &outcome.details {
-                            eprintln!("corpus:   {name}: {detail}");
-                        }
-                    }
-                    outcomes.lock().unwrap().push(outcome);
-                }
-            });
+    let mut outcomes = table::in_parallel(&names, threads, |name| {
+        let outcome = run_example(name, &builtins, pi_vs_pi);
+        eprintln!(
+            "corpus: {name}: {} in {:.1}s{}",
+            if outcome.same { "same" } else { "differs" },
+            outcome.took.as_secs_f64(),
+            if outcome.same {
+                String::new()
+            } else {
+                format!(" — {}", outcome.reason)
+            }
+        );
+        if verbose {
+            for detail in &outcome.details {
+                eprintln!("corpus:   {name}: {detail}");
+            }
         }
+        outcome
     });
-    let mut outcomes = outcomes.into_inner().unwrap();
     outcomes.sort_by(|a, b| a.name.cmp(&b.name));
     let table = report(&outcomes);
     // Written to stderr directly, not through the test harness's capture, so the run time

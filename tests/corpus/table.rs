@@ -19,3 +19,27 @@ pub fn cell(text: &str) -> String {
 pub fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
+
+/// Runs `run` on every item, `threads` at a time (most of an item's time is spent waiting for
+/// its processes, so a few more than the cores), and returns the results in finishing order.
+pub fn in_parallel<I: Sync, T: Send>(
+    items: &[I],
+    threads: usize,
+    run: impl Fn(&I) -> T + Sync,
+) -> Vec<T> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                while let Some(item) = items.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    let result = run(item);
+                    results.lock().unwrap().push(result);
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap()
+}
