@@ -328,11 +328,7 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
                 _ => "extension".into(),
             }
         });
-    let requested_capabilities = package
-        .as_ref()
-        .and_then(|p| p.pichamber.as_ref())
-        .and_then(|p| p.get("capabilities").cloned())
-        .unwrap_or_else(|| serde_json::json!({}));
+    let requested_capabilities = requested_capabilities(&layout, package.as_ref())?.to_value();
     Ok(Bundle {
         entry: entry_id,
         modules,
@@ -343,6 +339,38 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
         input: std::path::absolute(input).unwrap_or_else(|_| input.to_path_buf()),
         root: layout.root.clone(),
     })
+}
+
+/// What the extension asks for: package.json's `pichamber.capabilities`, or the entry file's
+/// `// pichamber.capabilities: {...}` line (one place, not both).
+fn requested_capabilities(
+    layout: &Layout,
+    package: Option<&PackageInfo>,
+) -> Result<crate::access::Requests, BuildError> {
+    use crate::access::Requests;
+    let declared = package
+        .and_then(|p| p.pichamber.as_ref())
+        .and_then(|p| p.get("capabilities"));
+    let source = std::fs::read_to_string(&layout.entry).unwrap_or_default();
+    let inline = Requests::from_inline(&source).map_err(|(line, message)| BuildError {
+        file: layout.entry.display().to_string(),
+        line,
+        column: 1,
+        message,
+    })?;
+    match (declared, inline) {
+        (Some(_), Some(_)) => Err(plain_error(
+            &layout.entry,
+            "capabilities are requested both in package.json (pichamber.capabilities) and in a comment here; keep one",
+        )),
+        (Some(value), None) => Requests::parse(value).map_err(|e| {
+            plain_error(
+                &layout.root.join("package.json"),
+                format!("pichamber.capabilities: {e}"),
+            )
+        }),
+        (None, inline) => Ok(inline.unwrap_or_default()),
+    }
 }
 
 /// Canonical module ids: `/ext/<path inside the package>`; files outside it get an opaque

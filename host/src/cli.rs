@@ -1009,7 +1009,10 @@ fn print_inspection(report: &Value) {
         m["modules"],
         m["entry"].as_str().unwrap_or("?")
     );
-    say!("  capabilities: {}", m["capabilities"]);
+    say!(
+        "  capabilities: {}",
+        crate::access::Requests::describe_manifest(&m["capabilities"])
+    );
     if report["loaded"] != json!(true) {
         for e in report["errors"].as_array().into_iter().flatten() {
             say!("  LOAD FAILED:  {}", e.as_str().unwrap_or_default());

@@ -5,6 +5,7 @@
 //! - [`artifact`]: the `.wasm` file format (guest shim + manifest + modules).
 //! - [`runtime`]: wasmtime engine, compile cache, instances, the host side of the WIT.
 //! - [`capabilities`]: what an extension may reach outside its sandbox.
+//! - [`access`]: what an extension asks for, the operator's policy, and users' approvals.
 //! - [`session`]: a session's extensions and pi's event semantics across them.
 //! - [`source_map`]: runtime error positions mapped back to the extension's sources.
 //! - [`tools`]: pi's built-in tools (read, bash, edit, write, grep, find, ls), confined to the
@@ -17,6 +18,7 @@
 //! - [`check`]: `pichamber check`, scenario files for CI and extension audits.
 //! - [`cli`]: the `pichamber` command.
 
+pub mod access;
 pub mod artifact;
 pub mod bundle;
 pub mod capabilities;

@@ -40,6 +40,69 @@ fn host_matches(pattern: &str, host: &str, port: u16) -> bool {
     }
 }
 
+/// Splits `name[:port]` (the name lower-cased); `None` for a port that is not a number.
+fn split_pattern(pattern: &str) -> Option<(String, Option<u16>)> {
+    let pattern = pattern.to_ascii_lowercase();
+    if pattern.parse::<std::net::IpAddr>().is_ok()
+        || (pattern.starts_with('[') && pattern.ends_with(']'))
+    {
+        return Some((pattern, None));
+    }
+    match pattern.rsplit_once(':') {
+        Some((name, p)) if !name.contains(']') || name.ends_with(']') => {
+            p.parse::<u16>().ok().map(|p| (name.to_owned(), Some(p)))
+        }
+        _ => Some((pattern, None)),
+    }
+}
+
+/// Whether `pattern` is a host as `--allow-net` takes it: a DNS name or an IP address, or
+/// `*.` and a name, with an optional `:port`; no scheme, path or other wildcard.
+pub fn is_host_pattern(pattern: &str) -> bool {
+    let Some((name, _)) = split_pattern(pattern) else {
+        return false;
+    };
+    let name = name.strip_prefix("*.").unwrap_or(&name);
+    if name.parse::<std::net::IpAddr>().is_ok()
+        || name
+            .strip_prefix('[')
+            .and_then(|n| n.strip_suffix(']'))
+            .is_some_and(|n| n.parse::<std::net::Ipv6Addr>().is_ok())
+    {
+        return true;
+    }
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+/// Whether a granted `pattern` covers every host a requested pattern names (a request for
+/// `*.github.com` is covered by `*.github.com` or `*.com`, not by `api.github.com`).
+pub fn pattern_covers(granted: &str, requested: &str) -> bool {
+    let (Some((grant_name, grant_port)), Some((want_name, want_port))) =
+        (split_pattern(granted), split_pattern(requested))
+    else {
+        return false;
+    };
+    if grant_port.is_some() && grant_port != want_port {
+        return false;
+    }
+    match (grant_name.strip_prefix("*."), want_name.strip_prefix("*.")) {
+        (None, None) => grant_name == want_name,
+        (None, Some(_)) => false,
+        (Some(suffix), wanted) => {
+            let wanted = wanted.unwrap_or(&want_name);
+            (wanted == suffix && want_name.starts_with("*."))
+                || (wanted.len() > suffix.len() && wanted.ends_with(&format!(".{suffix}")))
+        }
+    }
+}
+
 /// The refusal for a URL whose host is not granted, naming the flag that grants it.
 fn check_url(grants: &Grants, url: &reqwest::Url) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {
@@ -181,7 +244,42 @@ fn fetch_error(url: &reqwest::Url, e: &reqwest::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::host_matches;
+    use super::{host_matches, is_host_pattern, pattern_covers};
+
+    #[test]
+    fn host_patterns_and_their_coverage() {
+        for good in [
+            "example.com",
+            "*.example.com",
+            "localhost:8080",
+            "127.0.0.1",
+            "[::1]:80",
+        ] {
+            assert!(is_host_pattern(good), "{good}");
+        }
+        for bad in [
+            "",
+            "http://x.com",
+            "x.com/a",
+            "*",
+            "a*.com",
+            "x.com:port",
+            "-x.com",
+            "a..b",
+        ] {
+            assert!(!is_host_pattern(bad), "{bad}");
+        }
+        assert!(pattern_covers("api.github.com", "api.github.com"));
+        assert!(pattern_covers("*.github.com", "api.github.com"));
+        assert!(pattern_covers("*.github.com", "*.github.com"));
+        assert!(pattern_covers("*.com", "*.github.com"));
+        assert!(!pattern_covers("*.github.com", "github.com"));
+        assert!(!pattern_covers("api.github.com", "*.github.com"));
+        assert!(!pattern_covers("*.github.com", "*.com"));
+        assert!(pattern_covers("example.com", "example.com:8443"));
+        assert!(!pattern_covers("example.com:443", "example.com"));
+        assert!(pattern_covers("example.com:443", "example.com:443"));
+    }
 
     #[test]
     fn granted_hosts_match_exactly_by_suffix_and_by_port() {

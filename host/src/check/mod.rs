@@ -193,7 +193,10 @@ pub fn audit_text(requested: &Value, used: Option<&Usage>) -> String {
         m["sourceHash"].as_str().unwrap_or("?")
     ));
     out.push_str("requests (loaded with no grants):\n");
-    out.push_str(&format!("  capabilities: {}\n", m["capabilities"]));
+    out.push_str(&format!(
+        "  capabilities: {}\n",
+        crate::access::Requests::describe_manifest(&m["capabilities"])
+    ));
     if requested["loaded"] != json!(true) {
         for e in requested["errors"].as_array().into_iter().flatten() {
             out.push_str(&format!(
