@@ -67,6 +67,11 @@ token = "{BOB}"
         dialogs = ext("extensions/dialogs"),
         fixture = ext("tests/fixtures/gui/gui-fixture.js"),
     );
+    start_config(dir, &config)
+}
+
+/// `pichamber serve` with this config, written to `serve.toml` in `dir`.
+fn start_config(dir: tempfile::TempDir, config: &str) -> Server {
     let path = dir.path().join("serve.toml");
     std::fs::write(&path, config).unwrap();
     let mut child = Command::new(common::bin())
@@ -1306,4 +1311,242 @@ async fn capability_grants_come_from_the_config_per_extension() {
         })
         .await;
     assert!(!snapshot.to_string().contains("secret text"));
+}
+
+/// The `pichamber.ui` cards of a session's transcript, once there are `n`.
+async fn wait_cards(server: &Server, token: &str, session: &str, n: usize) -> Vec<Value> {
+    for _ in 0..200 {
+        let (status, body) = server
+            .get(&format!("/api/pi/sessions/{session}"), token)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let cards: Vec<Value> = body["transcript"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["customType"] == "pichamber.ui")
+            .cloned()
+            .collect();
+        if cards.len() >= n {
+            return cards;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {n} card(s) in {session}");
+}
+
+/// The rows of git-glance's card: label → value.
+fn glance_rows(card: &Value) -> std::collections::BTreeMap<String, String> {
+    card["data"]["props"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["label"].as_str().unwrap().to_owned(),
+                r["value"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_offered_within_the_policy_and_remembered_per_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "trunk"]);
+    let glance = ext("extensions/git-glance");
+    // ada's policy lets her approve git, not reading the folder; bob has no policy.
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = {data:?}
+cwd = {ws:?}
+extensions = [{glance:?}]
+
+[[users]]
+name = "ada"
+token = "{ADA}"
+[users.policy.{glance:?}]
+run = ["git"]
+
+[[users]]
+name = "bob"
+token = "{BOB}"
+"#,
+        data = dir.path().join("data").to_string_lossy(),
+        ws = ws.to_string_lossy(),
+    );
+    let data = dir.path().join("data");
+    let server = start_config(dir, &config);
+
+    let (_, listed) = server.get("/api/pi/extensions", ADA).await;
+    let info = &listed["extensions"][0];
+    let id = info["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        info["capabilities"],
+        json!({
+            "requested": [{ "kind": "read", "value": "." }, { "kind": "run", "value": "git" }],
+            "approved": [],
+            "reason": "to show the folder's files and its git status",
+        })
+    );
+    assert!(
+        !listed.to_string().contains(&*ws.to_string_lossy()),
+        "no host path: {listed}"
+    );
+
+    // Bob: nothing beyond his grants is offered.
+    let bobs = server.session(BOB).await;
+    assert_eq!(server.snapshot(BOB, &bobs).await["approvals"], json!([]));
+
+    // Ada: git is offered, reading the folder is refused by the policy.
+    let first = server.session(ADA).await;
+    let approvals = server.snapshot(ADA, &first).await["approvals"].clone();
+    assert_eq!(approvals.as_array().unwrap().len(), 1, "{approvals}");
+    assert_eq!(approvals[0]["extension"], json!(id));
+    assert_eq!(approvals[0]["name"], "git-glance");
+    assert_eq!(
+        approvals[0]["items"],
+        json!([{ "kind": "run", "value": "git" }])
+    );
+    assert_eq!(approvals[0]["refused"][0]["kind"], "read");
+    assert!(
+        approvals[0]["refused"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("policy")
+    );
+
+    // Before an answer the extension runs with its grants alone.
+    server.prompt(ADA, &first, "/glance").await;
+    let rows = glance_rows(&wait_cards(&server, ADA, &first, 1).await[0]);
+    assert!(rows["Git"].contains("--allow-run=git"), "{rows:?}");
+    assert!(rows["Files"].contains("--allow-read"), "{rows:?}");
+
+    let decide = |session: &str, extension: &str, decision: &str| {
+        let path = format!("/api/pi/sessions/{session}/approvals/{extension}");
+        let body = json!({ "decision": decision });
+        let server = &server;
+        async move { server.post(&path, ADA, body).await }
+    };
+    assert_eq!(decide(&first, &id, "maybe").await.0, 400);
+    assert_eq!(decide(&first, "nope", "once").await.0, 404);
+    assert_eq!(
+        server
+            .call(
+                "POST",
+                &format!("/api/pi/sessions/{first}/approvals/{id}"),
+                Some(BOB),
+                Some(json!({ "decision": "once" }))
+            )
+            .await
+            .0,
+        404,
+        "another user's session"
+    );
+    let (status, answer) = decide(&first, &id, "once").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["granted"],
+        json!([{ "kind": "run", "value": "git" }])
+    );
+    assert_eq!(server.snapshot(ADA, &first).await["approvals"], json!([]));
+    assert_eq!(decide(&first, &id, "once").await.0, 404, "answered already");
+    server.prompt(ADA, &first, "/glance").await;
+    let rows = glance_rows(&wait_cards(&server, ADA, &first, 2).await[1]);
+    assert_eq!(
+        rows.get("Branch").map(String::as_str),
+        Some("No commits yet on trunk"),
+        "{rows:?}"
+    );
+    // Never wider than the policy: the folder stays unreadable.
+    assert!(rows["Files"].contains("--allow-read"), "{rows:?}");
+
+    // "once" was for that session; "always" is remembered for this build, for ada only.
+    let second = server.session(ADA).await;
+    assert_eq!(
+        server.snapshot(ADA, &second).await["approvals"][0]["items"],
+        json!([{ "kind": "run", "value": "git" }])
+    );
+    assert_eq!(decide(&second, &id, "always").await.0, 200);
+    let saved = std::fs::read_to_string(data.join("ada/approvals.json")).unwrap();
+    assert!(saved.contains("\"git\""), "{saved}");
+    let third = server.session(ADA).await;
+    assert_eq!(server.snapshot(ADA, &third).await["approvals"], json!([]));
+    server.prompt(ADA, &third, "/glance").await;
+    let rows = glance_rows(&wait_cards(&server, ADA, &third, 1).await[0]);
+    assert!(rows.contains_key("Branch"), "{rows:?}");
+    let (_, listed) = server.get("/api/pi/extensions", ADA).await;
+    assert_eq!(
+        listed["extensions"][0]["capabilities"]["approved"],
+        json!([{ "kind": "run", "value": "git" }])
+    );
+    let bobs = server.session(BOB).await;
+    assert_eq!(server.snapshot(BOB, &bobs).await["approvals"], json!([]));
+
+    // Forgotten, it is asked again; denied, the extension goes on without.
+    let (status, forgot) = server
+        .call(
+            "DELETE",
+            &format!("/api/pi/extensions/{id}/approvals"),
+            Some(ADA),
+            None,
+        )
+        .await;
+    assert_eq!((status, &forgot["forgot"]), (200, &json!(true)), "{forgot}");
+    let fourth = server.session(ADA).await;
+    assert_eq!(
+        server.snapshot(ADA, &fourth).await["approvals"][0]["extension"],
+        json!(id)
+    );
+    let (status, answer) = decide(&fourth, &id, "deny").await;
+    assert_eq!((status, &answer["granted"]), (200, &json!([])), "{answer}");
+    assert_eq!(server.snapshot(ADA, &fourth).await["approvals"], json!([]));
+    server.prompt(ADA, &fourth, "/glance").await;
+    let rows = glance_rows(&wait_cards(&server, ADA, &fourth, 1).await[0]);
+    assert!(rows["Git"].contains("--allow-run=git"), "{rows:?}");
+}
+
+#[test]
+fn a_grant_wider_than_the_policy_stops_the_server_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let glance = ext("extensions/git-glance");
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+extensions = [{glance:?}]
+[grants.{glance:?}]
+run = ["git", "sh"]
+[policy.{glance:?}]
+run = ["git"]
+[[users]]
+name = "ada"
+token = "{ADA}"
+"#
+    );
+    let path = dir.path().join("serve.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new(common::bin())
+        .args(["serve", "--config"])
+        .arg(&path)
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--allow-run=sh") && stderr.contains("wider than the policy"),
+        "{stderr}"
+    );
 }

@@ -307,6 +307,15 @@ struct GrantArgs {
     /// optional `:port`); nothing else reaches the network.
     #[arg(long, value_name = "HOST", value_delimiter = ',')]
     allow_net: Vec<String>,
+    /// Grant nothing: the default without any --allow-* flag, said explicitly (refused
+    /// together with one).
+    #[arg(long, conflicts_with_all = ["allow_read", "allow_write", "allow_run", "allow_env", "allow_net"])]
+    deny_all: bool,
+    /// With the GUI (`pichamber run EXT` without steps), what an extension requests beyond
+    /// these grants is offered for approval in the page; with --no-prompt it is not, and the
+    /// extension runs with these grants alone.
+    #[arg(long)]
+    no_prompt: bool,
 }
 
 #[derive(Args)]
@@ -505,6 +514,12 @@ async fn open_session(
     sink: EventSink,
 ) -> Result<Option<Session>> {
     let r = resolve_session(args)?;
+    // Asking grants nothing without the GUI: say what was asked and how to grant it.
+    for (_, artifact) in &r.artifacts {
+        if let Some(note) = crate::access::ungranted_note(artifact, &r.instance.grants, &r.cwd) {
+            esay!("pichamber: {note}");
+        }
+    }
     crate::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts: r.artifacts.into_iter().map(|(_, a)| a).collect(),
@@ -1073,9 +1088,29 @@ async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
     }
     let mut catalog = Vec::new();
     for (path, artifact) in r.artifacts {
-        catalog.push(crate::server::hub::CatalogEntry::new(&path, artifact, None).await?);
+        catalog.push(crate::server::hub::CatalogEntry::new(&path, artifact).await?);
     }
     let allowed: Vec<String> = catalog.iter().map(|e| e.id.clone()).collect();
+    // The person at this terminal is the operator: the page may offer whatever an extension
+    // requests (unless --no-prompt); "always" is remembered in the local data folder.
+    let access: std::collections::HashMap<String, crate::access::Access> = catalog
+        .iter()
+        .map(|e| {
+            let access = crate::access::Access {
+                grants: (*r.instance.grants).clone(),
+                ceiling: if args.grants.no_prompt {
+                    crate::access::Ceiling::Grants
+                } else {
+                    crate::access::Ceiling::Requests
+                },
+            };
+            (e.id.clone(), access)
+        })
+        .collect();
+    let approvals = match crate::access::ApprovalStore::local_file() {
+        Some(file) => crate::access::ApprovalStore::at(file),
+        None => crate::access::ApprovalStore::in_memory(),
+    };
     let mut hub = crate::server::hub::Hub::new(crate::server::hub::Launcher {
         cwd: r.cwd,
         catalog,
@@ -1089,7 +1124,7 @@ async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
         flags: r.flags,
     });
     let token = crate::gui::random_token();
-    hub.add_user("local", &token, allowed);
+    hub.add_user("local", &token, allowed, access, approvals);
     let hub = Arc::new(hub);
     let user = hub.user(&token).expect("the user just added");
     hub.open_session(&user, None, r.store)
@@ -1128,7 +1163,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
         let mut ids = Vec::new();
         for source in discovery::resolve_source(path).extensions {
             let artifact = load_artifact(&source)?;
-            let entry = CatalogEntry::new(&source, artifact, config.grants_for(path)).await?;
+            let entry = CatalogEntry::new(&source, artifact).await?;
             ids.push(entry.id.clone());
             catalog.push(entry);
         }
@@ -1169,14 +1204,25 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     });
     for user in &config.users {
         let mut allowed: Vec<String> = Vec::new();
+        let mut access = std::collections::HashMap::new();
         for path in config.extensions.iter().chain(&user.extensions) {
             for id in &ids_by_path[path] {
                 if !allowed.contains(id) {
                     allowed.push(id.clone());
+                    access.insert(
+                        id.clone(),
+                        config.access_for(user, path, &hub.launcher.cwd)?,
+                    );
                 }
             }
         }
-        hub.add_user(&user.name, &user.token, allowed);
+        let approvals = match &config.data_dir {
+            Some(dir) => {
+                crate::access::ApprovalStore::at(dir.join(&user.name).join("approvals.json"))
+            }
+            None => crate::access::ApprovalStore::in_memory(),
+        };
+        hub.add_user(&user.name, &user.token, allowed, access, approvals);
     }
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

@@ -38,6 +38,7 @@ const EXT = {
 	cards: path.join(root, "extensions/card-demo"),
 	dialogs: path.join(root, "extensions/dialogs"),
 	fixture: path.join(here, "extensions/gui-fixture"),
+	glance: path.join(root, "extensions/git-glance"),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -49,9 +50,9 @@ process.on("exit", () => {
 });
 
 /** Starts `pichamber ARGS` and waits for the `http://127.0.0.1:PORT/...` line it prints. */
-function startServer(args, { cwd = root, pattern = /(http:\/\/127\.0\.0\.1:\d+\/\S*)/ } = {}) {
+function startServer(args, { cwd = root, env = {}, pattern = /(http:\/\/127\.0\.0\.1:\d+\/\S*)/ } = {}) {
 	return new Promise((resolve, reject) => {
-		const child = spawn(BIN, args, { cwd, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
+		const child = spawn(BIN, args, { cwd, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1", ...env } });
 		children.add(child);
 		let out = "";
 		const timer = setTimeout(() => reject(new Error(`pichamber ${args.join(" ")}: no URL within 120 s; output:\n${out}`)), 120_000);
@@ -428,6 +429,72 @@ test("another user's token cannot see the first user's session", async ({ browse
 	}
 });
 
+test("an extension's capability request is approved once, always, or denied", async ({ browser }) => {
+	// `pichamber run EXT`: the person at the terminal may approve whatever git-glance requests
+	// (read ".", run git); "always" is remembered under XDG_DATA_HOME, here a fresh folder.
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pichamber-approval-"));
+	const repo = path.join(dir, "repo");
+	fs.mkdirSync(repo);
+	fs.writeFileSync(path.join(repo, "readme.md"), "# hi\n");
+	const git = spawn("git", ["init", "-q", "-b", "trunk"], { cwd: repo });
+	await new Promise((resolve) => git.once("exit", resolve));
+	const data = path.join(dir, "data");
+	const server = await startServer(["run", EXT.glance, "--cwd", repo], { env: { XDG_DATA_HOME: data } });
+	try {
+		const page = await newPage(await browser.newContext());
+		await openApp(page, server.url);
+		await waitFor(page.locator("#session-view:not([hidden])"), "the one session opens");
+		const request = page.getByRole("region", { name: "Capability request from git-glance" });
+		await waitFor(request, "the approval request shows");
+		for (const text of ["run the program git", "read files in the working directory", "Why: to show the folder's files and its git status"]) {
+			await waitFor(request.getByText(text), `the request says "${text}"`);
+		}
+		await shot(page, "approval-request");
+		const kvCards = transcript(page).locator("article.card-kv");
+
+		// Before an answer it runs with no grant: each row shows the sandbox's error.
+		await send(page, "/glance");
+		await waitFor(kvCards.nth(0).getByText(/--allow-run=git/), "without approval git is denied, naming the flag");
+		await request.getByRole("button", { name: "Allow once" }).click();
+		await page.waitForFunction(() => !document.querySelector("#approvals section"), null, { timeout: STEP });
+		await send(page, "/glance");
+		await waitFor(kvCards.nth(1).getByText("No commits yet on trunk"), "allowed once, git runs");
+		await waitFor(kvCards.nth(1).getByText("readme.md"), "allowed once, the folder is read");
+
+		// A new session asks again; "always" is remembered for this build of the extension.
+		await newSession(page);
+		await waitFor(request, "a new session asks again after allow-once");
+		await request.getByRole("button", { name: "Always allow" }).click();
+		await page.waitForFunction(() => !document.querySelector("#approvals section"), null, { timeout: STEP });
+		const saved = JSON.parse(fs.readFileSync(path.join(data, "pichamber/approvals.json"), "utf8"));
+		assert(JSON.stringify(saved).includes('"git"'), `the approval is saved (${JSON.stringify(saved)})`);
+		await newSession(page);
+		await send(page, "/glance");
+		await waitFor(kvCards.nth(0).getByText("No commits yet on trunk"), "always allowed: the next session has the grants");
+		assert((await page.locator("#approvals section").count()) === 0, "and asks nothing");
+
+		// Forgotten, it asks again; denied, the extension goes on without and says why.
+		const forgot = await page.evaluate(async () => {
+			const token = new URLSearchParams(location.hash.slice(1)).get("token");
+			const list = await (await fetch("/api/pi/extensions", { headers: { Authorization: `Bearer ${token}` } })).json();
+			const id = list.extensions[0].id;
+			return (await fetch(`/api/pi/extensions/${id}/approvals`, { method: "DELETE", headers: { Authorization: `Bearer ${token}` } })).json();
+		});
+		assert(forgot.forgot === true, `the approval is forgotten (${JSON.stringify(forgot)})`);
+		await newSession(page);
+		await waitFor(request, "after forgetting, a new session asks again");
+		await request.getByRole("button", { name: "Deny" }).click();
+		await page.waitForFunction(() => !document.querySelector("#approvals section"), null, { timeout: STEP });
+		await send(page, "/glance");
+		await waitFor(kvCards.nth(0).getByText(/--allow-run=git/), "denied: git is refused, naming the flag");
+		await waitFor(kvCards.nth(0).getByText(/--allow-read=/), "denied: the folder is refused, naming the flag");
+		await shot(page, "approval-denied");
+		assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
+	} finally {
+		await server.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
 
 // ---------------------------------------------------------------------------------------------
 // Runner

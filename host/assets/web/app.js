@@ -32,7 +32,7 @@ const state = {
 };
 
 function emptySnapshot() {
-	return { status: {}, widgets: {}, title: null, dialogs: [], panels: {}, apps: {}, busy: false };
+	return { status: {}, widgets: {}, title: null, dialogs: [], panels: {}, apps: {}, approvals: [], busy: false };
 }
 
 function liveOf(sessionId) {
@@ -333,6 +333,17 @@ function handleUiEvent(sessionId, data) {
 			if (data.removed) delete snap.panels[data.id];
 			else if (data.card?.id !== undefined) snap.panels[data.card.id] = data.card;
 			if (isCurrent) renderDock();
+			break;
+		case "approval":
+			if (data.approval?.extension !== undefined) {
+				snap.approvals = (snap.approvals || []).filter((a) => a.extension !== data.approval.extension);
+				snap.approvals.push(data.approval);
+			}
+			if (isCurrent) renderApprovals();
+			break;
+		case "approval.closed":
+			snap.approvals = (snap.approvals || []).filter((a) => a.extension !== data.extension);
+			if (isCurrent) renderApprovals();
 			break;
 		case "app":
 			if (data.removed) delete snap.apps[data.appId];
@@ -902,6 +913,7 @@ function showArgsPrompt(wrap, button, action, fire) {
 // Live state: status, widgets, title, dock, apps, dialogs
 
 function renderLive() {
+	renderApprovals();
 	renderTitle();
 	renderStatus();
 	renderWidgets();
@@ -914,6 +926,69 @@ function renderLive() {
 
 function snapshot() {
 	return state.current ? liveOf(state.current).snapshot : emptySnapshot();
+}
+
+// Approvals: what an extension requested beyond its grants, for the user to allow or not.
+
+const CAPABILITY_WORDS = {
+	read: (v) => ["read files in", v],
+	write: (v) => ["read and write files in", v],
+	run: (v) => ["run the program", v],
+	env: (v) => ["see the environment variable", v],
+	net: (v) => ["connect to", v],
+};
+
+function capabilityItem(item, why) {
+	const words = CAPABILITY_WORDS[item?.kind] || ((v) => [str(item?.kind, 16), v]);
+	const [verb, value] = words(str(item?.value, 1024));
+	const where = (item?.kind === "read" || item?.kind === "write") && value === "." ? "the working directory" : null;
+	const li = h("li", { dataset: { kind: str(item?.kind, 16) } }, `${verb} `, where ? where : h("code", { text: value }));
+	if (why) li.append(h("span", { class: "approval-why", text: ` — ${str(why, 300)}` }));
+	return li;
+}
+
+function renderApprovals() {
+	const box = $("approvals");
+	box.replaceChildren();
+	const sessionId = state.current;
+	for (const approval of snapshot().approvals || []) {
+		const name = str(approval.name, 128);
+		const decide = async (decision, buttons) => {
+			for (const b of buttons) b.disabled = true;
+			try {
+				await api("POST", `/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(approval.extension)}`, { decision });
+				const snap = liveOf(sessionId).snapshot;
+				snap.approvals = (snap.approvals || []).filter((a) => a.extension !== approval.extension);
+				if (decision !== "deny") toast(`${name}: allowed ${decision === "always" ? "from now on" : "for this session"}`, "success");
+			} catch (error) {
+				if (error.status !== 404) toast(`Approval failed: ${error.message}`, "error");
+				for (const b of buttons) b.disabled = false;
+			}
+			if (state.current === sessionId) renderApprovals();
+		};
+		const buttons = [
+			h("button", { type: "button", class: "btn primary", text: "Allow once", title: "For this session only" }),
+			h("button", { type: "button", class: "btn secondary", text: "Always allow", title: "For this version of the extension, in every session" }),
+			h("button", { type: "button", class: "btn danger", text: "Deny", title: "It runs without them; what needs them fails with an error" }),
+		];
+		["once", "always", "deny"].forEach((decision, i) => buttons[i].addEventListener("click", () => decide(decision, buttons)));
+		const section = h(
+			"section",
+			{ class: "approval", role: "region", "aria-label": `Capability request from ${name}`, dataset: { extension: str(approval.extension, 64) } },
+			h("h3", {}, h("strong", { text: name }), " asks to:"),
+			h("ul", { class: "approval-items" }, ...(approval.items || []).slice(0, 64).map((item) => capabilityItem(item))),
+		);
+		if (approval.reason) section.append(h("p", { class: "approval-reason", text: `Why: ${str(approval.reason, 300)}` }));
+		if ((approval.refused || []).length) {
+			section.append(
+				h("p", { class: "approval-note", text: "Also requested, not available here:" }),
+				h("ul", { class: "approval-items refused" }, ...approval.refused.slice(0, 64).map((r) => capabilityItem(r, r.why))),
+			);
+		}
+		section.append(h("div", { class: "approval-buttons" }, ...buttons));
+		box.append(section);
+	}
+	box.hidden = !box.childElementCount;
 }
 
 function renderTitle() {

@@ -128,10 +128,10 @@ mod tests {
         assert!(store.remembered("sha256:a").is_empty());
         let git = Item::new(Kind::Run, "git");
         store
-            .remember("sha256:a", "git-cards", &[git.clone()])
+            .remember("sha256:a", "git-cards", std::slice::from_ref(&git))
             .unwrap();
         store
-            .remember("sha256:a", "git-cards", &[git.clone()])
+            .remember("sha256:a", "git-cards", std::slice::from_ref(&git))
             .unwrap();
         let again = ApprovalStore::at(file.clone());
         assert_eq!(again.remembered("sha256:a"), [git]);

@@ -9,3 +9,29 @@ pub mod request;
 pub use approvals::ApprovalStore;
 pub use policy::{Access, Assessment, Ceiling, Refusal};
 pub use request::{Item, Kind, Requests};
+
+/// For runs without the GUI (nothing to approve with): what `artifact` requests that `grants`
+/// do not give, and the flags that would, or `None` when everything requested is granted.
+pub fn ungranted_note(
+    artifact: &crate::artifact::Artifact,
+    grants: &crate::capabilities::Grants,
+    cwd: &std::path::Path,
+) -> Option<String> {
+    let requests = Requests::from_manifest(&artifact.manifest.capabilities).ok()?;
+    let missing: Vec<Item> = requests
+        .items()
+        .into_iter()
+        .filter(|item| !grants.covers(item, cwd))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let what: Vec<String> = missing.iter().map(Item::to_string).collect();
+    let flags: Vec<String> = missing.iter().map(Item::flag).collect();
+    Some(format!(
+        "{} requests {}, not granted: it runs without (grant with {})",
+        artifact.manifest.name,
+        what.join(", "),
+        flags.join(" ")
+    ))
+}

@@ -314,6 +314,29 @@ impl ExtensionInstance {
     /// `session_start` with reason "reload", as after pi's `/reload`, to restore its state.
     async fn restart(&mut self) -> Result<(), CallError> {
         let reason = self.broken.clone().unwrap_or_default();
+        let notice = format!(
+            "the extension was restarted after failure {} of {MAX_FAILURES} ({reason}); its state starts afresh",
+            self.failures
+        );
+        self.reinstantiate(Some(notice)).await
+    }
+
+    /// The build this instance runs (the manifest's source hash).
+    pub fn source_hash(&self) -> &str {
+        &self.artifact.manifest.source_hash
+    }
+
+    /// The same extension with other grants (its user approved what it asked for): a fresh
+    /// instance as a restart makes one (session_start with reason "reload"), no failure
+    /// counted. Grants are fixed for an instance's life: its preopened folders are.
+    pub async fn regrant(&mut self, grants: Arc<Grants>) -> Result<(), CallError> {
+        self.options.grants = grants;
+        self.reinstantiate(None).await
+    }
+
+    /// A fresh store from the prepared component, the factory run again, registrations
+    /// replaced, `notice` reported as an error entry, then session_start "reload".
+    async fn reinstantiate(&mut self, notice: Option<String>) -> Result<(), CallError> {
         // Statuses and widgets stay on screen, and the entries it appended stay in the
         // session: the fresh instance inherits their accounting.
         let inherited = self.store.data().registry.ui_state_only();
@@ -344,15 +367,14 @@ impl ExtensionInstance {
         // Tools the operator or the extension had switched off stay off; tools it no longer
         // registers go.
         self.settle_active_tools(&inactive);
-        self.session.emit(SessionEvent::ExtensionError {
-            extension: self.name.clone(),
-            event: "restart".into(),
-            error: format!(
-                "the extension was restarted after failure {} of {MAX_FAILURES} ({reason}); its state starts afresh",
-                self.failures
-            ),
-            stack: None,
-        });
+        if let Some(error) = notice {
+            self.session.emit(SessionEvent::ExtensionError {
+                extension: self.name.clone(),
+                event: "restart".into(),
+                error,
+                stack: None,
+            });
+        }
         let subscribed = {
             let state = self.session.state.lock().unwrap();
             state

@@ -1,5 +1,10 @@
 //! `pichamber serve --config FILE`: who may connect (users and their bearer tokens), which
-//! extensions each may use, where session files go, and what each extension may reach.
+//! extensions each may use, where session files go, and what each extension may reach:
+//! `grants` are given without asking; `policy` is the most a user may approve when an
+//! extension requests more (without a policy entry nothing beyond the grants is offered). Both
+//! are per extension, for all users or (under `[[users]]`) for one; a user's policy replaces
+//! the global one for that user, a user's grants add to the global ones, and no grant may be
+//! wider than the policy that applies (the config is refused).
 //! TOML (`.toml`) or JSON (anything else that parses as JSON).
 
 use std::collections::BTreeMap;
@@ -8,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use crate::access::{Access, Ceiling};
 use crate::capabilities::Grants;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -30,6 +36,9 @@ pub struct ServerConfig {
     /// Capabilities granted to an extension, keyed by its path as written in `extensions`.
     #[serde(default)]
     pub grants: BTreeMap<String, GrantConfig>,
+    /// The most a user may approve for an extension that requests more (same keys).
+    #[serde(default)]
+    pub policy: BTreeMap<String, GrantConfig>,
     /// The model prompts go to: a script of canned turns, or an OpenAI-compatible endpoint.
     #[serde(default)]
     pub model: Option<ModelConfig>,
@@ -43,6 +52,12 @@ pub struct UserConfig {
     /// Extensions only this user may use, besides the global ones.
     #[serde(default)]
     pub extensions: Vec<PathBuf>,
+    /// Grants for this user only, added to the global ones (same keys as `grants`).
+    #[serde(default)]
+    pub grants: BTreeMap<String, GrantConfig>,
+    /// This user's policy, in place of the global one (same keys).
+    #[serde(default)]
+    pub policy: BTreeMap<String, GrantConfig>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -119,17 +134,25 @@ impl ServerConfig {
         if let Some(script) = config.model.as_mut().and_then(|m| m.script.as_mut()) {
             resolve(script);
         }
-        let grants = std::mem::take(&mut config.grants);
-        config.grants = grants
-            .into_iter()
-            .map(|(key, mut g)| {
-                g.read.iter_mut().for_each(resolve);
-                g.write.iter_mut().for_each(resolve);
-                let mut key_path = PathBuf::from(&key);
-                resolve(&mut key_path);
-                (key_path.to_string_lossy().into_owned(), g)
-            })
-            .collect();
+        let resolve_map = |map: &mut BTreeMap<String, GrantConfig>| {
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(key, mut g)| {
+                    g.read.iter_mut().for_each(resolve);
+                    g.write.iter_mut().for_each(resolve);
+                    let mut key_path = PathBuf::from(&key);
+                    resolve(&mut key_path);
+                    (key_path.to_string_lossy().into_owned(), g)
+                })
+                .collect();
+        };
+        resolve_map(&mut config.grants);
+        resolve_map(&mut config.policy);
+        for user in &mut config.users {
+            resolve_map(&mut user.grants);
+            resolve_map(&mut user.policy);
+        }
+        config.check_keys()?;
         Ok(config)
     }
 
@@ -174,11 +197,73 @@ impl ServerConfig {
         Ok(())
     }
 
-    /// The grants for the extension at `path` (as resolved), if the config has any.
-    pub fn grants_for(&self, path: &Path) -> Option<Grants> {
-        self.grants
-            .get(path.to_string_lossy().as_ref())
+    /// Every `grants` / `policy` key names a listed extension (a typo would silently grant
+    /// nothing, or leave a policy unapplied).
+    fn check_keys(&self) -> Result<()> {
+        let listed = |key: &str| {
+            self.extensions
+                .iter()
+                .chain(self.users.iter().flat_map(|u| u.extensions.iter()))
+                .any(|p| p.to_string_lossy() == key)
+        };
+        let keys = self
+            .grants
+            .keys()
+            .map(|k| ("grants", k))
+            .chain(self.policy.keys().map(|k| ("policy", k)))
+            .chain(self.users.iter().flat_map(|u| {
+                u.grants
+                    .keys()
+                    .map(|k| ("grants", k))
+                    .chain(u.policy.keys().map(|k| ("policy", k)))
+            }));
+        for (table, key) in keys {
+            if !listed(key) {
+                bail!(
+                    "[{table}.\"{key}\"] names no extension of the config; its key must be an extensions entry, as written there"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// What `user` may let the extension at `path` (as resolved) reach: the global and the
+    /// user's grants, under the user's policy or else the global one. A grant wider than
+    /// that policy is an error naming it.
+    pub fn access_for(&self, user: &UserConfig, path: &Path, cwd: &Path) -> Result<Access> {
+        let key = path.to_string_lossy();
+        let mut grants = self
+            .grants
+            .get(key.as_ref())
             .map(Grants::from)
+            .unwrap_or_default();
+        if let Some(own) = user.grants.get(key.as_ref()) {
+            let own = Grants::from(own);
+            grants.read.extend(own.read);
+            grants.write.extend(own.write);
+            grants.run.extend(own.run);
+            grants.env.extend(own.env);
+            grants.net.extend(own.net);
+        }
+        let policy = user
+            .policy
+            .get(key.as_ref())
+            .or_else(|| self.policy.get(key.as_ref()))
+            .map(Grants::from);
+        let ceiling = match policy {
+            Some(policy) => {
+                if let Some(flag) = grants.beyond(&policy, cwd) {
+                    bail!(
+                        "{}: the grant {flag} for user {:?} is wider than the policy that applies to them; widen the policy or narrow the grant",
+                        path.display(),
+                        user.name
+                    );
+                }
+                Ceiling::Policy(policy)
+            }
+            None => Ceiling::Grants,
+        };
+        Ok(Access { grants, ceiling })
     }
 }
 
@@ -258,9 +343,81 @@ run = ["git"]
             dir.path().join("extensions/card-demo")
         );
         assert_eq!(config.data_dir.clone().unwrap(), dir.path().join("data"));
-        let grants = config
-            .grants_for(&dir.path().join("extensions/card-demo"))
+        let access = config
+            .access_for(
+                &config.users[1],
+                &dir.path().join("extensions/card-demo"),
+                dir.path(),
+            )
             .unwrap();
-        assert_eq!(grants.read, [dir.path().join("docs")]);
+        assert_eq!(access.grants.read, [dir.path().join("docs")]);
+        assert!(matches!(access.ceiling, Ceiling::Grants));
+    }
+
+    #[test]
+    fn policies_are_per_user_and_bound_every_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("work/docs")).unwrap();
+        let text = r#"
+extensions = ["ext.ts"]
+[[users]]
+name = "ada"
+token = "ada-token-0123456789"
+[users.policy."ext.ts"]
+run = ["git", "rg"]
+read = ["work"]
+[users.grants."ext.ts"]
+run = ["rg"]
+
+[[users]]
+name = "bob"
+token = "bob-token-0123456789"
+
+[grants."ext.ts"]
+read = ["work/docs"]
+[policy."ext.ts"]
+read = ["work"]
+"#;
+        let path = dir.path().join("serve.toml");
+        std::fs::write(&path, text).unwrap();
+        let config = ServerConfig::load(&path).unwrap();
+        let ext = dir.path().join("ext.ts");
+        let ada = config
+            .access_for(&config.users[0], &ext, dir.path())
+            .unwrap();
+        assert_eq!(ada.grants.run, ["rg"]);
+        assert_eq!(ada.grants.read, [dir.path().join("work/docs")]);
+        let Ceiling::Policy(policy) = &ada.ceiling else {
+            panic!("ada has a policy")
+        };
+        assert_eq!(policy.run, ["git", "rg"]);
+        let bob = config
+            .access_for(&config.users[1], &ext, dir.path())
+            .unwrap();
+        assert!(bob.grants.run.is_empty());
+        let Ceiling::Policy(policy) = &bob.ceiling else {
+            panic!("bob has the global policy")
+        };
+        assert!(policy.run.is_empty());
+
+        // A grant the policy does not cover is refused, naming it.
+        std::fs::write(&path, text.replace("run = [\"rg\"]", "run = [\"sh\"]")).unwrap();
+        let config = ServerConfig::load(&path).unwrap();
+        let err = config
+            .access_for(&config.users[0], &ext, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--allow-run=sh") && err.contains("ada"),
+            "{err}"
+        );
+
+        std::fs::write(
+            &path,
+            text.replace("[policy.\"ext.ts\"]", "[policy.\"ext.js\"]"),
+        )
+        .unwrap();
+        let err = format!("{:#}", ServerConfig::load(&path).unwrap_err());
+        assert!(err.contains("names no extension"), "{err}");
     }
 }

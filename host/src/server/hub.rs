@@ -14,6 +14,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use super::approval::{ApprovalError, Decision, PendingApproval};
+use crate::access::{Access, ApprovalStore, Ceiling, Requests};
 use crate::artifact::Artifact;
 use crate::capabilities::Grants;
 use crate::gui::{self, UiState};
@@ -43,18 +45,15 @@ pub fn now_ms() -> u64 {
 pub struct CatalogEntry {
     pub id: String,
     pub artifact: Artifact,
-    pub grants: Option<Arc<Grants>>,
+    /// What it asks for (its manifest's record; a malformed one counts as nothing).
+    pub requests: Requests,
     /// `{id, name, version?, tools, commands}` as `GET /api/pi/extensions` lists it.
     pub info: Value,
 }
 
 impl CatalogEntry {
     /// Loads what an extension registers to describe it.
-    pub async fn new(
-        path: &std::path::Path,
-        artifact: Artifact,
-        grants: Option<Grants>,
-    ) -> anyhow::Result<Self> {
+    pub async fn new(path: &std::path::Path, artifact: Artifact) -> anyhow::Result<Self> {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(
             format!("{}\0{}", artifact.manifest.source_hash, path.display()).as_bytes(),
@@ -77,10 +76,18 @@ impl CatalogEntry {
         if let Some(v) = &artifact.manifest.version {
             info["version"] = json!(v);
         }
+        let requests =
+            Requests::from_manifest(&artifact.manifest.capabilities).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "{}: its capability requests are malformed and ignored: {e}",
+                    artifact.manifest.name
+                );
+                Requests::default()
+            });
         Ok(Self {
             id,
             artifact,
-            grants: grants.map(Arc::new),
+            requests,
             info,
         })
     }
@@ -128,6 +135,11 @@ pub struct User {
     pub name: String,
     /// The extensions (catalog ids) this user may use, in catalog order.
     pub allowed: Vec<String>,
+    /// What each allowed extension may reach for this user (by catalog id); one without an
+    /// entry gets the launcher's default grants and no prompt.
+    access: HashMap<String, Access>,
+    /// The approvals this user gave "always".
+    pub approvals: ApprovalStore,
     sessions: Mutex<Vec<Arc<SessionHandle>>>,
     log: Mutex<Log>,
     stream: broadcast::Sender<Arc<StreamEvent>>,
@@ -144,7 +156,13 @@ pub enum Resume {
 }
 
 impl User {
-    fn new(name: &str, allowed: Vec<String>, settings_file: Option<PathBuf>) -> Self {
+    fn new(
+        name: &str,
+        allowed: Vec<String>,
+        settings_file: Option<PathBuf>,
+        access: HashMap<String, Access>,
+        approvals: ApprovalStore,
+    ) -> Self {
         let settings = settings_file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())
@@ -153,6 +171,8 @@ impl User {
         Self {
             name: name.to_owned(),
             allowed,
+            access,
+            approvals,
             sessions: Mutex::new(Vec::new()),
             log: Mutex::new(Log {
                 next_id: 1,
@@ -285,6 +305,12 @@ enum Work {
         prefix: String,
         respond: oneshot::Sender<Result<Option<Value>, String>>,
     },
+    /// Restart the extension built from `source_hash` with these grants.
+    Regrant {
+        source_hash: String,
+        grants: Arc<Grants>,
+        respond: oneshot::Sender<Result<(), String>>,
+    },
     Close,
 }
 
@@ -297,6 +323,8 @@ pub struct SessionHandle {
     pub file: Option<PathBuf>,
     pub ui: Arc<Mutex<UiState>>,
     pub dialogs: Arc<HubDialogs>,
+    /// Approval questions not answered yet, one per extension.
+    approvals: Mutex<Vec<PendingApproval>>,
     work: mpsc::UnboundedSender<Work>,
     closed: AtomicBool,
     done: Mutex<Option<oneshot::Receiver<()>>>,
@@ -319,6 +347,7 @@ impl SessionHandle {
     /// The snapshot; dialogs an extension stopped waiting for (an AbortSignal) are left out.
     pub fn snapshot(&self) -> Value {
         let mut snapshot = self.ui.lock().unwrap().snapshot();
+        snapshot["approvals"] = self.approvals_json();
         if let Some(dialogs) = snapshot["dialogs"].as_array_mut() {
             dialogs.retain(|d| {
                 self.dialogs
@@ -333,6 +362,7 @@ impl SessionHandle {
         let ui = self.ui.lock().unwrap();
         let head = user.head();
         let mut snapshot = ui.snapshot();
+        snapshot["approvals"] = self.approvals_json();
         drop(ui);
         if let Some(dialogs) = snapshot["dialogs"].as_array_mut() {
             dialogs.retain(|d| {
@@ -341,6 +371,17 @@ impl SessionHandle {
             });
         }
         (snapshot, head)
+    }
+
+    fn approvals_json(&self) -> Value {
+        Value::Array(
+            self.approvals
+                .lock()
+                .unwrap()
+                .iter()
+                .map(PendingApproval::to_json)
+                .collect(),
+        )
     }
 
     /// The current branch's entries as clients see them.
@@ -632,8 +673,16 @@ impl Hub {
         }
     }
 
-    /// Adds a user who may use the extensions `allowed` (catalog ids).
-    pub fn add_user(&mut self, name: &str, token: &str, allowed: Vec<String>) {
+    /// Adds a user who may use the extensions `allowed` (catalog ids), with what each may
+    /// reach (`access`, by catalog id) and the store of their "always" approvals.
+    pub fn add_user(
+        &mut self,
+        name: &str,
+        token: &str,
+        allowed: Vec<String>,
+        access: HashMap<String, Access>,
+        approvals: ApprovalStore,
+    ) {
         let settings_file = self
             .launcher
             .data_dir
@@ -641,7 +690,7 @@ impl Hub {
             .map(|d| d.join(name).join("ui-settings.json"));
         self.users.insert(
             token.to_owned(),
-            Arc::new(User::new(name, allowed, settings_file)),
+            Arc::new(User::new(name, allowed, settings_file, access, approvals)),
         );
     }
 
@@ -661,7 +710,18 @@ impl Hub {
             .catalog
             .iter()
             .filter(|e| user.allowed.contains(&e.id))
-            .map(|e| e.info.clone())
+            .map(|e| {
+                let mut info = e.info.clone();
+                let mut capabilities = json!({
+                    "requested": e.requests.items(),
+                    "approved": user.approvals.remembered(&e.artifact.manifest.source_hash),
+                });
+                if let Some(reason) = &e.requests.reason {
+                    capabilities["reason"] = json!(reason);
+                }
+                info["capabilities"] = capabilities;
+                info
+            })
             .collect()
     }
 
@@ -837,12 +897,33 @@ impl Hub {
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());
         session.set_thinking_level(&launcher.thinking)?;
         let mut loaded = Vec::new();
+        let mut approvals = Vec::new();
+        let default_access = Access {
+            grants: (*launcher.instance.grants).clone(),
+            ceiling: Ceiling::Grants,
+        };
         for entry in launcher.catalog.iter().filter(|e| wanted.contains(&e.id)) {
-            if let Some(grants) = &entry.grants {
-                session.set_extension_grants(&entry.artifact.manifest.source_hash, grants.clone());
-            }
+            let hash = &entry.artifact.manifest.source_hash;
+            let access = user.access.get(&entry.id).unwrap_or(&default_access);
+            let (grants, assessment) = access.assess(
+                &entry.requests,
+                &user.approvals.remembered(hash),
+                &launcher.cwd,
+            );
+            session.set_extension_grants(hash, Arc::new(grants.clone()));
             if session.load(&entry.artifact).await.is_ok() {
                 loaded.push(entry.id.clone());
+                if !assessment.pending.is_empty() {
+                    approvals.push(PendingApproval {
+                        extension: entry.id.clone(),
+                        name: entry.artifact.manifest.name.clone(),
+                        source_hash: hash.clone(),
+                        reason: entry.requests.reason.clone(),
+                        items: assessment.pending,
+                        refused: assessment.refused,
+                        grants,
+                    });
+                }
             }
         }
         session.start().await;
@@ -865,6 +946,7 @@ impl Hub {
             shared: session.shared.clone(),
             ui,
             dialogs,
+            approvals: Mutex::new(approvals),
             work,
             closed: AtomicBool::new(false),
             done: Mutex::new(Some(done_rx)),
@@ -875,6 +957,13 @@ impl Hub {
             "session.created",
             json!({ "session": handle.summary() }),
         );
+        for approval in handle.approvals.lock().unwrap().iter() {
+            user.publish(
+                &id,
+                "extension.ui",
+                json!({ "kind": "approval", "approval": approval.to_json() }),
+            );
+        }
         tokio::spawn(own_session(
             session,
             queue,
@@ -909,6 +998,66 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// The user's answer to an approval question: "once" and "always" restart the extension
+    /// with the items granted ("always" also remembers them for this build), "deny" leaves
+    /// it as it runs. The question closes for every client either way.
+    pub async fn decide(
+        &self,
+        user: &User,
+        handle: &Arc<SessionHandle>,
+        extension: &str,
+        body: &Value,
+    ) -> Result<Value, ApprovalError> {
+        let decision = Decision::from_body(body).map_err(ApprovalError::Invalid)?;
+        let pending = {
+            let mut approvals = handle.approvals.lock().unwrap();
+            let index = approvals
+                .iter()
+                .position(|a| a.extension == extension)
+                .ok_or(ApprovalError::NotPending)?;
+            approvals.remove(index)
+        };
+        let restore = |pending: PendingApproval| handle.approvals.lock().unwrap().push(pending);
+        let mut granted = Vec::new();
+        if decision != Decision::Deny {
+            if decision == Decision::Always
+                && let Err(e) =
+                    user.approvals
+                        .remember(&pending.source_hash, &pending.name, &pending.items)
+            {
+                restore(pending);
+                return Err(ApprovalError::Failed(e));
+            }
+            let mut grants = pending.grants.clone();
+            for item in &pending.items {
+                grants.add(item, &self.launcher.cwd);
+            }
+            let (respond, answer) = oneshot::channel();
+            let sent = handle.work.send(Work::Regrant {
+                source_hash: pending.source_hash.clone(),
+                grants: Arc::new(grants),
+                respond,
+            });
+            let outcome = match sent {
+                Ok(()) => answer
+                    .await
+                    .unwrap_or_else(|_| Err("the session is closed".into())),
+                Err(_) => Err("the session is closed".into()),
+            };
+            if let Err(e) = outcome {
+                restore(pending);
+                return Err(ApprovalError::Failed(e));
+            }
+            granted = pending.items.clone();
+        }
+        user.publish(
+            &handle.id,
+            "extension.ui",
+            json!({ "kind": "approval.closed", "extension": extension, "decision": decision.name() }),
+        );
+        Ok(json!({ "ok": true, "decision": decision.name(), "granted": granted }))
     }
 
     /// Every user's sessions are closed (the server stops).
@@ -951,6 +1100,13 @@ async fn own_session(
             }) => {
                 let _ = respond.send(session.complete_arguments(&command, &prefix).await);
             }
+            Some(Work::Regrant {
+                source_hash,
+                grants,
+                respond,
+            }) => {
+                let _ = respond.send(session.regrant(&source_hash, grants).await);
+            }
             Some(Work::Close) | None => break,
         }
         session.run_requests().await;
@@ -978,7 +1134,13 @@ mod tests {
 
     #[test]
     fn the_log_keeps_a_window_of_extension_events() {
-        let user = User::new("u", vec![], None);
+        let user = User::new(
+            "u",
+            vec![],
+            None,
+            HashMap::new(),
+            ApprovalStore::in_memory(),
+        );
         for i in 0..1600 {
             let name = if i % 3 == 0 { "agent" } else { "extension.ui" };
             user.publish("s", name, json!({ "n": i }));

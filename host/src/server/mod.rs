@@ -2,6 +2,7 @@
 //! `pichamber run EXT` without headless flags. axum routes over the session [`hub`]; every
 //! `/api/pi/*` route needs a bearer token; events go out as server-sent events.
 
+pub mod approval;
 pub mod config;
 pub mod hub;
 
@@ -34,9 +35,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/pi/sessions/{id}/abort"),
     ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}"),
     ("POST", "/api/pi/sessions/{id}/apps/{appId}/command"),
+    ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}"),
     ("GET", "/api/pi/sessions/{id}/commands"),
     ("GET", "/api/pi/sessions/{id}/complete"),
     ("GET", "/api/pi/extensions"),
+    ("DELETE", "/api/pi/extensions/{extensionId}/approvals"),
     ("GET", "/api/pi/ui-settings"),
     ("PUT", "/api/pi/ui-settings"),
     ("GET", "/api/pi/events"),
@@ -58,9 +61,11 @@ fn handler(method: &str, path: &str) -> MethodRouter<Arc<Hub>> {
         ("POST", "/api/pi/sessions/{id}/abort") => post(abort),
         ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}") => post(answer_dialog),
         ("POST", "/api/pi/sessions/{id}/apps/{appId}/command") => post(app_command),
+        ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}") => post(decide_approval),
         ("GET", "/api/pi/sessions/{id}/commands") => get(commands),
         ("GET", "/api/pi/sessions/{id}/complete") => get(complete),
         ("GET", "/api/pi/extensions") => get(extensions),
+        ("DELETE", "/api/pi/extensions/{extensionId}/approvals") => delete(forget_approvals),
         ("GET", "/api/pi/ui-settings") => get(get_settings),
         ("PUT", "/api/pi/ui-settings") => put(put_settings),
         ("GET", "/api/pi/events") => get(events),
@@ -307,6 +312,51 @@ async fn answer_dialog(
             })
         }
     }
+}
+
+/// The user answers an approval question (once, always or deny).
+async fn decide_approval(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path((id, extension)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    use approval::ApprovalError;
+    let handle = session_of(&user, &id)?;
+    let body = body_json(&body)?;
+    match hub.decide(&user, &handle, &extension, &body).await {
+        Ok(answer) => ok(StatusCode::OK, answer),
+        Err(ApprovalError::NotPending) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no approval is pending for that extension in this session",
+        )),
+        Err(ApprovalError::Invalid(message)) => {
+            Err(ApiError::new(StatusCode::BAD_REQUEST, message))
+        }
+        Err(ApprovalError::Failed(message)) => {
+            Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message))
+        }
+    }
+}
+
+/// Forgets the user's "always" approvals for an extension (new sessions ask again).
+async fn forget_approvals(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path(extension): Path<String>,
+) -> ApiResult {
+    let hash = hub
+        .launcher
+        .catalog
+        .iter()
+        .find(|e| e.id == extension && user.allowed.contains(&e.id))
+        .map(|e| e.artifact.manifest.source_hash.clone())
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown extension"))?;
+    let forgot = user
+        .approvals
+        .forget(&hash)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    ok(StatusCode::OK, json!({ "ok": true, "forgot": forgot }))
 }
 
 /// An app surface fires a command: its mount token is checked before anything else is

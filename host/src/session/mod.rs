@@ -188,6 +188,37 @@ impl Session {
         self.extension_grants.insert(source_hash.to_owned(), grants);
     }
 
+    /// Gives the extension built from `source_hash` other grants now: its instance is started
+    /// afresh with them (a user approved what it asked for). A failure is reported as an
+    /// error entry, as a restart's is, and returned.
+    pub async fn regrant(
+        &mut self,
+        source_hash: &str,
+        grants: Arc<crate::capabilities::Grants>,
+    ) -> Result<(), String> {
+        self.extension_grants
+            .insert(source_hash.to_owned(), grants.clone());
+        let mut result = Ok(());
+        for instance in self
+            .extensions
+            .iter_mut()
+            .filter(|e| e.source_hash() == source_hash)
+        {
+            if let Err(e) = instance.regrant(grants.clone()).await {
+                let message = e.to_string();
+                self.shared.emit(SessionEvent::ExtensionError {
+                    extension: instance.name.clone(),
+                    event: "approval".into(),
+                    error: message.clone(),
+                    stack: None,
+                });
+                result = Err(message);
+            }
+        }
+        self.flush_bus().await;
+        result
+    }
+
     /// What the base system prompt is built from: the active tools' snippets and guidelines.
     pub fn system_prompt_options(&self) -> SystemPromptOptions {
         let state = self.shared.state.lock().unwrap();
