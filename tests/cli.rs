@@ -700,3 +700,77 @@ fn export_writes_a_page_and_leaves_the_session_alone() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_single_file_requests_capabilities_in_a_comment_and_runs_without_until_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "asks.ts",
+        r#"// pichamber.capabilities: {"run": ["git"], "env": ["ASKS_TOKEN"], "reason": "to say hello"}
+export default function (pi: any) {
+  pi.registerCommand("hi", { handler: async () => {} });
+}
+"#,
+    );
+    let wasm = dir.path().join("asks.wasm");
+    let built = common::pichamber(&["build", &ext, "-o", wasm.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let inspected = common::pichamber(&["inspect", wasm.to_str().unwrap(), "--json"]);
+    let report: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    assert_eq!(
+        report["manifest"]["capabilities"],
+        json!({ "run": ["git"], "env": ["ASKS_TOKEN"], "reason": "to say hello" })
+    );
+    let text = common::pichamber(&["inspect", wasm.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains(r#"capabilities: run git, env ASKS_TOKEN — "to say hello" (grant with --allow-run=git --allow-env=ASKS_TOKEN)"#),
+        "{text}"
+    );
+
+    // Without the GUI nothing is asked: the run says what is missing and how to grant it.
+    let run = common::pichamber(&[
+        "run",
+        wasm.to_str().unwrap(),
+        "--allow-run=git",
+        "--command",
+        "/hi",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        stderr(&run).contains(
+            "asks requests env ASKS_TOKEN, not granted: it runs without (grant with --allow-env=ASKS_TOKEN)"
+        ),
+        "{}",
+        stderr(&run)
+    );
+    let granted = common::pichamber(&[
+        "run",
+        wasm.to_str().unwrap(),
+        "--allow-run=git",
+        "--allow-env=ASKS_TOKEN",
+        "--command",
+        "/hi",
+    ]);
+    assert!(!stderr(&granted).contains("not granted"), "{}", stderr(&granted));
+
+    // A malformed request stops the build at its line.
+    let bad = write(
+        &dir,
+        "bad.ts",
+        "export default function () {}\n// pichamber.capabilities: {\"run\": [\"/bin/sh\"]}\n",
+    );
+    let out = common::pichamber(&["build", &bad, "-o", dir.path().join("bad.wasm").to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("bad.ts:2:1:") && stderr(&out).contains("is a path"),
+        "{}",
+        stderr(&out)
+    );
+
+    // --deny-all says the default explicitly, and cannot be mixed with a grant.
+    let out = common::pichamber(&["run", &ext, "--deny-all", "--allow-run=git", "--command", "/hi"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--deny-all"), "{}", stderr(&out));
+}
