@@ -284,4 +284,36 @@ mod tests {
             Some("--allow-run=sh")
         );
     }
+
+    #[test]
+    fn a_request_cannot_climb_out_of_the_policy() {
+        let ws = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("docs/link")).unwrap();
+        let access = Access {
+            grants: Grants::default(),
+            ceiling: Ceiling::Policy(Grants {
+                write: vec![ws.path().join("docs")],
+                ..Default::default()
+            }),
+        };
+        let r = Requests::parse(&json!({
+            "read": ["docs", "docs/../out", "docs/link", "..", "/"],
+            "write": ["docs/./", "docs/../../"]
+        }))
+        .unwrap();
+        let cwd = ws.path();
+        let (_, a) = access.assess(&r, &[], cwd);
+        assert_eq!(names(&a.pending), ["read docs", "write docs/./"]);
+        assert_eq!(
+            names(&a.refused.iter().map(|r| r.item.clone()).collect::<Vec<_>>()),
+            [
+                "read docs/../out",
+                "read docs/link",
+                "read ..",
+                "read /",
+                "write docs/../../"
+            ]
+        );
+    }
 }

@@ -125,6 +125,7 @@ pub async fn run(
             write: in_workspace(&scenario.grants.write),
             run: scenario.grants.run.clone(),
             env: scenario.grants.env.clone(),
+            net: scenario.grants.net.clone(),
             ..Default::default()
         }),
         // Same scenario, same result: the guest's clock starts at a fixed instant and its

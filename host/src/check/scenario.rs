@@ -55,7 +55,7 @@ fn yes() -> bool {
     true
 }
 
-/// The grants, as `pichamber run`'s --allow-read/--allow-write/--allow-run/--allow-env.
+/// The grants, as `pichamber run`'s --allow-read/--allow-write/--allow-run/--allow-env/--allow-net.
 /// Paths are relative to the workspace copy ("." is the workspace itself).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +68,9 @@ pub struct GrantsSpec {
     pub run: Vec<String>,
     #[serde(default)]
     pub env: Vec<String>,
+    /// Hosts `fetch` may reach (as --allow-net).
+    #[serde(default)]
+    pub net: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -571,6 +574,7 @@ mod tests {
                 write: vec![".".into()],
                 run: vec!["git".into()],
                 env: vec!["HOME".into()],
+                net: vec!["example.com".into()],
             },
             workspace: Some("ws".into()),
             ui: false,
