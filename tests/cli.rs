@@ -753,7 +753,11 @@ export default function (pi: any) {
         "--command",
         "/hi",
     ]);
-    assert!(!stderr(&granted).contains("not granted"), "{}", stderr(&granted));
+    assert!(
+        !stderr(&granted).contains("not granted"),
+        "{}",
+        stderr(&granted)
+    );
 
     // A malformed request stops the build at its line.
     let bad = write(
@@ -761,7 +765,12 @@ export default function (pi: any) {
         "bad.ts",
         "export default function () {}\n// pichamber.capabilities: {\"run\": [\"/bin/sh\"]}\n",
     );
-    let out = common::pichamber(&["build", &bad, "-o", dir.path().join("bad.wasm").to_str().unwrap()]);
+    let out = common::pichamber(&[
+        "build",
+        &bad,
+        "-o",
+        dir.path().join("bad.wasm").to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("bad.ts:2:1:") && stderr(&out).contains("is a path"),
@@ -770,7 +779,14 @@ export default function (pi: any) {
     );
 
     // --deny-all says the default explicitly, and cannot be mixed with a grant.
-    let out = common::pichamber(&["run", &ext, "--deny-all", "--allow-run=git", "--command", "/hi"]);
+    let out = common::pichamber(&[
+        "run",
+        &ext,
+        "--deny-all",
+        "--allow-run=git",
+        "--command",
+        "/hi",
+    ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--deny-all"), "{}", stderr(&out));
 }
