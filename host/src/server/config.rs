@@ -59,6 +59,10 @@ pub struct GrantConfig {
     /// Hosts its `fetch` may reach (as `--allow-net`).
     #[serde(default)]
     pub net: Vec<String>,
+    /// Run its granted programs unconfined where the kernel cannot confine them (as
+    /// `--allow-unconfined-run`).
+    #[serde(default)]
+    pub unconfined_run: bool,
 }
 
 impl From<&GrantConfig> for Grants {
@@ -69,6 +73,7 @@ impl From<&GrantConfig> for Grants {
             run: g.run.clone(),
             env: g.env.clone(),
             net: g.net.clone(),
+            allow_unconfined_run: g.unconfined_run,
         }
     }
 }
