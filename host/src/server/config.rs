@@ -208,6 +208,10 @@ token = "bob-token-0123456789"
 [grants."extensions/card-demo"]
 read = ["docs"]
 run = ["git"]
+
+[grants."extensions/dialogs"]
+run = ["git"]
+unconfined_run = true
 "#;
 
     #[test]
@@ -267,5 +271,9 @@ run = ["git"]
             .grants_for(&dir.path().join("extensions/card-demo"))
             .unwrap();
         assert_eq!(grants.read, [dir.path().join("docs")]);
+        // Unconfined programs only where the config says so.
+        assert!(!grants.allow_unconfined_run);
+        let dialogs = config.grants_for(&dir.path().join("extensions/dialogs"));
+        assert!(dialogs.unwrap().allow_unconfined_run);
     }
 }
