@@ -56,6 +56,7 @@ fn every_command_has_help() {
         "--answer",
         "--json",
         "--allow-read",
+        "--allow-unconfined-run",
         "--call-timeout",
     ] {
         assert!(

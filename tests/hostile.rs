@@ -757,7 +757,7 @@ fn exec_without_a_grant_is_denied_through_every_door() {
 
 /// pi's built-in tools, run by the host for an extension, follow the extension's grants: the
 /// folder a tool works in must be granted (writable for write and edit), paths stay inside
-/// it, bash needs bash granted and runs with the scrubbed environment.
+/// it, bash needs bash granted and runs with the scrubbed environment, confined to the grants.
 #[test]
 fn built_in_tools_follow_the_extension_grants() {
     let sb = Sandbox::new();
@@ -785,7 +785,9 @@ fn built_in_tools_follow_the_extension_grants() {
         &["read tool is not allowed", &format!("--allow-read={ws}")],
     );
     assert_refused(&report, "write", &[&format!("--allow-write={ws}")]);
-    assert_refused(&report, "bash", &["--allow-run=bash"]);
+    for attempt in ["bash", "bash inside", "bash outside"] {
+        assert_refused(&report, attempt, &["--allow-run=bash"]);
+    }
     assert_refused(&report, "read in /", &["--allow-read=/"]);
     ungranted.assert_bystander_command_served();
 
@@ -812,8 +814,17 @@ fn built_in_tools_follow_the_extension_grants() {
         assert_refused(&report, attempt, &["outside"]);
     }
     assert_refused(&report, "write", &[&format!("--allow-write={ws}")]);
-    // bash runs, but without the host's environment.
+    // bash runs, but without the host's environment, and confined to the grants.
     assert_eq!(report["bash"]["ok"], "[]\n", "{report}");
+    assert_eq!(
+        report["bash inside"]["ok"], "hello from the workspace\n",
+        "{report}"
+    );
+    assert_refused(
+        &report,
+        "bash outside",
+        &["Permission denied", "Command exited with code 1"],
+    );
     granted.assert_absent(secret);
     granted.assert_absent(&sb.canary);
     assert!(!Path::new(&sb.path("ws/planted.txt")).exists());
@@ -935,33 +946,97 @@ fn a_granted_program_has_its_output_capped_and_its_time_bounded() {
     run.assert_bystander_command_served();
 }
 
+/// A granted program is confined to the extension's grants (Landlock): outside them it can
+/// neither read, list nor write, nor start in a directory; inside them it works as usual.
 #[test]
-#[ignore = "FINDING: a granted program runs with the user's full authority: `--allow-run=cat` reads any file the user can (capabilities.rs run_program confines neither arguments nor cwd)"]
 fn a_granted_program_cannot_reach_paths_outside_the_grants() {
     let sb = Sandbox::new();
+    let ws = sb.ws();
+    let git = Command::new("git")
+        .args(["init", "-q", &ws])
+        .status()
+        .is_ok_and(|s| s.success());
     let run = run_pichamber(&[
         &fixture("exec-outside.ts"),
         &bystander(),
         "--cwd",
-        &sb.ws(),
-        "--allow-run=cat,ls,pwd",
+        &ws,
+        "--allow-read",
+        &ws,
+        "--allow-run=cat,ls,pwd,bash,git",
         "--command",
         &attack(json!({ "canary": sb.canary_path(), "outsideDir": sb.outside() })),
         "--command",
         "/bystander",
     ]);
     let report = run.report();
-    for attempt in [
+    let confined_attempts = [
         "cat-canary",
         "cat-passwd",
         "ls-outside",
-        "pwd-cwd-outside",
-        "cat-relative-cwd-outside",
-    ] {
-        assert!(report[attempt]["error"].is_string(), "{attempt}: {report}");
+        "ls-proc",
+        "bash-outside",
+        "bash-write-granted-read",
+    ];
+    if pichamber::sandbox::kernel_abi().is_none() {
+        // A kernel without Landlock cannot confine: every program is refused, saying how to
+        // accept the risk.
+        for attempt in confined_attempts
+            .iter()
+            .chain(&["cat-granted", "git-status"])
+        {
+            assert_refused(
+                &report,
+                attempt,
+                &["Landlock is not available", "--allow-unconfined-run"],
+            );
+        }
+        run.assert_absent(&sb.canary);
+        sb.assert_outside_untouched();
+        return;
+    }
+    // The programs ran and were denied by the kernel.
+    for attempt in confined_attempts {
+        let outcome = &report[attempt]["ok"];
+        assert_ne!(outcome["code"], 0, "{attempt}: {report}");
+        assert_eq!(outcome["stdout"], "", "{attempt}: {report}");
+        assert!(
+            outcome["stderr"]
+                .as_str()
+                .is_some_and(|e| e.contains("Permission denied")),
+            "{attempt}: {report}"
+        );
+    }
+    // A working directory outside the grants is refused before the program starts.
+    for attempt in ["pwd-cwd-outside", "cat-relative-cwd-outside"] {
+        assert_refused(
+            &report,
+            attempt,
+            &[
+                "outside the granted trees",
+                &format!("--allow-read={}", sb.outside()),
+            ],
+        );
     }
     run.assert_absent(&sb.canary);
     run.assert_absent("root:x:0:0");
+    sb.assert_outside_untouched();
+    assert!(!Path::new(&sb.path("ws/planted.txt")).exists());
+
+    // Inside the grants the same programs work.
+    let ok = |attempt: &str| {
+        let outcome = &report[attempt]["ok"];
+        assert_eq!(outcome["code"], 0, "{attempt}: {report}");
+        outcome["stdout"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(ok("cat-granted"), "hello from the workspace\n");
+    assert!(ok("ls-granted").lines().any(|l| l == "a.txt"), "{report}");
+    assert_eq!(ok("pwd-cwd-granted"), format!("{ws}\n"));
+    assert_eq!(ok("bash-granted"), "1\n");
+    if git {
+        assert_eq!(ok("git-status"), "?? a.txt\n");
+    }
+    run.assert_bystander_command_served();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1465,12 +1465,9 @@ token = "{BOB}"
     assert_eq!(decide(&first, &id, "once").await.0, 404, "answered already");
     server.prompt(ADA, &first, "/glance").await;
     let rows = glance_rows(&wait_cards(&server, ADA, &first, 2).await[1]);
-    assert_eq!(
-        rows.get("Branch").map(String::as_str),
-        Some("No commits yet on trunk"),
-        "{rows:?}"
-    );
-    // Never wider than the policy: the folder stays unreadable.
+    // Never wider than the policy: git runs now, but the folder stays unreadable, to the
+    // extension and to git (confined to the extension's grants, it finds no repository).
+    assert!(rows["Git"].contains("not a git repository"), "{rows:?}");
     assert!(rows["Files"].contains("--allow-read"), "{rows:?}");
 
     // "once" was for that session; "always" is remembered for this build, for ada only.
@@ -1486,7 +1483,10 @@ token = "{BOB}"
     assert_eq!(server.snapshot(ADA, &third).await["approvals"], json!([]));
     server.prompt(ADA, &third, "/glance").await;
     let rows = glance_rows(&wait_cards(&server, ADA, &third, 1).await[0]);
-    assert!(rows.contains_key("Branch"), "{rows:?}");
+    assert!(
+        rows["Git"].contains("not a git repository"),
+        "git runs: {rows:?}"
+    );
     let (_, listed) = server.get("/api/pi/extensions", ADA).await;
     assert_eq!(
         listed["extensions"][0]["capabilities"]["approved"],

@@ -2,10 +2,13 @@
 //! environment variable is reachable unless the operator granted it (`--allow-read=PATH`,
 //! `--allow-write=PATH`, `--allow-run=PROG`, `--allow-env=VAR`). Directories are WASI preopens
 //! mounted at their host path so `path.resolve(ctx.cwd, p)` keeps working; programs are run by
-//! the host, never through a shell unless `sh` itself was granted.
+//! the host, never through a shell unless `sh` itself was granted, confined to the same grants
+//! (see [`crate::sandbox`]); where the kernel cannot confine them they are refused unless the
+//! operator accepted the risk (`--allow-unconfined-run`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -13,6 +16,7 @@ use tokio::io::AsyncReadExt;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use crate::runtime::wit::{ExecRequest, ExecResult};
+use crate::sandbox::{Confinement, Policy};
 
 /// A guest whose clock starts at a fixed instant and whose randomness comes from a seed, so
 /// the same run gives the same dates and the same "random" values on any machine (the prelude
@@ -47,7 +51,12 @@ pub struct Grants {
     pub run: Vec<String>,
     pub env: Vec<String>,
     /// Hosts `fetch` may reach (`example.com`, `*.example.com`, with an optional `:port`).
+    /// Granted programs may connect to their TCP ports (443 and 80 when none is named).
     pub net: Vec<String>,
+    /// Run granted programs even where the kernel cannot confine them to the grants (no
+    /// Landlock): they then have the user's full authority. Without it they are refused
+    /// there. Where the kernel can confine, programs are confined whatever this says.
+    pub allow_unconfined_run: bool,
 }
 
 /// Per-call caps on a program run for an extension.
@@ -118,6 +127,34 @@ impl Grants {
         }
     }
 
+    /// A working directory a program is asked to run in must be the session's own or lie in a
+    /// granted tree: the directory a program starts in is entered before its confinement.
+    fn check_program_cwd(
+        &self,
+        program: &str,
+        cwd: &Path,
+        default_cwd: &Path,
+    ) -> Result<(), String> {
+        if cwd == default_cwd || covers(&self.read, cwd) || covers(&self.write, cwd) {
+            Ok(())
+        } else {
+            Err(format!(
+                "exec of '{program}' in {} denied: the working directory is outside the granted trees (grant it with --allow-read={})",
+                cwd.display(),
+                cwd.display()
+            ))
+        }
+    }
+
+    /// The confinement a program run for this extension enters: its grants (see
+    /// [`crate::sandbox`]). `None` (unconfined) only where the kernel cannot confine and the
+    /// operator accepted that; otherwise such a kernel refuses the program.
+    fn program_confinement(&self, program: &str) -> Result<Option<Arc<Confinement>>, String> {
+        let prepared = Confinement::prepare(&Policy::for_grants(self))
+            .map_err(|e| format!("exec of '{program}' refused: {e}"))?;
+        confined_or_refused(prepared, self.allow_unconfined_run, program)
+    }
+
     /// The scrubbed environment a program runs with: a fixed PATH and the granted variables.
     fn program_env(&self) -> Vec<(String, String)> {
         let mut env = vec![("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())];
@@ -128,15 +165,7 @@ impl Grants {
     /// Whether the granted trees let a built-in tool work in `cwd`: the file tools need the
     /// folder readable (edit and write: writable), bash needs `bash` granted as a program.
     fn check_builtin_tool(&self, tool: &str, cwd: &Path) -> Result<(), String> {
-        let covered = |grants: &[PathBuf]| {
-            let Ok(cwd) = cwd.canonicalize() else {
-                return false;
-            };
-            grants
-                .iter()
-                .filter_map(|g| g.canonicalize().ok())
-                .any(|g| cwd.starts_with(g))
-        };
+        let covered = |grants: &[PathBuf]| covers(grants, cwd);
         let (allowed, flag) = match tool {
             "read" | "grep" | "find" | "ls" => (
                 covered(&self.read) || covered(&self.write),
@@ -164,7 +193,8 @@ impl Grants {
 
     /// Runs one of pi's built-in tools for the extension (`createReadTool(cwd).execute`...),
     /// with the extension's grants rather than the agent's: confined to `cwd`, which a grant
-    /// must cover, and bash with the scrubbed environment. `request.args` holds the JSON
+    /// must cover, and bash with the scrubbed environment, confined to the grants as a granted
+    /// program is (its working directory is `cwd`, which it reaches only if granted). `request.args` holds the JSON
     /// arguments. Answers the tool's `{ content, details }` as JSON, or its error.
     pub async fn run_builtin_tool(
         &self,
@@ -186,9 +216,14 @@ impl Grants {
                 cwd.display()
             )
         })?;
+        let confinement = match tool {
+            "bash" => self.program_confinement("bash")?,
+            _ => None,
+        };
         let options = crate::tools::ExecOptions {
             model_accepts_images: None,
             env: Some(self.program_env()),
+            confinement,
         };
         let (_never, cancel) = tokio::sync::watch::channel(false);
         let args = crate::tools::prepare_arguments(tool, args);
@@ -207,17 +242,24 @@ impl Grants {
         })
     }
 
-    /// Runs a granted program: no shell, scrubbed environment, timeout, capped output.
+    /// Runs a granted program: no shell, scrubbed environment, confined to the grants (in a
+    /// granted tree or the session's folder), timeout, capped output.
     pub async fn run_program(
         &self,
         request: ExecRequest,
         default_cwd: String,
     ) -> Result<ExecResult, String> {
         self.check_run(&request.command)?;
+        let cwd = PathBuf::from(request.cwd.unwrap_or_else(|| default_cwd.clone()));
+        self.check_program_cwd(&request.command, &cwd, Path::new(&default_cwd))?;
+        let confinement = self.program_confinement(&request.command)?;
         let mut command = tokio::process::Command::new(&request.command);
+        if let Some(confinement) = &confinement {
+            confinement.apply(&mut command);
+        }
         command
             .args(&request.args)
-            .current_dir(request.cwd.unwrap_or(default_cwd))
+            .current_dir(cwd)
             .env_clear()
             .envs(self.program_env())
             .stdin(Stdio::null())
@@ -258,6 +300,33 @@ impl Grants {
     }
 }
 
+/// Whether one of the granted `trees` holds `path` (both as they are on disk now).
+fn covers(trees: &[PathBuf], path: &Path) -> bool {
+    let Ok(path) = path.canonicalize() else {
+        return false;
+    };
+    trees
+        .iter()
+        .filter_map(|t| t.canonicalize().ok())
+        .any(|t| path.starts_with(t))
+}
+
+/// A prepared confinement, or where there is none (no Landlock) the operator's acceptance of
+/// unconfined programs, or a refusal saying why and how to accept the risk.
+fn confined_or_refused(
+    prepared: Option<Confinement>,
+    allow_unconfined_run: bool,
+    program: &str,
+) -> Result<Option<Arc<Confinement>>, String> {
+    match prepared {
+        Some(confinement) => Ok(Some(Arc::new(confinement))),
+        None if allow_unconfined_run => Ok(None),
+        None => Err(format!(
+            "exec of '{program}' refused: this kernel cannot confine programs to the granted trees (Landlock is not available), so '{program}' would run with your full authority; to accept that risk, add --allow-unconfined-run (in a serve config, unconfined_run = true in the extension's grants)"
+        )),
+    }
+}
+
 async fn read_capped(reader: &mut (impl AsyncReadExt + Unpin), out: &mut Vec<u8>) {
     let mut buf = [0u8; 8192];
     loop {
@@ -267,6 +336,69 @@ async fn read_capped(reader: &mut (impl AsyncReadExt + Unpin), out: &mut Vec<u8>
                 let room = EXEC_MAX_OUTPUT.saturating_sub(out.len());
                 out.extend_from_slice(&buf[..n.min(room)]);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_landlock_a_program_is_refused_unless_the_operator_accepts_the_risk() {
+        let refusal = confined_or_refused(None, false, "cat").unwrap_err();
+        for part in [
+            "exec of 'cat' refused",
+            "Landlock is not available",
+            "full authority",
+            "--allow-unconfined-run",
+            "unconfined_run = true",
+        ] {
+            assert!(refusal.contains(part), "{part:?} missing from {refusal:?}");
+        }
+        assert!(confined_or_refused(None, true, "cat").unwrap().is_none());
+    }
+
+    #[test]
+    fn where_landlock_is_there_programs_are_confined_even_with_the_opt_out() {
+        let grants = Grants {
+            allow_unconfined_run: true,
+            ..Grants::default()
+        };
+        let confined = grants.program_confinement("cat").unwrap();
+        assert_eq!(confined.is_some(), crate::sandbox::kernel_abi().is_some());
+    }
+
+    #[test]
+    fn a_program_starts_only_in_the_session_folder_or_a_granted_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (session, granted, outside) = (
+            tmp.path().join("ws"),
+            tmp.path().join("granted"),
+            tmp.path().join("outside"),
+        );
+        for dir in [&session, &granted.join("sub"), &outside] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let grants = Grants {
+            write: vec![granted.clone()],
+            ..Grants::default()
+        };
+        for cwd in [&session, &granted, &granted.join("sub")] {
+            assert_eq!(
+                grants.check_program_cwd("pwd", cwd, &session),
+                Ok(()),
+                "{}",
+                cwd.display()
+            );
+        }
+        for cwd in [
+            outside.clone(),
+            granted.join("sub/../../outside"),
+            tmp.path().to_owned(),
+        ] {
+            let refusal = grants.check_program_cwd("pwd", &cwd, &session).unwrap_err();
+            assert!(refusal.contains("outside the granted trees"), "{refusal}");
         }
     }
 }

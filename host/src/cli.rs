@@ -316,6 +316,12 @@ struct GrantArgs {
     /// extension runs with these grants alone.
     #[arg(long)]
     no_prompt: bool,
+    /// Where the kernel cannot confine granted programs to the granted trees (no Landlock),
+    /// run them anyway, with your full authority (every file you can read or write, any
+    /// network port). Without it they are refused there. Programs are confined wherever the
+    /// kernel can, whatever this says.
+    #[arg(long)]
+    allow_unconfined_run: bool,
 }
 
 #[derive(Args)]
@@ -603,6 +609,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
             run: args.grants.allow_run.clone(),
             env: args.grants.allow_env.clone(),
             net: args.grants.allow_net.clone(),
+            allow_unconfined_run: args.grants.allow_unconfined_run,
         }),
         determinism: None,
     };

@@ -6,6 +6,7 @@
 //! - [`runtime`]: wasmtime engine, compile cache, instances, the host side of the WIT.
 //! - [`capabilities`]: what an extension may reach outside its sandbox.
 //! - [`access`]: what an extension asks for, the operator's policy, and users' approvals.
+//! - [`sandbox`]: programs run for an extension confined to its grants (Landlock).
 //! - [`session`]: a session's extensions and pi's event semantics across them.
 //! - [`source_map`]: runtime error positions mapped back to the extension's sources.
 //! - [`tools`]: pi's built-in tools (read, bash, edit, write, grep, find, ls), confined to the
@@ -32,6 +33,7 @@ pub mod model;
 pub mod net;
 pub mod rpc;
 pub mod runtime;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod source_map;

@@ -19,17 +19,23 @@ pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_REDIRECTS: usize = 5;
 
-/// Whether `pattern` (a granted host: `example.com`, `*.example.com`, either with `:port`)
-/// covers `host:port`.
-fn host_matches(pattern: &str, host: &str, port: u16) -> bool {
+/// A granted host (`example.com`, `*.example.com`, either with `:port`) split into its
+/// lower-cased name and the port it names, if any.
+pub(crate) fn split_grant(pattern: &str) -> (String, Option<u16>) {
     let pattern = pattern.to_ascii_lowercase();
-    let (name, want_port) = match pattern.rsplit_once(':') {
+    match pattern.rsplit_once(':') {
         Some((name, p)) if !name.contains(']') || name.ends_with(']') => match p.parse::<u16>() {
             Ok(p) => (name.to_owned(), Some(p)),
             Err(_) => (pattern.clone(), None),
         },
         _ => (pattern.clone(), None),
-    };
+    }
+}
+
+/// Whether `pattern` (a granted host: `example.com`, `*.example.com`, either with `:port`)
+/// covers `host:port`.
+fn host_matches(pattern: &str, host: &str, port: u16) -> bool {
+    let (name, want_port) = split_grant(pattern);
     if want_port.is_some_and(|p| p != port) {
         return false;
     }

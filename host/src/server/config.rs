@@ -74,6 +74,10 @@ pub struct GrantConfig {
     /// Hosts its `fetch` may reach (as `--allow-net`).
     #[serde(default)]
     pub net: Vec<String>,
+    /// Run its granted programs unconfined where the kernel cannot confine them (as
+    /// `--allow-unconfined-run`).
+    #[serde(default)]
+    pub unconfined_run: bool,
 }
 
 impl From<&GrantConfig> for Grants {
@@ -84,6 +88,7 @@ impl From<&GrantConfig> for Grants {
             run: g.run.clone(),
             env: g.env.clone(),
             net: g.net.clone(),
+            allow_unconfined_run: g.unconfined_run,
         }
     }
 }
@@ -244,6 +249,7 @@ impl ServerConfig {
             grants.run.extend(own.run);
             grants.env.extend(own.env);
             grants.net.extend(own.net);
+            grants.allow_unconfined_run |= own.allow_unconfined_run;
         }
         let policy = user
             .policy
@@ -288,6 +294,10 @@ token = "bob-token-0123456789"
 [grants."extensions/card-demo"]
 read = ["docs"]
 run = ["git"]
+
+[grants."extensions/dialogs"]
+run = ["git"]
+unconfined_run = true
 "#;
 
     #[test]
@@ -352,6 +362,16 @@ run = ["git"]
             .unwrap();
         assert_eq!(access.grants.read, [dir.path().join("docs")]);
         assert!(matches!(access.ceiling, Ceiling::Grants));
+        // Unconfined programs only where the config says so.
+        assert!(!access.grants.allow_unconfined_run);
+        let dialogs = config
+            .access_for(
+                &config.users[0],
+                &dir.path().join("extensions/dialogs"),
+                dir.path(),
+            )
+            .unwrap();
+        assert!(dialogs.grants.allow_unconfined_run);
     }
 
     #[test]

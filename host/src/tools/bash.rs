@@ -3,8 +3,9 @@
 //! 2000 lines / 50 KB kept (the rest in a temp file), an optional timeout, and the whole
 //! process group killed on timeout or abort.
 //!
-//! Not confined: the command runs as the host user with the host's environment (or the one
-//! given, for an extension); the workspace root is only its working directory.
+//! Not confined for the agent: the command runs as the host user with the host's environment;
+//! the workspace root is only its working directory. For an extension it runs with the
+//! extension's scrubbed environment and in its confinement ([`ExecOptions`]).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -20,7 +21,7 @@ use super::args::{Args, js_number};
 use super::output::{OutputAccumulator, Snapshot};
 use super::truncate::{DEFAULT_MAX_BYTES, format_size};
 use super::workspace::{Workspace, node_code};
-use super::{ToolOutput, cancelled};
+use super::{ExecOptions, ToolOutput, cancelled};
 
 /// pi throttles partial results to one per 100 ms.
 const UPDATE_THROTTLE: Duration = Duration::from_millis(100);
@@ -60,7 +61,7 @@ impl Drop for GroupGuard {
 pub(crate) async fn execute(
     args: &Value,
     ws: &Workspace,
-    env: Option<&[(String, String)]>,
+    options: &ExecOptions,
     cancel: watch::Receiver<bool>,
     on_update: &(dyn Fn(Value) + Send + Sync),
 ) -> Result<ToolOutput, String> {
@@ -80,8 +81,11 @@ pub(crate) async fn execute(
 
     let shell = shell();
     let mut child = tokio::process::Command::new(shell);
-    if let Some(env) = env {
+    if let Some(env) = &options.env {
         child.env_clear().envs(env.iter().cloned());
+    }
+    if let Some(confinement) = &options.confinement {
+        confinement.apply(&mut child);
     }
     let mut child = child
         .arg("-c")
@@ -315,7 +319,11 @@ mod tests {
     async fn bash(ws: &Workspace, args: Value) -> (Result<ToolOutput, String>, Vec<Value>) {
         let updates = Mutex::new(Vec::new());
         let (_tx, rx) = watch::channel(false);
-        let result = execute(&args, ws, None, rx, &|v| updates.lock().unwrap().push(v)).await;
+        let options = ExecOptions::default();
+        let result = execute(&args, ws, &options, rx, &|v| {
+            updates.lock().unwrap().push(v)
+        })
+        .await;
         (result, updates.into_inner().unwrap())
     }
 
@@ -369,9 +377,10 @@ mod tests {
         let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let task = {
             let ws = ws.clone();
-            tokio::spawn(
-                async move { execute(&json!({"command": cmd}), &ws, None, rx, &|_| {}).await },
-            )
+            tokio::spawn(async move {
+                let options = ExecOptions::default();
+                execute(&json!({"command": cmd}), &ws, &options, rx, &|_| {}).await
+            })
         };
         while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
             tokio::time::sleep(Duration::from_millis(10)).await;

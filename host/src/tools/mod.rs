@@ -11,7 +11,8 @@
 //!
 //! **bash is not confined.** It runs `bash -c` as the host user with the workspace root as
 //! its working directory and the host's environment: the command can read and write anything
-//! that user can. The confinement above is for the model's file tools only.
+//! that user can. The confinement above is for the model's file tools only. (The bash tool an
+//! extension creates runs in the extension's confinement instead: [`ExecOptions::confinement`].)
 //!
 //! Errors: where pi's tool throws, [`execute`] returns `Err(message)` with pi's text; the
 //! caller makes it an error tool result (`content: [{type:"text",text:message}]`,
@@ -99,6 +100,9 @@ pub struct ExecOptions {
     pub model_accepts_images: Option<bool>,
     /// The environment bash runs with instead of the host's (an extension's scrubbed one).
     pub env: Option<Vec<(String, String)>>,
+    /// The confinement bash runs in (an extension's grants); `None`, the agent's own bash
+    /// tool, runs unconfined.
+    pub confinement: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
 
 /// The seven tool specs, in pi's order.
@@ -292,7 +296,7 @@ pub async fn execute_with(
     on_update: &(dyn Fn(Value) + Send + Sync),
 ) -> Result<ToolOutput, String> {
     match name {
-        "bash" => bash::execute(args, ws, options.env.as_deref(), cancel, on_update).await,
+        "bash" => bash::execute(args, ws, options, cancel, on_update).await,
         "read" | "edit" | "write" | "grep" | "find" | "ls" => {
             run_blocking(name, args, ws, options, cancel).await
         }
