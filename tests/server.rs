@@ -1550,3 +1550,58 @@ token = "{ADA}"
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_runs_session_shutdown_and_keeps_the_sessions_for_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = dir.path().join("goodbye.ts");
+    std::fs::write(
+        &ext,
+        r#"export default function (pi: any) {
+  pi.on("session_shutdown", () => { pi.appendEntry("goodbye", { said: "bye" }); });
+}
+"#,
+    )
+    .unwrap();
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = {data:?}
+extensions = [{ext:?}]
+[[users]]
+name = "ada"
+token = "{ADA}"
+"#,
+        data = dir.path().join("data").to_string_lossy(),
+        ext = ext.to_string_lossy(),
+    );
+    let data = dir.path().join("data/ada");
+    let mut server = start_config(dir, &config);
+    let id = server.session(ADA).await;
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut exited = None;
+    for _ in 0..200 {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            exited = Some(status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let exited = exited.expect("the server stops within 10 s of SIGTERM");
+    assert!(exited.success(), "{exited:?}");
+    // The session's file stays in the user's folder (not moved to closed/), for a restart.
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(text.contains(&id), "{text}");
+    assert!(text.contains(r#""customType":"goodbye""#), "{text}");
+}

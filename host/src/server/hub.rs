@@ -974,8 +974,9 @@ impl Hub {
         Ok(handle)
     }
 
-    /// Closes a session: session_shutdown runs, pending dialogs are cancelled.
-    pub async fn close_session(&self, user: &User, handle: &Arc<SessionHandle>) {
+    /// Stops a session's task: pending dialogs are cancelled, a run is aborted, and its
+    /// extensions get session_shutdown (waited for up to 30 s).
+    async fn stop_session(handle: &Arc<SessionHandle>) {
         handle.closed.store(true, Ordering::SeqCst);
         handle.dialogs.cancel_all();
         handle.abort();
@@ -984,6 +985,12 @@ impl Hub {
         if let Some(done) = done {
             let _ = tokio::time::timeout(Duration::from_secs(30), done).await;
         }
+    }
+
+    /// Closes a session: session_shutdown runs, pending dialogs are cancelled, and its file
+    /// is moved aside.
+    pub async fn close_session(&self, user: &User, handle: &Arc<SessionHandle>) {
+        Self::stop_session(handle).await;
         // A closed session's file is kept, moved aside so a restart does not reopen it.
         if let (Some(file), Some(dir)) = (&handle.file, &self.launcher.data_dir)
             && file.starts_with(dir.join(&user.name))
@@ -1060,13 +1067,13 @@ impl Hub {
         Ok(json!({ "ok": true, "decision": decision.name(), "granted": granted }))
     }
 
-    /// Every user's sessions are closed (the server stops).
-    pub async fn close_all(&self) {
-        for user in self.users.values() {
-            for handle in user.sessions() {
-                self.close_session(user, &handle).await;
-            }
-        }
+    /// The server stops: every session's extensions get session_shutdown, all sessions at
+    /// once; their files stay where they are, so a restarted server reopens them.
+    pub async fn stop_all(&self) -> usize {
+        let handles: Vec<Arc<SessionHandle>> =
+            self.users.values().flat_map(|u| u.sessions()).collect();
+        futures::future::join_all(handles.iter().map(Self::stop_session)).await;
+        handles.len()
     }
 }
 

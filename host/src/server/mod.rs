@@ -96,9 +96,31 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .with_state(hub)
 }
 
-/// Serves until the listener fails.
+/// Serves until the listener fails, or until Ctrl-C / SIGTERM: then every session's
+/// extensions get session_shutdown before it returns (session files stay, for a restart).
 pub async fn serve(hub: Arc<Hub>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    axum::serve(listener, router(hub)).await
+    let server = axum::serve(listener, router(hub.clone()));
+    tokio::select! {
+        served = server => served,
+        () = stop_requested() => {
+            eprintln!("pichamber: stopping; session_shutdown runs for every open session");
+            let stopped = hub.stop_all().await;
+            eprintln!("pichamber: stopped {stopped} session(s)");
+            Ok(())
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_requested() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
