@@ -1494,10 +1494,7 @@ token = "{BOB}"
     assert_eq!(server.snapshot(ADA, &third).await["approvals"], json!([]));
     server.prompt(ADA, &third, "/glance").await;
     let rows = glance_rows(&wait_cards(&server, ADA, &third, 1).await[0]);
-    assert!(
-        git_ran_confined(&rows["Git"]),
-        "git runs: {rows:?}"
-    );
+    assert!(git_ran_confined(&rows["Git"]), "git runs: {rows:?}");
     let (_, listed) = server.get("/api/pi/extensions", ADA).await;
     assert_eq!(
         listed["extensions"][0]["capabilities"]["approved"],
