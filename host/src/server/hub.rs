@@ -346,8 +346,30 @@ impl SessionHandle {
 
     /// The snapshot; dialogs an extension stopped waiting for (an AbortSignal) are left out.
     pub fn snapshot(&self) -> Value {
-        let mut snapshot = self.ui.lock().unwrap().snapshot();
-        snapshot["approvals"] = self.approvals_json();
+        let snapshot = self.ui.lock().unwrap().snapshot();
+        self.completed(snapshot)
+    }
+
+    /// The snapshot, with the id of the user's newest event at the time it was taken.
+    pub fn snapshot_at(&self, user: &User) -> (Value, u64) {
+        let ui = self.ui.lock().unwrap();
+        let head = user.head();
+        let snapshot = ui.snapshot();
+        drop(ui);
+        (self.completed(snapshot), head)
+    }
+
+    /// What the GUI state alone does not hold: the open approval questions; and dialogs an
+    /// extension stopped waiting for are left out.
+    fn completed(&self, mut snapshot: Value) -> Value {
+        snapshot["approvals"] = Value::Array(
+            self.approvals
+                .lock()
+                .unwrap()
+                .iter()
+                .map(PendingApproval::to_json)
+                .collect(),
+        );
         if let Some(dialogs) = snapshot["dialogs"].as_array_mut() {
             dialogs.retain(|d| {
                 self.dialogs
@@ -355,33 +377,6 @@ impl SessionHandle {
             });
         }
         snapshot
-    }
-
-    /// The snapshot, with the id of the user's newest event at the time it was taken.
-    pub fn snapshot_at(&self, user: &User) -> (Value, u64) {
-        let ui = self.ui.lock().unwrap();
-        let head = user.head();
-        let mut snapshot = ui.snapshot();
-        snapshot["approvals"] = self.approvals_json();
-        drop(ui);
-        if let Some(dialogs) = snapshot["dialogs"].as_array_mut() {
-            dialogs.retain(|d| {
-                self.dialogs
-                    .is_waiting(d["id"].as_str().unwrap_or_default())
-            });
-        }
-        (snapshot, head)
-    }
-
-    fn approvals_json(&self) -> Value {
-        Value::Array(
-            self.approvals
-                .lock()
-                .unwrap()
-                .iter()
-                .map(PendingApproval::to_json)
-                .collect(),
-        )
     }
 
     /// The current branch's entries as clients see them.
