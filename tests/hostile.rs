@@ -1568,11 +1568,15 @@ fn huge_strings_are_refused_or_truncated_at_every_door() {
 #[test]
 fn an_entry_flood_stops_at_the_per_extension_cap() {
     let sb = Sandbox::new();
+    // 100 000 appends take seconds in a debug build on a loaded machine: the per-call time
+    // limit is raised so that what stops the flood is the entry cap under test.
     let run = run_pichamber(&[
         &fixture("entry-flood.ts"),
         &bystander(),
         "--cwd",
         &sb.ws(),
+        "--call-timeout",
+        "300",
         "--command",
         "/attack",
         "--tool",

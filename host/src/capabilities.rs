@@ -11,38 +11,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use tokio::io::AsyncReadExt;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use crate::runtime::wit::{ExecRequest, ExecResult};
 use crate::sandbox::{Confinement, Policy};
-
-/// A guest whose clock starts at a fixed instant and whose randomness comes from a seed, so
-/// the same run gives the same dates and the same "random" values on any machine (the prelude
-/// seeds `Math.random` from the guest's random source).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Determinism {
-    /// What `Date.now()` reads when the instance starts, in ms since the Unix epoch; it then
-    /// advances in real time, so timers keep working.
-    pub start_unix_ms: u64,
-    pub seed: u64,
-}
-
-/// A wall clock that starts at a given instant.
-struct StartedClock {
-    start: Duration,
-    began: std::time::Instant,
-}
-
-impl wasmtime_wasi::HostWallClock for StartedClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_nanos(1)
-    }
-    fn now(&self) -> Duration {
-        self.start + self.began.elapsed()
-    }
-}
 
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
@@ -59,48 +30,30 @@ pub struct Grants {
     pub allow_unconfined_run: bool,
 }
 
+/// A program an extension asks to run (`pi.exec(command, args, { cwd, timeout })`).
+#[derive(Debug, Clone, Default)]
+pub struct ProgramRequest {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: Option<String>,
+    pub timeout_ms: Option<u32>,
+}
+
+/// What a program run for an extension left: its capped output and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+    /// Stopped at its timeout.
+    pub killed: bool,
+}
+
 /// Per-call caps on a program run for an extension.
 pub const EXEC_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const EXEC_MAX_OUTPUT: usize = 1 << 20;
 
 impl Grants {
-    /// The WASI context of one instance: the granted trees, nothing else (no stdin, no
-    /// inherited environment; guest stdout/stderr are discarded, console goes through the host).
-    pub fn wasi_ctx(&self, determinism: Option<&Determinism>) -> Result<WasiCtx> {
-        let mut builder = WasiCtxBuilder::new();
-        if let Some(d) = determinism {
-            use rand::SeedableRng;
-            builder
-                .wall_clock(StartedClock {
-                    start: Duration::from_millis(d.start_unix_ms),
-                    began: std::time::Instant::now(),
-                })
-                .secure_random(rand::rngs::StdRng::seed_from_u64(d.seed))
-                .insecure_random(rand::rngs::StdRng::seed_from_u64(d.seed ^ 0x5eed))
-                .insecure_random_seed(u128::from(d.seed));
-        }
-        for dir in &self.write {
-            let path = dir
-                .canonicalize()
-                .with_context(|| format!("--allow-write={}: cannot open", dir.display()))?;
-            builder.preopened_dir(&path, path.to_string_lossy(), FsPerms::ReadWrite)?;
-        }
-        for dir in &self.read {
-            let path = dir
-                .canonicalize()
-                .with_context(|| format!("--allow-read={}: cannot open", dir.display()))?;
-            if self
-                .write
-                .iter()
-                .any(|w| w.canonicalize().ok().as_ref() == Some(&path))
-            {
-                continue;
-            }
-            builder.preopened_dir(&path, path.to_string_lossy(), FsPerms::ReadOnly)?;
-        }
-        Ok(builder.build())
-    }
-
     /// Granted environment variables with their host values (`process.env`).
     pub fn env_pairs(&self) -> Vec<(String, String)> {
         self.env
@@ -149,14 +102,14 @@ impl Grants {
     /// The confinement a program run for this extension enters: its grants (see
     /// [`crate::sandbox`]). `None` (unconfined) only where the kernel cannot confine and the
     /// operator accepted that; otherwise such a kernel refuses the program.
-    fn program_confinement(&self, program: &str) -> Result<Option<Arc<Confinement>>, String> {
+    pub fn program_confinement(&self, program: &str) -> Result<Option<Arc<Confinement>>, String> {
         let prepared = Confinement::prepare(&Policy::for_grants(self))
             .map_err(|e| format!("exec of '{program}' refused: {e}"))?;
         confined_or_refused(prepared, self.allow_unconfined_run, program)
     }
 
     /// The scrubbed environment a program runs with: a fixed PATH and the granted variables.
-    fn program_env(&self) -> Vec<(String, String)> {
+    pub fn program_env(&self) -> Vec<(String, String)> {
         let mut env = vec![("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())];
         env.extend(self.env_pairs());
         env
@@ -164,7 +117,7 @@ impl Grants {
 
     /// Whether the granted trees let a built-in tool work in `cwd`: the file tools need the
     /// folder readable (edit and write: writable), bash needs `bash` granted as a program.
-    fn check_builtin_tool(&self, tool: &str, cwd: &Path) -> Result<(), String> {
+    pub fn check_builtin_tool(&self, tool: &str, cwd: &Path) -> Result<(), String> {
         let covered = |grants: &[PathBuf]| covers(grants, cwd);
         let (allowed, flag) = match tool {
             "read" | "grep" | "find" | "ls" => (
@@ -191,64 +144,13 @@ impl Grants {
         }
     }
 
-    /// Runs one of pi's built-in tools for the extension (`createReadTool(cwd).execute`...),
-    /// with the extension's grants rather than the agent's: confined to `cwd`, which a grant
-    /// must cover, and bash with the scrubbed environment, confined to the grants as a granted
-    /// program is (its working directory is `cwd`, which it reaches only if granted). `request.args` holds the JSON
-    /// arguments. Answers the tool's `{ content, details }` as JSON, or its error.
-    pub async fn run_builtin_tool(
-        &self,
-        tool: &str,
-        request: &ExecRequest,
-        default_cwd: &str,
-        on_update: &(dyn Fn(serde_json::Value) + Send + Sync),
-    ) -> Result<ExecResult, String> {
-        let cwd = PathBuf::from(request.cwd.as_deref().unwrap_or(default_cwd));
-        self.check_builtin_tool(tool, &cwd)?;
-        let args: serde_json::Value = request
-            .args
-            .first()
-            .and_then(|a| serde_json::from_str(a).ok())
-            .ok_or_else(|| format!("the built-in {tool} tool got no JSON arguments"))?;
-        let workspace = crate::tools::Workspace::open(&cwd).map_err(|e| {
-            format!(
-                "the built-in {tool} tool cannot open {}: {e}",
-                cwd.display()
-            )
-        })?;
-        let confinement = match tool {
-            "bash" => self.program_confinement("bash")?,
-            _ => None,
-        };
-        let options = crate::tools::ExecOptions {
-            model_accepts_images: None,
-            env: Some(self.program_env()),
-            confinement,
-        };
-        let (_never, cancel) = tokio::sync::watch::channel(false);
-        let args = crate::tools::prepare_arguments(tool, args);
-        let output =
-            crate::tools::execute_with(tool, &args, &workspace, &options, cancel, on_update)
-                .await?;
-        let mut result = serde_json::json!({ "content": output.content });
-        if !output.details.is_null() {
-            result["details"] = output.details;
-        }
-        Ok(ExecResult {
-            stdout: result.to_string(),
-            stderr: String::new(),
-            code: 0,
-            killed: false,
-        })
-    }
-
     /// Runs a granted program: no shell, scrubbed environment, confined to the grants (in a
     /// granted tree or the session's folder), timeout, capped output.
     pub async fn run_program(
         &self,
-        request: ExecRequest,
+        request: ProgramRequest,
         default_cwd: String,
-    ) -> Result<ExecResult, String> {
+    ) -> Result<ProgramOutput, String> {
         self.check_run(&request.command)?;
         let cwd = PathBuf::from(request.cwd.unwrap_or_else(|| default_cwd.clone()));
         self.check_program_cwd(&request.command, &cwd, Path::new(&default_cwd))?;
@@ -284,13 +186,13 @@ impl Grants {
             (out, err, status)
         };
         match tokio::time::timeout(timeout, collect).await {
-            Ok((out, err, status)) => Ok(ExecResult {
+            Ok((out, err, status)) => Ok(ProgramOutput {
                 stdout: String::from_utf8_lossy(&out).into_owned(),
                 stderr: String::from_utf8_lossy(&err).into_owned(),
                 code: status.ok().and_then(|s| s.code()).unwrap_or(1),
                 killed: false,
             }),
-            Err(_) => Ok(ExecResult {
+            Err(_) => Ok(ProgramOutput {
                 stdout: String::new(),
                 stderr: String::new(),
                 code: 1,

@@ -522,7 +522,12 @@ async fn open_session(
     let r = resolve_session(args)?;
     // Asking grants nothing without the GUI: say what was asked and how to grant it.
     for (_, artifact) in &r.artifacts {
-        if let Some(note) = crate::access::ungranted_note(artifact, &r.instance.grants, &r.cwd) {
+        if let Some(note) = crate::access::ungranted_note(
+            &artifact.manifest.name,
+            &artifact.manifest.capabilities,
+            &r.instance.grants,
+            &r.cwd,
+        ) {
             esay!("pichamber: {note}");
         }
     }

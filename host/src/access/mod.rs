@@ -10,14 +10,16 @@ pub use approvals::ApprovalStore;
 pub use policy::{Access, Assessment, Ceiling, Refusal};
 pub use request::{Item, Kind, Requests};
 
-/// For runs without the GUI (nothing to approve with): what `artifact` requests that `grants`
-/// do not give, and the flags that would, or `None` when everything requested is granted.
+/// For runs without the GUI (nothing to approve with): what extension `name` requests (its
+/// manifest's `capabilities`) that `grants` do not give, and the flags that would, or `None`
+/// when everything requested is granted.
 pub fn ungranted_note(
-    artifact: &crate::artifact::Artifact,
+    name: &str,
+    capabilities: &serde_json::Value,
     grants: &crate::capabilities::Grants,
     cwd: &std::path::Path,
 ) -> Option<String> {
-    let requests = Requests::from_manifest(&artifact.manifest.capabilities).ok()?;
+    let requests = Requests::from_manifest(capabilities).ok()?;
     let missing: Vec<Item> = requests
         .items()
         .into_iter()
@@ -29,8 +31,7 @@ pub fn ungranted_note(
     let what: Vec<String> = missing.iter().map(Item::to_string).collect();
     let flags: Vec<String> = missing.iter().map(Item::flag).collect();
     Some(format!(
-        "{} requests {}, not granted: it runs without (grant with {})",
-        artifact.manifest.name,
+        "{name} requests {}, not granted: it runs without (grant with {})",
         what.join(", "),
         flags.join(" ")
     ))

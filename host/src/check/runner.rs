@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use super::expect::{self, Check, Snapshots};
 use super::report::{ExtensionBuild, ScenarioReport, StepReport, Usage};
 use super::scenario::{self, Scenario, StepSpec};
-use crate::capabilities::{Determinism, Grants};
+use crate::capabilities::Grants;
 use crate::launch::{self, SessionSpec, Step};
 use crate::model::{ModelClient, Script, ScriptedModel};
+use crate::runtime::Determinism;
 use crate::runtime::InstanceOptions;
 use crate::session::{AgentSettings, EventSink, NoDialogs, ScriptedAnswers, SessionEvent};
 

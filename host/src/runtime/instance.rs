@@ -13,13 +13,14 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::boundary::MAX_JSON_BYTES;
+use super::extension_host::ExtensionHost;
 use super::limits::{Meter, Registry};
 use super::operations::Operations;
+use super::wasi::Determinism;
 use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
 use super::{Extension, ExtensionPre};
 use crate::artifact::Artifact;
 use crate::capabilities::Grants;
-use crate::session::{SessionEvent, SessionShared};
 use crate::source_map::SourceMaps;
 
 /// Traps (deadline, memory, stack, a crash) after which an instance is not restarted again.
@@ -38,7 +39,7 @@ pub struct InstanceOptions {
     pub memory_limit: usize,
     pub grants: Arc<Grants>,
     /// A fixed clock start and random seed (`pichamber check`); `None`: the real ones.
-    pub determinism: Option<crate::capabilities::Determinism>,
+    pub determinism: Option<Determinism>,
 }
 
 impl Default for InstanceOptions {
@@ -57,9 +58,11 @@ pub struct ExtensionState {
     wasi: WasiCtx,
     table: ResourceTable,
     limits: StoreLimits,
-    pub(super) index: usize,
     pub(super) name: String,
-    pub(super) session: Arc<SessionShared>,
+    /// The session this instance serves.
+    pub(super) host: Arc<dyn ExtensionHost>,
+    /// Whether the session has UI (dialogs are asked, UI updates sent).
+    pub(super) has_ui: bool,
     pub(super) grants: Arc<Grants>,
     pub(super) operations: Operations,
     /// When the guest last started running (a call began, or `wait` returned).
@@ -79,8 +82,6 @@ pub struct ExtensionState {
     pub(super) dialogs: Meter,
     /// What this instance's registrations hold in host memory.
     pub(super) registry: Registry,
-    /// Session entries this extension appended (kept across restarts).
-    pub(super) entries_appended: usize,
     /// A status or widget was refused and reported.
     pub(super) ui_refusal_reported: bool,
 }
@@ -163,7 +164,6 @@ impl std::fmt::Display for CallError {
 pub struct ExtensionInstance {
     store: Store<ExtensionState>,
     bindings: Extension,
-    pub index: usize,
     pub name: String,
     /// Why the instance stopped (it has not been restarted since).
     broken: Option<String>,
@@ -174,7 +174,7 @@ pub struct ExtensionInstance {
     /// What a restart needs.
     pre: ExtensionPre<ExtensionState>,
     artifact: Arc<Artifact>,
-    session: Arc<SessionShared>,
+    host: Arc<dyn ExtensionHost>,
     options: InstanceOptions,
 }
 
@@ -202,22 +202,20 @@ impl ExtensionInstance {
     pub async fn start(
         pre: &ExtensionPre<ExtensionState>,
         artifact: &Artifact,
-        index: usize,
-        session: Arc<SessionShared>,
+        host: Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
     ) -> Result<Self, CallError> {
-        let (store, bindings) = Self::instantiate(pre, artifact, index, &session, options).await?;
+        let (store, bindings) = Self::instantiate(pre, artifact, &host, options).await?;
         let mut instance = Self {
             store,
             bindings,
-            index,
             name: artifact.manifest.name.clone(),
             broken: None,
             failures: 0,
             started: false,
             pre: pre.clone(),
             artifact: Arc::new(artifact.clone()),
-            session,
+            host,
             options: options.clone(),
         };
         instance.load().await?;
@@ -229,13 +227,10 @@ impl ExtensionInstance {
     async fn instantiate(
         pre: &ExtensionPre<ExtensionState>,
         artifact: &Artifact,
-        index: usize,
-        session: &Arc<SessionShared>,
+        host: &Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
     ) -> Result<(Store<ExtensionState>, Extension), CallError> {
-        let wasi = options
-            .grants
-            .wasi_ctx(options.determinism.as_ref())
+        let wasi = super::wasi::wasi_ctx(&options.grants, options.determinism.as_ref())
             .map_err(|e| CallError::Trap(format!("{e:#}")))?;
         let state = ExtensionState {
             wasi,
@@ -246,9 +241,9 @@ impl ExtensionInstance {
                 .instances(16)
                 .trap_on_grow_failure(true)
                 .build(),
-            index,
             name: artifact.manifest.name.clone(),
-            session: session.clone(),
+            has_ui: host.facts().has_ui,
+            host: host.clone(),
             grants: options.grants.clone(),
             operations: Operations::default(),
             running_since: Instant::now(),
@@ -261,7 +256,6 @@ impl ExtensionInstance {
             ui: Meter::ui(),
             dialogs: Meter::dialogs(),
             registry: Registry::default(),
-            entries_appended: 0,
             ui_refusal_reported: false,
         };
         let mut store = Store::new(pre.instance_pre().engine(), state);
@@ -295,11 +289,12 @@ impl ExtensionInstance {
                 source: m.source.clone(),
             })
             .collect();
+        let facts = self.host.facts();
         let context = LoadContext {
             extension_name: artifact.manifest.name.clone(),
-            cwd: self.session.cwd.clone(),
-            mode: self.session.mode.clone(),
-            has_ui: self.session.has_ui,
+            cwd: facts.cwd,
+            mode: facts.mode,
+            has_ui: facts.has_ui,
             env: self.options.grants.env_pairs(),
             memory_limit: self.options.memory_limit as u64,
         };
@@ -337,30 +332,19 @@ impl ExtensionInstance {
     /// A fresh store from the prepared component, the factory run again, registrations
     /// replaced, `notice` reported as an error entry, then session_start "reload".
     async fn reinstantiate(&mut self, notice: Option<String>) -> Result<(), CallError> {
-        // Statuses and widgets stay on screen, and the entries it appended stay in the
-        // session: the fresh instance inherits their accounting.
+        // Statuses and widgets stay on screen: the fresh instance inherits their accounting.
         let inherited = self.store.data().registry.ui_state_only();
-        let entries = self.store.data().entries_appended;
         let inactive = self.forget_registrations();
         let before = self.failures;
-        let (store, bindings) = match Self::instantiate(
-            &self.pre,
-            &self.artifact,
-            self.index,
-            &self.session,
-            &self.options,
-        )
-        .await
-        {
-            Ok(fresh) => fresh,
-            Err(e) => return Err(self.restart_failed(e, &inactive, before)),
-        };
+        let (store, bindings) =
+            match Self::instantiate(&self.pre, &self.artifact, &self.host, &self.options).await {
+                Ok(fresh) => fresh,
+                Err(e) => return Err(self.restart_failed(e, &inactive, before)),
+            };
         self.store = store;
         self.bindings = bindings;
         self.broken = None;
-        let state = self.store.data_mut();
-        state.registry = inherited;
-        state.entries_appended = entries;
+        self.store.data_mut().registry = inherited;
         if let Err(e) = self.load().await {
             return Err(self.restart_failed(e, &inactive, before));
         }
@@ -368,28 +352,12 @@ impl ExtensionInstance {
         // registers go.
         self.settle_active_tools(&inactive);
         if let Some(error) = notice {
-            self.session.emit(SessionEvent::ExtensionError {
-                extension: self.name.clone(),
-                event: "restart".into(),
-                error,
-                stack: None,
-            });
+            self.host.report_error("restart".into(), error, None);
         }
-        let subscribed = {
-            let state = self.session.state.lock().unwrap();
-            state
-                .registrations
-                .get(self.index)
-                .is_some_and(|r| r.events.iter().any(|e| e == "session_start"))
-        };
-        if subscribed {
+        if self.host.subscribes("session_start") {
             let event =
                 serde_json::json!({ "type": "session_start", "reason": "reload" }).to_string();
-            let ctx = {
-                let state = self.session.state.lock().unwrap();
-                serde_json::json!({ "cwd": self.session.cwd, "hasUI": self.session.has_ui, "model": state.model })
-                    .to_string()
-            };
+            let ctx = self.host.call_context().to_string();
             let outcome = guest_call_now!(self, |g, s| g.call_dispatch_event(
                 s,
                 "session_start",
@@ -398,13 +366,8 @@ impl ExtensionInstance {
             ))?;
             if let Err(e) = outcome {
                 let error = self.store.data().source_maps.remap(&e);
-                let (error, stack) = crate::session::events::split_stack(&error);
-                self.session.emit(SessionEvent::ExtensionError {
-                    extension: self.name.clone(),
-                    event: "session_start".into(),
-                    error,
-                    stack,
-                });
+                let (error, stack) = split_stack(&error);
+                self.host.report_error("session_start".into(), error, stack);
             }
         }
         Ok(())
@@ -429,28 +392,11 @@ impl ExtensionInstance {
     /// Drops everything this instance registered from the session (tools, commands, event
     /// subscriptions, flags, ...); returns the names of its tools that were inactive.
     fn forget_registrations(&self) -> Vec<String> {
-        let mut state = self.session.state.lock().unwrap();
-        let index = self.index;
-        let own: Vec<String> = state
-            .tools
-            .iter()
-            .filter(|t| t.source == crate::session::state::ToolSource::Extension(index))
-            .map(|t| t.name.clone())
-            .collect();
-        let inactive = own
-            .iter()
-            .filter(|n| !state.active_tools.contains(n))
-            .cloned()
-            .collect();
-        state.forget_extension(index);
-        inactive
+        self.host.forget_registrations()
     }
 
     fn settle_active_tools(&self, inactive: &[String]) {
-        let mut state = self.session.state.lock().unwrap();
-        let mut active = std::mem::take(&mut state.active_tools);
-        active.retain(|n| !inactive.contains(n) && state.tool(n).is_some());
-        state.active_tools = active;
+        self.host.settle_active_tools(inactive);
     }
 
     /// What happens after a trap, for the trap's message.
@@ -648,4 +594,41 @@ fn describe_trap(error: &wasmtime::Error) -> String {
         .find(|c| !c.starts_with("error while executing at wasm backtrace"))
         .cloned()
         .unwrap_or_else(|| format!("{error:#}"))
+}
+
+/// Splits a guest error text ("message" then stack frames, each line "    at ...") into the
+/// message and the stack.
+pub fn split_stack(text: &str) -> (String, Option<String>) {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset > 0
+            && line.trim_start().starts_with("at ")
+            && line.starts_with(char::is_whitespace)
+        {
+            let stack = text[offset..].trim_end();
+            return (text[..offset].trim_end().to_owned(), Some(stack.to_owned()));
+        }
+        offset += line.len();
+    }
+    (text.to_owned(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_is_split_from_the_message() {
+        let (message, stack) = split_stack("boom\nsecond line\n    at f (/ext/a.ts:3)\n    at g\n");
+        assert_eq!(message, "boom\nsecond line");
+        assert_eq!(stack.as_deref(), Some("    at f (/ext/a.ts:3)\n    at g"));
+        assert_eq!(
+            split_stack("at the start\nno frames"),
+            ("at the start\nno frames".into(), None)
+        );
+        assert_eq!(
+            split_stack("    at first line"),
+            ("    at first line".into(), None)
+        );
+    }
 }

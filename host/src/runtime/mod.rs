@@ -2,10 +2,13 @@
 //! content hash, an `InstancePre` per extension, and one instance per session.
 
 pub mod boundary;
+mod extension_host;
 mod host_api;
 mod instance;
 pub mod limits;
 mod operations;
+pub mod ui;
+mod wasi;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,8 +20,10 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-pub use instance::{CallError, ExtensionInstance, InstanceOptions, MAX_FAILURES};
+pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts};
+pub use instance::{CallError, ExtensionInstance, InstanceOptions, MAX_FAILURES, split_stack};
 pub use operations::Operations;
+pub use wasi::Determinism;
 
 use crate::artifact::{Artifact, hex};
 

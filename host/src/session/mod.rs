@@ -11,6 +11,7 @@ pub mod dialogs;
 pub mod events;
 pub mod lifecycle;
 pub mod messages;
+mod port;
 pub mod resources;
 pub mod retry;
 pub mod state;
@@ -329,9 +330,12 @@ impl Session {
             },
             None => self.options.clone(),
         };
-        match ExtensionInstance::start(&prepared, artifact, index, self.shared.clone(), &options)
-            .await
-        {
+        let port = Arc::new(port::ExtensionPort::new(
+            self.shared.clone(),
+            index,
+            &artifact.manifest.name,
+        ));
+        match ExtensionInstance::start(&prepared, artifact, port, &options).await {
             Ok(instance) => {
                 self.extensions.push(instance);
                 self.origins.push(artifact.origin.clone());

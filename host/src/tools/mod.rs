@@ -36,6 +36,7 @@ mod collate;
 mod edit;
 mod edit_diff;
 mod find;
+pub mod for_extension;
 mod grep;
 mod image;
 mod ls;
