@@ -1,6 +1,6 @@
 //! `pichamber run --prompt` end to end, through the binary: the agent loop with a scripted
 //! model (`--script`) or the OpenAI path against the in-process mock endpoint
-//! (`pichamber::model::mock_server`), built-in tools in a temporary workspace, pi's event
+//! (`pichamber_model::mock_server`), built-in tools in a temporary workspace, pi's event
 //! order, extensions hooking the loop, and session files that survive `kill -9` and that real
 //! pi 0.73.1 opens (tests/oracle; install it with `npm ci --prefix tests/oracle`).
 
@@ -11,9 +11,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use pichamber::model::Script;
-use pichamber::model::mock_server::{self, MockOptions, MockServer};
-use pichamber::session::store::{SessionStore, SyncPolicy};
+use pichamber_model::Script;
+use pichamber_model::mock_server::{self, MockOptions, MockServer};
+use pichamber_session::store::{SessionStore, SyncPolicy};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use pichamber::model::Script;
-use pichamber::model::mock_server::{self, MockServer};
+use pichamber_model::Script;
+use pichamber_model::mock_server::{self, MockServer};
 use serde_json::{Value, json};
 
 const PROVIDER: &str = "mock";

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pichamber::tools::{self, Workspace};
+use pichamber_tools::{self as tools, Workspace};
 use serde_json::{Value, json};
 
 /// A valid 3x2 PNG.

@@ -553,8 +553,8 @@ fn the_host_environment_stays_out_of_reach() {
 
 #[test]
 fn the_api_key_of_the_model_never_reaches_an_extension() {
-    use pichamber::model::Script;
-    use pichamber::model::mock_server::{self, MockOptions};
+    use pichamber_model::Script;
+    use pichamber_model::mock_server::{self, MockOptions};
 
     let sb = Sandbox::new();
     let api_key = format!("sk-test-{}", uuid::Uuid::new_v4());
@@ -978,7 +978,7 @@ fn a_granted_program_cannot_reach_paths_outside_the_grants() {
         "bash-outside",
         "bash-write-granted-read",
     ];
-    if pichamber::sandbox::kernel_abi().is_none() {
+    if pichamber_access::sandbox::kernel_abi().is_none() {
         // A kernel without Landlock cannot confine: every program is refused, saying how to
         // accept the risk.
         for attempt in confined_attempts

@@ -7,12 +7,12 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use pichamber::artifact::Artifact;
-use pichamber::bundle;
-use pichamber::model::{ModelClient, Script, ScriptedModel};
-use pichamber::runtime::{InstanceOptions, Runtime};
-use pichamber::session::store::{SessionStore, SyncPolicy};
-use pichamber::session::{
+use pichamber_artifact::Artifact;
+use pichamber_artifact::bundle;
+use pichamber_model::{ModelClient, Script, ScriptedModel};
+use pichamber_runtime::{InstanceOptions, Runtime};
+use pichamber_session::store::{SessionStore, SyncPolicy};
+use pichamber_session::{
     AgentSettings, EventSink, ForkPosition, NoDialogs, PromptOptions, Session, SessionConfig,
     SessionEvent,
 };
@@ -60,7 +60,7 @@ fn artifact(dir: &Path, source: &str) -> Artifact {
 /// A scripted model that reasons (so thinking levels other than "off" stick, as in pi).
 fn scripted(turns: Value) -> ScriptedModel {
     let mut config =
-        pichamber::model::OpenAiConfig::new("scripted", "scripted", "http://localhost:0");
+        pichamber_model::OpenAiConfig::new("scripted", "scripted", "http://localhost:0");
     config.reasoning = true;
     ScriptedModel::with_config(
         Script::from_value(json!({ "turns": turns })).unwrap(),
@@ -92,7 +92,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
     let store =
         SessionStore::create(&sessions, &dir.path().to_string_lossy(), SyncPolicy::None).unwrap();
     let mut options = InstanceOptions::default();
-    let grants = pichamber::capabilities::Grants {
+    let grants = pichamber_access::Grants {
         env: env.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     };

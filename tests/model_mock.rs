@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use pichamber::model::mock_server::{self, MockOptions};
-use pichamber::model::scripted::Script;
-use pichamber::model::{
+use pichamber_model::mock_server::{self, MockOptions};
+use pichamber_model::scripted::Script;
+use pichamber_model::{
     LlmContext, ModelClient, ModelsJson, OpenAiConfig, OpenAiModel, ScriptedModel, StreamItem,
     StreamOptions,
 };
@@ -541,10 +541,9 @@ fn script_file_errors_name_the_file_and_the_field() {
 // ---- real pi against the mock ----
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
         .unwrap()
-        .to_path_buf()
 }
 
 fn pi_bin() -> PathBuf {

@@ -1339,7 +1339,7 @@ async fn wait_cards(server: &Server, token: &str, session: &str, n: usize) -> Ve
 /// extension's grants and finds no repository (or, on a kernel without Landlock, is refused
 /// because it cannot be confined).
 fn git_ran_confined(row: &str) -> bool {
-    if pichamber::sandbox::kernel_abi().is_some() {
+    if pichamber_access::sandbox::kernel_abi().is_some() {
         row.contains("not a git repository")
     } else {
         row.contains("--allow-unconfined-run")

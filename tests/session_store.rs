@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pichamber::session::store::{SessionStore, SyncPolicy};
+use pichamber_session::store::{SessionStore, SyncPolicy};
 use serde_json::{Map, Value, json};
 
 fn oracle() -> PathBuf {

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pichamber::runtime::boundary::{check_name, parse_json, truncate, MAX_NAME_BYTES};
+use pichamber_runtime::boundary::{check_name, parse_json, truncate, MAX_NAME_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -5,9 +5,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pichamber::gui::card::{COMPONENTS, Descriptor, normalize_descriptor};
-use pichamber::gui::form::{normalize_fields, validate_form};
-use pichamber::gui::{is_command_name, limits};
+use pichamber_gui::card::{COMPONENTS, Descriptor, normalize_descriptor};
+use pichamber_gui::form::{normalize_fields, validate_form};
+use pichamber_gui::{is_command_name, limits};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pichamber::session::state::RegisteredTool;
-use pichamber::session::tool_calls::validate_arguments;
+use pichamber_session::state::RegisteredTool;
+use pichamber_session::tool_calls::validate_arguments;
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(2, |b| *b == 0);
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let tool = RegisteredTool {
-        source: pichamber::session::state::ToolSource::Builtin,
+        source: pichamber_session::state::ToolSource::Builtin,
         extension_name: String::new(),
         name: "fuzz".into(),
         label: "fuzz".into(),

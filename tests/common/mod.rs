@@ -8,10 +8,9 @@ use serde_json::Value;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
         .unwrap()
-        .to_path_buf()
 }
 
 pub fn bin() -> PathBuf {

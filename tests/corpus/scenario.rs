@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{LazyLock, OnceLock};
 
-use pichamber::model::Script;
-use pichamber::model::mock_server::{self, MockServer};
+use pichamber_model::Script;
+use pichamber_model::mock_server::{self, MockServer};
 use serde_json::{Value, json};
 
 use super::common;

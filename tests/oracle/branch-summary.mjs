@@ -1,4 +1,4 @@
-// Real pi's branch summarisation as an oracle for host/src/session/branch_summary.rs (its
+// Real pi's branch summarisation as an oracle for host/session/src/branch_summary.rs (its
 // `oracle_*` tests).
 //
 //   node branch-summary.mjs < request.json

@@ -1,4 +1,4 @@
-// Real pi's compaction functions as an oracle for host/src/session/compaction.rs (its
+// Real pi's compaction functions as an oracle for host/session/src/compaction.rs (its
 // `oracle_*` tests). No model is involved.
 //
 //   node compaction.mjs < request.json

@@ -1,0 +1,808 @@
+//! Turns an extension's sources into the module map the guest loads: TypeScript stripped with
+//! oxc, every import resolved with oxc_resolver (relative files and node_modules packages), and
+//! every import specifier rewritten in the AST to a canonical module id. pi's packages, TypeBox
+//! and node builtins resolve to the guest shim's virtual modules. CommonJS packages are wrapped
+//! so ES modules can import them.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use oxc_allocator::Allocator;
+use oxc_ast::ast::{
+    Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, Program,
+    StringLiteral,
+};
+use oxc_ast_visit::{VisitMut, walk_mut};
+use oxc_codegen::Codegen;
+use oxc_parser::Parser;
+use oxc_resolver::{ResolveOptions, Resolver};
+use oxc_semantic::SemanticBuilder;
+use oxc_span::SourceType;
+use oxc_transformer::{TransformOptions, Transformer};
+use serde::Deserialize;
+
+/// The virtual modules the guest shim provides, shared with the shim's build.
+const VIRTUAL_MODULES_JSON: &str = include_str!("../../../guest-shim/js/virtual-modules.json");
+
+/// A located build failure: `file:line:col: message`.
+#[derive(Debug, Clone)]
+pub struct BuildError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.column, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// One bundled extension.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// Canonical id of the entry module.
+    pub entry: String,
+    /// Modules in dependency-discovery order, entry first.
+    pub modules: Vec<BundledModule>,
+    /// The package the entry belongs to, when there is one.
+    pub package: Option<PackageInfo>,
+    /// Capabilities the extension asks for (package.json `pichamber.capabilities`).
+    pub requested_capabilities: serde_json::Value,
+    /// A name for the extension: the package name or the entry file's stem.
+    pub name: String,
+    pub version: Option<String>,
+    /// The extension as given (made absolute).
+    pub input: PathBuf,
+    /// The folder module ids are relative to (`/ext/...`): the package, or the file's folder.
+    pub root: PathBuf,
+}
+
+/// One module of the bundle.
+#[derive(Debug, Clone)]
+pub struct BundledModule {
+    /// Canonical id (`/ext/<path in the package>`).
+    pub id: String,
+    pub code: String,
+    /// Source map (JSON) from `code` back to the original file.
+    pub map: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PackageInfo {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    #[serde(rename = "type")]
+    pub module_type: Option<String>,
+    pub pi: Option<PiField>,
+    pub pichamber: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PiField {
+    pub extensions: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct VirtualModules {
+    aliases: BTreeMap<String, String>,
+}
+
+fn virtual_aliases() -> BTreeMap<String, String> {
+    serde_json::from_str::<VirtualModules>(VIRTUAL_MODULES_JSON)
+        .expect("virtual-modules.json is valid")
+        .aliases
+}
+
+/// Where the extension's entry is and what its id root is.
+struct Layout {
+    entry: PathBuf,
+    root: PathBuf,
+    package: Option<PackageInfo>,
+    /// The extension is a single file (named after the file, as pi names it), not a package.
+    single_file: bool,
+}
+
+fn plain_error(file: &Path, message: impl Into<String>) -> BuildError {
+    BuildError {
+        file: file.display().to_string(),
+        line: 0,
+        column: 0,
+        message: message.into(),
+    }
+}
+
+fn read_package(dir: &Path) -> Result<Option<PackageInfo>, BuildError> {
+    let path = dir.join("package.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| plain_error(&path, e.to_string()))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| BuildError {
+            file: path.display().to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: format!("invalid package.json: {e}"),
+        })
+}
+
+fn locate(input: &Path) -> Result<Layout, BuildError> {
+    let input = input
+        .canonicalize()
+        .map_err(|e| plain_error(input, format!("cannot open the extension: {e}")))?;
+    if input.is_file() {
+        let is_source = input.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+            matches!(
+                e,
+                "ts" | "tsx" | "mts" | "cts" | "js" | "jsx" | "mjs" | "cjs"
+            )
+        });
+        if !is_source {
+            return Err(plain_error(
+                &input,
+                "not an extension source: expected a .ts or .js file (or a built .wasm for `run` and `inspect`)",
+            ));
+        }
+        let dir = input.parent().unwrap_or(Path::new("/")).to_path_buf();
+        // The package a single file belongs to, if any (its nearest package.json).
+        let mut package_dir = Some(dir.as_path());
+        while let Some(d) = package_dir {
+            if d.join("package.json").is_file() {
+                let package = read_package(d)?;
+                return Ok(Layout {
+                    entry: input.clone(),
+                    root: d.to_path_buf(),
+                    package,
+                    single_file: true,
+                });
+            }
+            package_dir = d.parent();
+        }
+        return Ok(Layout {
+            entry: input.clone(),
+            root: dir,
+            package: None,
+            single_file: true,
+        });
+    }
+    let package = read_package(&input)?;
+    if let Some(extensions) = package
+        .as_ref()
+        .and_then(|p| p.pi.as_ref())
+        .and_then(|p| p.extensions.clone())
+    {
+        match extensions.as_slice() {
+            [one] => {
+                let entry = input.join(one);
+                let entry = if entry.is_dir() {
+                    index_file(&entry).unwrap_or(entry)
+                } else {
+                    entry
+                };
+                if !entry.is_file() {
+                    return Err(plain_error(
+                        &input.join("package.json"),
+                        format!("pi.extensions lists \"{one}\", which does not exist"),
+                    ));
+                }
+                return Ok(Layout {
+                    entry,
+                    root: input,
+                    package,
+                    single_file: false,
+                });
+            }
+            [] => {
+                return Err(plain_error(
+                    &input.join("package.json"),
+                    "pi.extensions is empty",
+                ));
+            }
+            many => {
+                return Err(plain_error(
+                    &input.join("package.json"),
+                    format!(
+                        "pi.extensions lists {} extensions; build each one on its own, e.g. `pichamber build {}`",
+                        many.len(),
+                        input.join(&many[0]).display()
+                    ),
+                ));
+            }
+        }
+    }
+    match index_file(&input) {
+        Some(entry) => Ok(Layout {
+            entry,
+            root: input,
+            package,
+            single_file: false,
+        }),
+        None => Err(plain_error(
+            &input,
+            "no extension here: expected index.ts / index.js or a package.json with pi.extensions",
+        )),
+    }
+}
+
+fn index_file(dir: &Path) -> Option<PathBuf> {
+    [
+        "index.ts",
+        "index.mts",
+        "index.tsx",
+        "index.js",
+        "index.mjs",
+    ]
+    .iter()
+    .map(|n| dir.join(n))
+    .find(|p| p.is_file())
+}
+
+/// Bundles the extension at `input` (a file, a folder with index.ts, or a pi package).
+pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
+    let layout = locate(input)?;
+    let aliases = virtual_aliases();
+    let resolver = Resolver::new(ResolveOptions {
+        extensions: [
+            ".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json",
+        ]
+        .map(String::from)
+        .to_vec(),
+        condition_names: ["import", "module", "node", "default", "require"]
+            .map(String::from)
+            .to_vec(),
+        main_fields: ["module", "main"].map(String::from).to_vec(),
+        extension_alias: vec![
+            (
+                ".js".into(),
+                vec![".ts".into(), ".tsx".into(), ".js".into()],
+            ),
+            (".mjs".into(), vec![".mts".into(), ".mjs".into()]),
+        ],
+        ..ResolveOptions::default()
+    });
+
+    let mut ids = ModuleIds::new(layout.root.clone());
+    let entry_id = ids.id_for(&layout.entry);
+    let mut queue = VecDeque::from([layout.entry.clone()]);
+    let mut done: HashMap<PathBuf, ()> = HashMap::new();
+    let mut modules = Vec::new();
+
+    while let Some(path) = queue.pop_front() {
+        if done.insert(path.clone(), ()).is_some() {
+            continue;
+        }
+        let module = transform_module(&path, &layout, &aliases, &resolver, &mut ids)?;
+        for dep in module.dependencies {
+            if !done.contains_key(&dep) {
+                queue.push_back(dep);
+            }
+        }
+        modules.push(BundledModule {
+            id: ids.id_for(&path),
+            code: module.code,
+            map: module.map,
+        });
+    }
+
+    // A single file is its own extension even inside a package; a package or folder is named
+    // after package.json's name.
+    let package = if layout.single_file {
+        None
+    } else {
+        layout.package.clone()
+    };
+    let name = package
+        .as_ref()
+        .and_then(|p| p.name.clone())
+        .or_else(|| {
+            (!layout.single_file && layout.entry.file_stem().is_some_and(|s| s == "index"))
+                .then(|| {
+                    layout
+                        .root
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                })
+                .flatten()
+        })
+        .unwrap_or_else(|| {
+            // `x/index.ts` is named after its folder (a package's several entries often are).
+            let stem = layout.entry.file_stem().map(|s| s.to_string_lossy());
+            let folder = layout.entry.parent().and_then(Path::file_name);
+            match (stem, folder) {
+                (Some(s), Some(f)) if s == "index" => f.to_string_lossy().into_owned(),
+                (Some(s), _) => s.into_owned(),
+                _ => "extension".into(),
+            }
+        });
+    let requested_capabilities = requested_capabilities(&layout, package.as_ref())?.to_value();
+    Ok(Bundle {
+        entry: entry_id,
+        modules,
+        version: package.as_ref().and_then(|p| p.version.clone()),
+        package,
+        requested_capabilities,
+        name,
+        input: std::path::absolute(input).unwrap_or_else(|_| input.to_path_buf()),
+        root: layout.root.clone(),
+    })
+}
+
+/// What the extension asks for: package.json's `pichamber.capabilities`, or the entry file's
+/// `// pichamber.capabilities: {...}` line (one place, not both).
+fn requested_capabilities(
+    layout: &Layout,
+    package: Option<&PackageInfo>,
+) -> Result<pichamber_access::Requests, BuildError> {
+    use pichamber_access::Requests;
+    let declared = package
+        .and_then(|p| p.pichamber.as_ref())
+        .and_then(|p| p.get("capabilities"));
+    let source = std::fs::read_to_string(&layout.entry).unwrap_or_default();
+    let inline = Requests::from_inline(&source).map_err(|(line, message)| BuildError {
+        file: layout.entry.display().to_string(),
+        line,
+        column: 1,
+        message,
+    })?;
+    match (declared, inline) {
+        (Some(_), Some(_)) => Err(plain_error(
+            &layout.entry,
+            "capabilities are requested both in package.json (pichamber.capabilities) and in a comment here; keep one",
+        )),
+        (Some(value), None) => Requests::parse(value).map_err(|e| {
+            plain_error(
+                &layout.root.join("package.json"),
+                format!("pichamber.capabilities: {e}"),
+            )
+        }),
+        (None, inline) => Ok(inline.unwrap_or_default()),
+    }
+}
+
+/// Canonical module ids: `/ext/<path inside the package>`; files outside it get an opaque
+/// `/ext/_external/<n>/<file name>` so no host path reaches the guest or error messages.
+struct ModuleIds {
+    root: PathBuf,
+    external: HashMap<PathBuf, String>,
+}
+
+impl ModuleIds {
+    fn new(root: PathBuf) -> Self {
+        Self {
+            root,
+            external: HashMap::new(),
+        }
+    }
+    fn id_for(&mut self, path: &Path) -> String {
+        if let Ok(rel) = path.strip_prefix(&self.root) {
+            return format!("/ext/{}", rel.to_string_lossy().replace('\\', "/"));
+        }
+        let n = self.external.len();
+        self.external
+            .entry(path.to_path_buf())
+            .or_insert_with(|| {
+                format!(
+                    "/ext/_external/{n}/{}",
+                    path.file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                )
+            })
+            .clone()
+    }
+}
+
+struct TransformedModule {
+    code: String,
+    map: Option<String>,
+    dependencies: Vec<PathBuf>,
+}
+
+fn line_col(source: &str, offset: u32) -> (usize, usize) {
+    let before = &source[..(offset as usize).min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map(|i| before.len() - i)
+        .unwrap_or(before.len() + 1);
+    (line, column)
+}
+
+fn display_path(path: &Path, layout: &Layout) -> String {
+    // Paths in messages are relative to where the user is, as compilers print them.
+    let cwd = std::env::current_dir().ok();
+    cwd.as_deref()
+        .and_then(|c| path.strip_prefix(c).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| {
+            path.strip_prefix(layout.root.parent().unwrap_or(Path::new("/")))
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| path.display().to_string())
+        })
+}
+
+fn transform_module(
+    path: &Path,
+    layout: &Layout,
+    aliases: &BTreeMap<String, String>,
+    resolver: &Resolver,
+    ids: &mut ModuleIds,
+) -> Result<TransformedModule, BuildError> {
+    let shown = display_path(path, layout);
+    let source =
+        std::fs::read_to_string(path).map_err(|e| plain_error(Path::new(&shown), e.to_string()))?;
+    if path.extension().is_some_and(|e| e == "json") {
+        let value: serde_json::Value = serde_json::from_str(&source).map_err(|e| BuildError {
+            file: shown.clone(),
+            line: e.line(),
+            column: e.column(),
+            message: format!("invalid JSON: {e}"),
+        })?;
+        return Ok(TransformedModule {
+            code: format!("export default {value};\n"),
+            map: None,
+            dependencies: vec![],
+        });
+    }
+
+    let allocator = Allocator::default();
+    let source_type = SourceType::from_path(path).unwrap_or_else(|_| SourceType::mjs());
+    let source_type = if source_type.is_javascript() && !source_type.is_typescript() {
+        source_type.with_module(true)
+    } else {
+        source_type
+    };
+    let parsed = Parser::new(&allocator, &source, source_type).parse();
+    if let Some(error) = parsed
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == oxc_diagnostics::Severity::Error)
+    {
+        let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
+        let (line, column) = line_col(&source, offset);
+        return Err(BuildError {
+            file: shown,
+            line,
+            column,
+            message: error.message.to_string(),
+        });
+    }
+    let mut program = parsed.program;
+    let has_module_syntax = parsed.module_record.has_module_syntax;
+
+    let scoping = SemanticBuilder::new()
+        .build(&program)
+        .semantic
+        .into_scoping();
+    let transformed = Transformer::new(&allocator, path, &TransformOptions::default())
+        .build_with_scoping(scoping, &mut program);
+    if let Some(error) = transformed
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == oxc_diagnostics::Severity::Error)
+    {
+        let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
+        let (line, column) = line_col(&source, offset);
+        return Err(BuildError {
+            file: shown,
+            line,
+            column,
+            message: error.message.to_string(),
+        });
+    }
+
+    let is_cjs = !has_module_syntax && looks_commonjs(path, &source, layout);
+
+    let mut rewriter = SpecifierRewriter {
+        allocator: &allocator,
+        importer: path,
+        aliases,
+        resolver,
+        ids,
+        source: &source,
+        shown: &shown,
+        dependencies: Vec::new(),
+        requires: Vec::new(),
+        error: None,
+        in_cjs: is_cjs,
+    };
+    rewriter.visit_program(&mut program);
+    if let Some(error) = rewriter.error {
+        return Err(error);
+    }
+    let dependencies = rewriter.dependencies;
+    let requires = rewriter.requires;
+    let id = ids.id_for(path);
+    let generated = Codegen::new()
+        .with_options(oxc_codegen::CodegenOptions {
+            source_map_path: Some(PathBuf::from(&id)),
+            ..Default::default()
+        })
+        .build(&program);
+    let code = generated.code;
+    // A CommonJS wrapper shifts lines; its positions are not mapped.
+    let map = (!is_cjs).then(|| {
+        generated.map.map(|mut m| {
+            m.set_sources([id.as_str()]);
+            m.to_json_string()
+        })
+    });
+    let map = map.flatten();
+
+    let code = if is_cjs {
+        let export_names = commonjs_export_names(&program);
+        wrap_commonjs(&code, &requires, &export_names)
+    } else {
+        code
+    };
+    Ok(TransformedModule {
+        code,
+        map,
+        dependencies,
+    })
+}
+
+fn looks_commonjs(path: &Path, source: &str, layout: &Layout) -> bool {
+    if path.extension().is_some_and(|e| e == "cjs") {
+        return true;
+    }
+    if path.extension().is_some_and(|e| e == "mjs" || e == "mts") {
+        return false;
+    }
+    // A file of a package with "type": "module" is ESM even without import/export.
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d.join("package.json").is_file() {
+            if let Ok(Some(pkg)) = read_package(d)
+                && pkg.module_type.as_deref() == Some("module")
+            {
+                return false;
+            }
+            break;
+        }
+        if d == layout.root {
+            break;
+        }
+        dir = d.parent();
+    }
+    source.contains("require(") || source.contains("exports")
+}
+
+/// Names a CommonJS module assigns on `exports` / `module.exports` (what Node's
+/// cjs-module-lexer would detect), so ES modules can import them by name.
+fn commonjs_export_names(program: &Program<'_>) -> Vec<String> {
+    struct Finder(Vec<String>);
+    impl<'a> oxc_ast_visit::Visit<'a> for Finder {
+        fn visit_assignment_expression(&mut self, it: &oxc_ast::ast::AssignmentExpression<'a>) {
+            use oxc_ast::ast::{AssignmentTarget, Expression as E};
+            if let AssignmentTarget::StaticMemberExpression(member) = &it.left {
+                let object_is_exports = match &member.object {
+                    E::Identifier(id) => id.name == "exports",
+                    E::StaticMemberExpression(inner) => {
+                        matches!(&inner.object, E::Identifier(id) if id.name == "module")
+                            && inner.property.name == "exports"
+                    }
+                    _ => false,
+                };
+                if object_is_exports {
+                    self.0.push(member.property.name.to_string());
+                } else if matches!(&member.object, E::Identifier(id) if id.name == "module")
+                    && member.property.name == "exports"
+                    && let E::ObjectExpression(object) = &it.right
+                {
+                    for prop in &object.properties {
+                        if let oxc_ast::ast::ObjectPropertyKind::ObjectProperty(p) = prop
+                            && let Some(name) = p.key.static_name()
+                        {
+                            self.0.push(name.to_string());
+                        }
+                    }
+                }
+            }
+            oxc_ast_visit::walk::walk_assignment_expression(self, it);
+        }
+    }
+    let mut finder = Finder(Vec::new());
+    oxc_ast_visit::Visit::visit_program(&mut finder, program);
+    let mut names: Vec<String> = finder
+        .0
+        .into_iter()
+        .filter(|n| n != "default" && n != "__esModule" && is_identifier(n))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+        && !matches!(
+            name,
+            "default"
+                | "class"
+                | "function"
+                | "delete"
+                | "new"
+                | "return"
+                | "var"
+                | "let"
+                | "const"
+        )
+}
+
+/// Wraps a CommonJS module as an ES module: its `require`d dependencies are imported
+/// statically (so they are evaluated first), `module.exports` becomes the default export and
+/// the detected names become named exports.
+fn wrap_commonjs(
+    code: &str,
+    requires: &[(String, Option<String>)],
+    export_names: &[String],
+) -> String {
+    let mut out = String::new();
+    let mut table = Vec::new();
+    for (i, (specifier, target)) in requires.iter().enumerate() {
+        if let Some(id) = target {
+            out.push_str(&format!(
+                "import * as __pichamber_dep{i} from {};\n",
+                json_str(id)
+            ));
+            table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
+        }
+    }
+    // A wrapped CommonJS dependency marks its namespace with __pichamber_cjs: `require` then
+    // returns its module.exports; an ES module dependency is returned as its namespace.
+    out.push_str(&format!(
+        "const __pichamber_deps = {{{}}};\n\
+         const module = {{ exports: {{}} }};\n\
+         const require = (s) => {{\n\
+           const ns = __pichamber_deps[s];\n\
+           if (!ns) {{ const e = new Error(`Cannot find module '${{s}}'`); e.code = 'MODULE_NOT_FOUND'; throw e; }}\n\
+           return ns.__pichamber_cjs ? ns.default : ns;\n\
+         }};\n\
+         (function (exports, require, module, __filename, __dirname) {{\n{code}\n}}).call(module.exports, module.exports, require, module, '', '');\n\
+         export default module.exports;\n\
+         export const __pichamber_cjs = true;\n",
+        table.join(", ")
+    ));
+    for name in export_names {
+        out.push_str(&format!("export const {name} = module.exports.{name};\n"));
+    }
+    out
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
+struct SpecifierRewriter<'a, 'b> {
+    allocator: &'a Allocator,
+    importer: &'b Path,
+    aliases: &'b BTreeMap<String, String>,
+    resolver: &'b Resolver,
+    ids: &'b mut ModuleIds,
+    source: &'b str,
+    shown: &'b str,
+    dependencies: Vec<PathBuf>,
+    /// `require("x")` calls of a CommonJS module: specifier and, when it resolved, its target.
+    requires: Vec<(String, Option<String>)>,
+    error: Option<BuildError>,
+    in_cjs: bool,
+}
+
+impl<'a> SpecifierRewriter<'a, '_> {
+    /// Resolves one specifier to a canonical id (and records file dependencies).
+    fn resolve(&mut self, specifier: &str) -> Result<String, String> {
+        if let Some(id) = self.aliases.get(specifier) {
+            return Ok(id.clone());
+        }
+        if let Some(builtin) = specifier.strip_prefix("node:") {
+            return Err(format!(
+                "node:{builtin} is not available inside a pichamber extension (available: {})",
+                self.aliases
+                    .keys()
+                    .filter(|k| k.starts_with("node:"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        for prefix in ["@mariozechner/", "@earendil-works/"] {
+            if specifier.starts_with(prefix) {
+                return Err(format!(
+                    "'{specifier}' is not provided by pichamber; import the package root instead"
+                ));
+            }
+        }
+        let dir = self.importer.parent().unwrap_or(Path::new("/"));
+        match self.resolver.resolve(dir, specifier) {
+            Ok(resolution) => {
+                let path = resolution.full_path();
+                let id = self.ids.id_for(&path);
+                self.dependencies.push(path);
+                Ok(id)
+            }
+            Err(e) => Err(format!("cannot resolve '{specifier}': {e}")),
+        }
+    }
+
+    fn rewrite(&mut self, literal: &mut StringLiteral<'a>) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.resolve(literal.value.as_str()) {
+            Ok(id) => {
+                let id: &'a str = self.allocator.alloc_str(&id);
+                literal.value = id.into();
+                literal.raw = None;
+            }
+            Err(message) => {
+                let (line, column) = line_col(self.source, literal.span.start);
+                self.error = Some(BuildError {
+                    file: self.shown.to_owned(),
+                    line,
+                    column,
+                    message,
+                });
+            }
+        }
+    }
+}
+
+impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
+    fn visit_program(&mut self, program: &mut Program<'a>) {
+        for statement in program.body.iter_mut() {
+            if let Some(decl) = statement.as_module_declaration_mut() {
+                match decl {
+                    ModuleDeclaration::ImportDeclaration(d) => self.rewrite(&mut d.source),
+                    ModuleDeclaration::ExportAllDeclaration(d) => self.rewrite(&mut d.source),
+                    ModuleDeclaration::ExportFromDeclaration(d) => self.rewrite(&mut d.source),
+                    _ => {}
+                }
+            }
+        }
+        walk_mut::walk_program(self, program);
+    }
+
+    fn visit_import_expression(&mut self, it: &mut ImportExpression<'a>) {
+        if let Expression::StringLiteral(literal) = &mut it.source {
+            self.rewrite(literal);
+        }
+        walk_mut::walk_import_expression(self, it);
+    }
+
+    fn visit_call_expression(&mut self, it: &mut CallExpression<'a>) {
+        let is_require = matches!(&it.callee, Expression::Identifier(id) if id.name == "require");
+        if is_require
+            && self.in_cjs
+            && it.arguments.len() == 1
+            && let Some(Argument::StringLiteral(literal)) = it.arguments.first()
+        {
+            let specifier = literal.value.to_string();
+            if !self.requires.iter().any(|(s, _)| *s == specifier) {
+                // An unresolvable require (an optional dependency) throws when it runs,
+                // as in Node, instead of failing the build.
+                let target = self.resolve(&specifier).ok();
+                self.requires.push((specifier, target));
+            }
+        }
+        walk_mut::walk_call_expression(self, it);
+    }
+}

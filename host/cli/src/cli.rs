@@ -1,0 +1,1249 @@
+//! The `pichamber` command: build, run and inspect isolated pi extensions.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde_json::{Value, json};
+
+use pichamber_artifact::Artifact;
+
+/// println! that tolerates a closed stdout (`pichamber inspect x.wasm | head -1`) and
+/// keeps extension text from driving the terminal (see [`terminal_safe`]).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), "{}", terminal_safe(&format!($($arg)*)));
+    }};
+}
+
+/// eprintln! with the same care.
+macro_rules! esay {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), "{}", terminal_safe(&format!($($arg)*)));
+    }};
+}
+
+/// Text for a terminal: control characters other than newline and tab (escape sequences
+/// that could clear the screen, move the cursor or set the clipboard) become U+FFFD, and
+/// every continuation line is indented, so text cannot pass for a line of its own (a forged
+/// "error: ..."). Extension text is untrusted; `--json` output is JSON-escaped already.
+fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\n  "),
+            '\t' => out.push(c),
+            c if c.is_control() => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+use pichamber_access::Grants;
+use pichamber_artifact::bundle;
+use pichamber_model::models_json::{self, ModelsJson};
+use pichamber_model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
+use pichamber_rpc as rpc;
+use pichamber_runtime::InstanceOptions;
+use pichamber_session::discovery;
+use pichamber_session::retry::RetrySettings;
+use pichamber_session::store::{SessionStore, SyncPolicy};
+use pichamber_session::{
+    AgentSettings, DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionEvent,
+    TerminalDialogs, ToolExecution, UiRequest,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "pichamber",
+    version,
+    about = "Run pi coding-agent extensions isolated: each one a WASI component under wasmtime, with only the capabilities you grant",
+    after_help = "Examples:\n  pichamber build ./my-ext.ts -o my-ext.wasm\n  pichamber run my-ext.wasm --tool greet --args '{\"name\":\"Ada\"}'\n  pichamber run ./my-ext.ts --command \"/deploy staging\" --answer yes\n  pichamber inspect my-ext.wasm"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bundle an extension (TypeScript or JavaScript, with its npm dependencies) into a component.
+    Build(BuildArgs),
+    /// Load an extension in a fresh session and run tools, commands and events against it;
+    /// with no step (and no --json), serve the web GUI on 127.0.0.1 and print its URL.
+    Run(Box<RunArgs>),
+    /// Show an extension's manifest and what it registers.
+    Inspect(InspectArgs),
+    /// Speak pi's RPC protocol on stdin/stdout (docs/rpc.md of pi): a drop-in for
+    /// `pi --mode rpc` whose extensions run isolated.
+    Rpc(Box<RpcArgs>),
+    /// Serve a script of canned model turns as an OpenAI-compatible endpoint on loopback, so
+    /// pi (through a models.json provider) and pichamber can be driven by the same model.
+    /// Prints the base URL; serves until stdin closes.
+    MockModel(MockModelArgs),
+    /// Write a session file (pi's JSONL, from --session or pi's session folder) as one
+    /// self-contained HTML page: no script, no external resource, every text sanitised.
+    /// The session file is only read.
+    Export(ExportArgs),
+    /// Check extensions in CI: run scenario files (YAML or JSON) with a scripted model in a
+    /// sandbox and compare tool results, UI requests, entries, files and capability denials
+    /// with what the scenarios expect; or audit what an extension asks for and uses.
+    Check(pichamber_check::CheckArgs),
+    /// Serve the web GUI and its HTTP API to several users: listen address, users and their
+    /// bearer tokens, extensions per user or for all, data directory and capability grants
+    /// come from a config file (TOML or JSON; see README).
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The config file (.toml, or JSON).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// The session file (.jsonl).
+    session: PathBuf,
+    /// Where to write the page [default: pi-session-<name>.html in the current folder].
+    #[arg(short, long, value_name = "FILE.html")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct MockModelArgs {
+    /// The script: {"turns": [...]} as for `run --script`.
+    #[arg(long, value_name = "FILE")]
+    script: PathBuf,
+    /// The model id it answers as.
+    #[arg(long, value_name = "ID", default_value = "mock-model")]
+    model_id: String,
+    /// Require this bearer key.
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// A .ts/.js file, a folder with index.ts, or a package whose package.json lists pi.extensions.
+    ext: PathBuf,
+    /// Where to write the component [default: <name>.wasm in the current folder].
+    #[arg(short, long, value_name = "OUT.wasm")]
+    output: Option<PathBuf>,
+}
+
+/// What a session is made of: its extensions, directory, grants, limits, model, agent
+/// settings and session file. Shared by `run` and `rpc`.
+#[derive(Args)]
+struct SessionArgs {
+    /// The extension(s): a .wasm built by `pichamber build`, or sources (built on the fly).
+    /// Several load into one session in the order given, as pi loads several -e options.
+    ext: Vec<PathBuf>,
+    /// An extension to load (repeatable; same as the positional EXT, as in pi's -e).
+    #[arg(short = 'e', long = "extension", value_name = "EXT")]
+    extension: Vec<PathBuf>,
+    /// The session's working directory (ctx.cwd) [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// With no extension given: do not look for extensions where pi finds them
+    /// (.pi/extensions, ~/.pi/agent/extensions, settings.json extensions and packages).
+    #[arg(long)]
+    no_extensions: bool,
+    /// Also load the project's own extensions and settings (.pi/ in --cwd): code that came
+    /// with the project, so not loaded unless you say so.
+    #[arg(long)]
+    trust_project: bool,
+    /// Do not load skills from pi's folders (~/.pi/agent/skills, ~/.agents/skills, and the
+    /// project's with --trust-project); the -e packages' skills still load, as in pi.
+    #[arg(long)]
+    no_skills: bool,
+    /// Do not load prompt templates from pi's folders (~/.pi/agent/prompts, and the
+    /// project's with --trust-project); the -e packages' templates still load, as in pi.
+    #[arg(long)]
+    no_prompt_templates: bool,
+    /// Set an extension flag: name=value (value is JSON, or a plain string).
+    #[arg(long = "flag", value_name = "NAME=VALUE")]
+    flags: Vec<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    grants: GrantArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Record the session in this file, in pi's JSONL format; an existing file is resumed
+    /// (pi can open it too). Each entry is on disk before it is reported. [default: memory]
+    #[arg(long, value_name = "FILE")]
+    session: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: SessionArgs,
+    /// Send a prompt to the agent and run it to completion (repeatable; "/name args" runs an
+    /// extension command as pi does). Needs a model: --script or --model.
+    #[arg(short, long, value_name = "TEXT")]
+    prompt: Vec<String>,
+    /// Call a tool (repeatable; steps run in command-line order).
+    #[arg(long, value_name = "NAME")]
+    tool: Vec<String>,
+    /// JSON arguments for the --tool at the same position [default: {}].
+    #[arg(long, value_name = "JSON")]
+    args: Vec<String>,
+    /// Run a slash command, e.g. "/deploy staging" (repeatable).
+    #[arg(long, value_name = "\"/name args\"")]
+    command: Vec<String>,
+    /// Emit an event to the extension's handlers, e.g. tool_call (repeatable).
+    #[arg(long, value_name = "NAME")]
+    event: Vec<String>,
+    /// JSON body for the --event at the same position (its "type" is added).
+    #[arg(long, value_name = "JSON")]
+    payload: Vec<String>,
+    /// Answer the next dialog (repeatable, in order): an option (or its number) for select,
+    /// yes/no for confirm, text for input and editor, a JSON object for a form, <cancel> to cancel.
+    #[arg(long, value_name = "VALUE")]
+    answer: Vec<String>,
+    /// Print every event (UI requests, entries, messages, tool results, errors) as NDJSON.
+    #[arg(long)]
+    json: bool,
+    /// No UI even on a terminal: dialogs resolve to their defaults and ctx.hasUI is false.
+    #[arg(long, conflicts_with = "ui")]
+    no_ui: bool,
+    /// A UI even without --answer or a terminal (ctx.hasUI is true, as in pi's RPC mode;
+    /// dialogs with no answer left are cancelled).
+    #[arg(long)]
+    ui: bool,
+}
+
+#[derive(Args)]
+struct RpcArgs {
+    #[command(flatten)]
+    common: SessionArgs,
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// A scripted model: a JSON file of canned assistant turns (see docs in README).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "base_url"])]
+    script: Option<PathBuf>,
+    /// The model id. With --base-url: an OpenAI-compatible chat-completions model; otherwise
+    /// looked up in models.json (pi's format) under --provider.
+    #[arg(long, value_name = "ID")]
+    model: Option<String>,
+    /// The provider in models.json [default: the first that has --model].
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Environment variable holding the API key for --base-url.
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    api_key_env: String,
+    /// pi's models.json [default: ~/.pi/agent/models.json].
+    #[arg(long, value_name = "FILE")]
+    models: Option<PathBuf>,
+    /// Thinking level: off, minimal, low, medium, high, xhigh.
+    #[arg(long, value_name = "LEVEL", default_value = "off")]
+    thinking: String,
+}
+
+#[derive(Args)]
+struct AgentArgs {
+    /// Leave out pi's built-in tools (read, bash, edit, write, grep, find, ls).
+    #[arg(long)]
+    no_builtin_tools: bool,
+    /// The tools the model may use, comma-separated [default: read,bash,edit,write + every
+    /// extension tool].
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    tools: Option<Vec<String>>,
+    /// Run a turn's tool calls one after another instead of pi's parallel mode.
+    #[arg(long)]
+    sequential_tools: bool,
+    /// Replace the built-in system prompt.
+    #[arg(long, value_name = "TEXT")]
+    system_prompt: Option<String>,
+    /// Append to the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    append_system_prompt: Option<String>,
+}
+
+#[derive(Args)]
+struct LimitArgs {
+    /// Seconds one call may run guest code before it is stopped (waiting on dialogs does not count).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    call_timeout: f64,
+    /// Seconds one call may take in all, awaiting timers included (time awaiting dialogs and
+    /// programs, which have their own timeouts, does not count).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    call_wall_timeout: f64,
+    /// Memory limit of each extension instance, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    memory_limit: usize,
+}
+
+#[derive(Args)]
+struct GrantArgs {
+    /// Let the extension read this directory tree (repeatable; comma-separated lists work).
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    allow_read: Vec<PathBuf>,
+    /// Let the extension read and write this directory tree.
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    allow_write: Vec<PathBuf>,
+    /// Let the extension run this program (a name on PATH; no shell unless you grant sh).
+    #[arg(long, value_name = "PROG", value_delimiter = ',')]
+    allow_run: Vec<String>,
+    /// Let the extension see this environment variable.
+    #[arg(long, value_name = "VAR", value_delimiter = ',')]
+    allow_env: Vec<String>,
+    /// Let the extension's fetch reach this host (`example.com`, `*.example.com`, with an
+    /// optional `:port`); nothing else reaches the network.
+    #[arg(long, value_name = "HOST", value_delimiter = ',')]
+    allow_net: Vec<String>,
+    /// Grant nothing: the default without any --allow-* flag, said explicitly (refused
+    /// together with one).
+    #[arg(long, conflicts_with_all = ["allow_read", "allow_write", "allow_run", "allow_env", "allow_net"])]
+    deny_all: bool,
+    /// With the GUI (`pichamber run EXT` without steps), what an extension requests beyond
+    /// these grants is offered for approval in the page; with --no-prompt it is not, and the
+    /// extension runs with these grants alone.
+    #[arg(long)]
+    no_prompt: bool,
+    /// Where the kernel cannot confine granted programs to the granted trees (no Landlock),
+    /// run them anyway, with your full authority (every file you can read or write, any
+    /// network port). Without it they are refused there. Programs are confined wherever the
+    /// kernel can, whatever this says.
+    #[arg(long)]
+    allow_unconfined_run: bool,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// A .wasm built by `pichamber build` (sources work too).
+    ext: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PICHAMBER_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .init();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Build(args) => build(args),
+            Command::Run(args) => {
+                let run_matches = matches.subcommand_matches("run").expect("run matches");
+                run(*args, run_matches).await
+            }
+            Command::Inspect(args) => inspect(args).await,
+            Command::Rpc(args) => rpc_command(*args).await,
+            Command::MockModel(args) => mock_model(args).await,
+            Command::Export(args) => export(args),
+            Command::Check(args) => pichamber_check::check(args).await,
+            Command::Serve(args) => serve_command(args).await,
+        }
+    });
+    // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
+    // done (an extension's ctx.shutdown()).
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+use pichamber_session::launch::{SessionSpec, Step, load_artifact};
+
+fn build(args: BuildArgs) -> Result<ExitCode> {
+    let bundle = match bundle::bundle(&args.ext) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let artifact = Artifact::from_bundle(&bundle);
+    let output = args
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("{}.wasm", file_safe(&bundle.name))));
+    let bytes = artifact.to_bytes()?;
+    // Write beside the target and rename: a failed build never leaves half a component.
+    let tmp = output.with_extension("wasm.partial");
+    std::fs::write(&tmp, &bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &output).with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!(
+        "built {} ({} module{}, {} KiB) -> {}",
+        artifact.manifest.name,
+        artifact.modules.len(),
+        if artifact.modules.len() == 1 { "" } else { "s" },
+        bytes.len() / 1024,
+        output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn file_safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.trim_matches('-').to_string()
+}
+
+fn parse_json_arg(flag: &str, text: &str) -> Result<Value> {
+    serde_json::from_str(text).with_context(|| format!("{flag} {text:?} is not valid JSON"))
+}
+
+/// The steps in the order they were given on the command line.
+fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
+    let indices = |id: &str| -> Vec<usize> {
+        matches
+            .indices_of(id)
+            .map(|i| i.collect())
+            .unwrap_or_default()
+    };
+    if args.args.len() > args.tool.len() {
+        bail!(
+            "--args given {} times but --tool only {} times: each --args belongs to a --tool",
+            args.args.len(),
+            args.tool.len()
+        );
+    }
+    if args.payload.len() > args.event.len() {
+        bail!(
+            "--payload given {} times but --event only {} times",
+            args.payload.len(),
+            args.event.len()
+        );
+    }
+    let mut steps: Vec<(usize, Step)> = Vec::new();
+    for (i, (name, at)) in args.tool.iter().zip(indices("tool")).enumerate() {
+        let value = match args.args.get(i) {
+            Some(text) => parse_json_arg("--args", text)?,
+            None => json!({}),
+        };
+        steps.push((at, Step::Tool(name.clone(), value)));
+    }
+    for (line, at) in args.command.iter().zip(indices("command")) {
+        let line = if line.starts_with('/') {
+            line.clone()
+        } else {
+            format!("/{line}")
+        };
+        steps.push((at, Step::Command(line)));
+    }
+    for (i, (name, at)) in args.event.iter().zip(indices("event")).enumerate() {
+        let mut body = match args.payload.get(i) {
+            Some(text) => parse_json_arg("--payload", text)?,
+            None => json!({}),
+        };
+        let Some(map) = body.as_object_mut() else {
+            bail!("--payload for --event {name} must be a JSON object")
+        };
+        map.insert("type".into(), json!(name));
+        steps.push((at, Step::Event(name.clone(), body)));
+    }
+    for (text, at) in args.prompt.iter().zip(indices("prompt")) {
+        steps.push((at, Step::Prompt(text.clone())));
+    }
+    steps.sort_by_key(|(at, _)| *at);
+    Ok(steps.into_iter().map(|(_, s)| s).collect())
+}
+
+fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
+    flags
+        .iter()
+        .map(|f| {
+            let (name, value) = f.split_once('=').unwrap_or((f.as_str(), "true"));
+            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+            Ok((name.to_owned(), value))
+        })
+        .collect()
+}
+
+/// Extensions found where pi finds them; what was held back or is missing is said on stderr.
+fn discovered_extensions(cwd: &Path, trust_project: bool) -> Vec<PathBuf> {
+    let agent_dir = discovery::agent_dir();
+    let found = discovery::discover(cwd, &agent_dir, trust_project);
+    if !found.untrusted.is_empty() {
+        eprintln!(
+            "note: {} project extension(s) in {} not loaded; trust the project with --trust-project to load them",
+            found.untrusted.len(),
+            cwd.join(".pi").display()
+        );
+    }
+    for missing in &found.missing {
+        eprintln!("warning: configured extension not found: {missing}");
+    }
+    found.extensions
+}
+
+/// The session `run` and `rpc` work in: extensions loaded in order, model, agent settings,
+/// session file. `None` when every extension failed to load (each failure was reported).
+async fn open_session(
+    args: &SessionArgs,
+    has_ui: bool,
+    dialogs: Arc<dyn DialogResponder>,
+    sink: EventSink,
+) -> Result<Option<Session>> {
+    let r = resolve_session(args)?;
+    // Asking grants nothing without the GUI: say what was asked and how to grant it.
+    for (_, artifact) in &r.artifacts {
+        if let Some(note) = pichamber_access::ungranted_note(
+            &artifact.manifest.name,
+            &artifact.manifest.capabilities,
+            &r.instance.grants,
+            &r.cwd,
+        ) {
+            esay!("pichamber: {note}");
+        }
+    }
+    pichamber_session::launch::open_session(SessionSpec {
+        cwd: r.cwd,
+        artifacts: r.artifacts.into_iter().map(|(_, a)| a).collect(),
+        prompts: r.prompts,
+        skills: r.skills,
+        has_ui,
+        dialogs,
+        sink,
+        instance: r.instance,
+        flags: r.flags,
+        model: r.model,
+        agent: r.agent,
+        thinking: args.model.thinking.clone(),
+        store: r.store,
+        active_tools: args.agent.tools.clone(),
+    })
+    .await
+}
+
+/// What a session is opened from, resolved from the flags: the extensions found and built
+/// (with the path each came from), the model, the limits, the session file.
+struct ResolvedSession {
+    cwd: PathBuf,
+    artifacts: Vec<(PathBuf, Artifact)>,
+    prompts: Vec<pichamber_session::resources::ResourcePath>,
+    skills: Vec<pichamber_session::resources::ResourcePath>,
+    instance: InstanceOptions,
+    flags: Vec<(String, Value)>,
+    model: Option<Arc<ModelClient>>,
+    agent: AgentSettings,
+    store: Option<SessionStore>,
+}
+
+fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
+    let cwd = match &args.cwd {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--cwd {}", dir.display()))?,
+        None => std::env::current_dir()?,
+    };
+    let mut sources: Vec<PathBuf> = args.ext.iter().chain(&args.extension).cloned().collect();
+    if sources.is_empty() && !args.no_extensions {
+        sources = discovered_extensions(&cwd, args.trust_project);
+    }
+    // A folder given is a pi package: it may bring prompt templates and skills, and its
+    // extensions are what its manifest or its extensions/ folder lists (maybe none).
+    let (mut prompts, mut skills) = discovery::source_resources(&sources);
+    let (user_prompts, user_skills) =
+        discovery::user_resources(&cwd, &discovery::agent_dir(), args.trust_project);
+    if !args.no_prompt_templates {
+        prompts.extend(user_prompts);
+    }
+    if !args.no_skills {
+        skills.extend(user_skills);
+    }
+    let artifacts = sources
+        .iter()
+        .flat_map(|p| discovery::resolve_source(p).extensions)
+        .map(|p| load_artifact(&p).map(|a| (p, a)))
+        .collect::<Result<Vec<_>>>()?;
+    let model = model_from_args(&args.model)?;
+    let store = match &args.session {
+        Some(path) => {
+            let (store, report) =
+                SessionStore::open_or_create(path, &cwd.to_string_lossy(), SyncPolicy::EveryEntry)
+                    .with_context(|| format!("--session {}", path.display()))?;
+            if !report.is_clean() {
+                eprintln!("warning: {}: {report}", path.display());
+            }
+            Some(store)
+        }
+        None => None,
+    };
+    let instance = InstanceOptions {
+        call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
+        call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
+        memory_limit: args.limits.memory_limit.max(16) << 20,
+        grants: Arc::new(Grants {
+            read: args.grants.allow_read.clone(),
+            write: args.grants.allow_write.clone(),
+            run: args.grants.allow_run.clone(),
+            env: args.grants.allow_env.clone(),
+            net: args.grants.allow_net.clone(),
+            allow_unconfined_run: args.grants.allow_unconfined_run,
+        }),
+        determinism: None,
+    };
+    let agent = AgentSettings {
+        tool_execution: if args.agent.sequential_tools {
+            ToolExecution::Sequential
+        } else {
+            ToolExecution::Parallel
+        },
+        builtin_tools: !args.agent.no_builtin_tools,
+        system_prompt: args.agent.system_prompt.clone(),
+        append_system_prompt: args.agent.append_system_prompt.clone(),
+        retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
+        ..Default::default()
+    };
+    Ok(ResolvedSession {
+        cwd,
+        artifacts,
+        prompts,
+        skills,
+        instance,
+        flags: parse_flags(&args.flags)?,
+        model,
+        agent,
+        store,
+    })
+}
+
+fn export(args: ExportArgs) -> Result<ExitCode> {
+    let path = pichamber_session::export_html::export_file(&args.session, args.output.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    println!("{}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// pi's settings.json files that apply to a session in `cwd`: the agent dir's, then the
+/// project's (.pi/settings.json) when the project is trusted. Missing or unreadable files
+/// count as empty.
+fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let mut files = vec![read(
+        pichamber_session::discovery::agent_dir().join("settings.json"),
+    )];
+    if trust_project {
+        files.push(read(cwd.join(".pi/settings.json")));
+    }
+    files
+}
+
+async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
+    let steps = ordered_steps(&args, matches)?;
+    // No step to run headless: serve the GUI instead.
+    if steps.is_empty() && !args.json && !args.no_ui && args.answer.is_empty() {
+        return run_gui(&args.common).await;
+    }
+    let common = &args.common;
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
+    let scripted = Arc::new(ScriptedAnswers::new(args.answer.clone()));
+    let (has_ui, dialogs): (bool, Arc<dyn DialogResponder>) = if args.no_ui {
+        (false, Arc::new(NoDialogs))
+    } else if !args.answer.is_empty() || args.ui {
+        (true, scripted.clone())
+    } else if interactive {
+        (true, Arc::new(TerminalDialogs))
+    } else {
+        (false, Arc::new(NoDialogs))
+    };
+    let failed = Arc::new(AtomicBool::new(false));
+    let sink = output_sink(args.json, asks_on_terminal, failed.clone());
+    let Some(mut session) = open_session(common, has_ui, dialogs, sink.clone()).await? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    if session.extension_names().is_empty() && steps.is_empty() {
+        bail!(
+            "nothing to run: no extension given (pichamber run EXT, or -e EXT), none found where pi looks (.pi/extensions with --trust-project, {}/extensions, settings.json), and no steps (--prompt, --command, --tool, --event)",
+            discovery::agent_dir().display()
+        );
+    }
+    session.start().await;
+    for step in steps {
+        // Work an extension left running (a due timer, an answered dialog) runs between steps.
+        session.poll().await;
+        if session.shutdown_requested() {
+            break;
+        }
+        let is_prompt = matches!(step, Step::Prompt(_));
+        let outcome = pichamber_session::launch::run_step(&mut session, step, &sink).await;
+        if outcome.failed {
+            failed.store(true, Ordering::Relaxed);
+        }
+        // A prompt's own error (no model, a busy agent) has no event of its own.
+        if let (true, Some(e)) = (is_prompt, &outcome.error) {
+            eprintln!("error: {e}");
+        }
+    }
+    session.poll().await;
+    session.shutdown().await;
+    // A scripted run that did not go as scripted is a failed run.
+    for problem in scripted.problems() {
+        eprintln!("error: {problem}");
+        failed.store(true, Ordering::Relaxed);
+    }
+    if has_ui && scripted.remaining() > 0 && !args.answer.is_empty() {
+        eprintln!(
+            "warning: {} --answer value(s) were not used (no dialog asked for them)",
+            scripted.remaining()
+        );
+    }
+    Ok(if failed.load(Ordering::Relaxed) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The model prompts go to: a scripted model, an OpenAI-compatible endpoint, or a model from
+/// pi's models.json. None without --script / --model: prompts then get a notice.
+fn model_from_args(args: &ModelArgs) -> Result<Option<Arc<ModelClient>>> {
+    if let Some(path) = &args.script {
+        let model = ScriptedModel::load(path)?;
+        return Ok(Some(Arc::new(ModelClient::Scripted(model))));
+    }
+    let Some(model_id) = &args.model else {
+        if args.base_url.is_some() || args.provider.is_some() {
+            bail!("--base-url and --provider need --model ID (the model to call)");
+        }
+        return Ok(None);
+    };
+    let config = if let Some(base_url) = &args.base_url {
+        let mut config = OpenAiConfig::new(
+            args.provider.as_deref().unwrap_or("openai-compatible"),
+            model_id,
+            base_url,
+        );
+        config.api_key = std::env::var(&args.api_key_env)
+            .ok()
+            .filter(|k| !k.is_empty());
+        config
+    } else {
+        let path = args
+            .models
+            .clone()
+            .unwrap_or_else(models_json::default_path);
+        let models = ModelsJson::load(&path)?;
+        let provider = match &args.provider {
+            Some(p) => p.clone(),
+            None => models
+                .models()
+                .into_iter()
+                .find(|m| &m.id == model_id)
+                .map(|m| m.provider)
+                .with_context(|| {
+                    format!(
+                        "model {model_id:?} is in no provider of {}; give --base-url URL for an OpenAI-compatible endpoint",
+                        path.display()
+                    )
+                })?,
+        };
+        models.openai_config(&provider, model_id)?
+    };
+    Ok(Some(Arc::new(ModelClient::OpenAi(OpenAiModel::new(
+        config,
+    )?))))
+}
+
+/// NDJSON on stdout with `--json`; otherwise a readable transcript (results on stdout,
+/// diagnostics on stderr). Any extension error marks the run failed.
+fn output_sink(json_output: bool, asks_on_terminal: bool, failed: Arc<AtomicBool>) -> EventSink {
+    Arc::new(move |event: &SessionEvent| {
+        if matches!(event, SessionEvent::ExtensionError { .. }) {
+            failed.store(true, Ordering::Relaxed);
+        }
+        // A model call that ended in an error fails the run too.
+        if let SessionEvent::Agent(e) = event
+            && e["type"] == "message_end"
+            && e["message"]["stopReason"] == "error"
+        {
+            failed.store(true, Ordering::Relaxed);
+        }
+        if json_output {
+            let line = serde_json::to_string(event).unwrap_or_default();
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+            return;
+        }
+        // The terminal prompt already shows the dialog and the typed answer.
+        let dialog_traffic = match event {
+            SessionEvent::ExtensionUiRequest { request, .. } => request.is_dialog(),
+            SessionEvent::ExtensionUiResponse { .. } => true,
+            _ => false,
+        };
+        if !(asks_on_terminal && dialog_traffic) {
+            print_event(event);
+        }
+    })
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match b["type"].as_str() {
+                Some("text") => b["text"].as_str().unwrap_or_default().to_owned(),
+                Some(other) => format!("[{other}]"),
+                None => b.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+fn print_event(event: &SessionEvent) {
+    match event {
+        SessionEvent::ExtensionUiRequest { request, .. } => match request {
+            UiRequest::Notify {
+                message,
+                notify_type,
+            } => {
+                say!("[{}] {message}", notify_type.as_deref().unwrap_or("info"))
+            }
+            UiRequest::SetStatus { key, text } => {
+                say!("status {key}: {}", text.as_deref().unwrap_or("(cleared)"))
+            }
+            UiRequest::SetWidget { key, lines, .. } => match lines {
+                Some(lines) => say!("widget {key}:\n  {}", lines.join("\n  ")),
+                None => say!("widget {key}: (cleared)"),
+            },
+            UiRequest::SetTitle { title } => say!("title: {title}"),
+            UiRequest::SetEditorText { text } => {
+                say!("editor text: {}", text.as_deref().unwrap_or_default())
+            }
+            UiRequest::Select { title, options, .. } => say!("? {title} [{}]", options.join(" | ")),
+            UiRequest::Confirm { title, message, .. } => say!("? {title}: {message} [yes/no]"),
+            UiRequest::Input { title, .. } => say!("? {title}"),
+            UiRequest::Editor { title, .. } => say!("? {title} (editor)"),
+            UiRequest::Form { title, .. } => say!("? {title} (form)"),
+        },
+        SessionEvent::ExtensionUiResponse { answer, .. } => {
+            say!("  -> {}", serde_json::to_string(answer).unwrap_or_default())
+        }
+        // Messages are shown by their message_end; other entries by kind.
+        SessionEvent::Entry { entry }
+            if entry["type"] == "message" || entry["type"] == "custom_message" => {}
+        SessionEvent::Entry { entry } => say!(
+            "entry {} {}",
+            entry["type"].as_str().unwrap_or_default(),
+            entry
+                .get("customType")
+                .or(entry.get("name"))
+                .map(Value::to_string)
+                .unwrap_or_default()
+        ),
+        SessionEvent::Agent(event) => print_agent_event(event),
+        SessionEvent::ToolResult {
+            tool_name,
+            content,
+            details,
+            is_error,
+            ..
+        } => {
+            say!(
+                "{tool_name}{}: {}",
+                if *is_error { " (error)" } else { "" },
+                content_text(content)
+            );
+            if !details.is_null() && details != &json!({}) {
+                say!("  details: {details}");
+            }
+        }
+        SessionEvent::EventResult { event, result } => say!("{event} -> {result}"),
+        SessionEvent::ExtensionError {
+            extension,
+            event,
+            error,
+            stack,
+        } => match stack {
+            Some(stack) => esay!("error: {extension} ({event}): {error}\n{stack}"),
+            None => esay!("error: {extension} ({event}): {error}"),
+        },
+        SessionEvent::Log {
+            extension,
+            level,
+            message,
+        } => esay!("[{extension}] {level}: {message}"),
+    }
+}
+
+/// The readable transcript of a run: what the user, the assistant and the tools said.
+fn print_agent_event(event: &Value) {
+    match event["type"].as_str().unwrap_or_default() {
+        "message_end" => {
+            let m = &event["message"];
+            match m["role"].as_str().unwrap_or_default() {
+                "user" => say!("> {}", content_text(&m["content"])),
+                "assistant" => {
+                    let text: Vec<&str> = m["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| b["type"] == "text")
+                        .filter_map(|b| b["text"].as_str())
+                        .collect();
+                    if !text.is_empty() {
+                        say!("{}", text.join("\n"));
+                    }
+                    if let Some(error) = m["errorMessage"].as_str() {
+                        esay!("error: model: {error}");
+                    }
+                }
+                "toolResult" => say!(
+                    "{}{}: {}",
+                    m["toolName"].as_str().unwrap_or_default(),
+                    if m["isError"] == json!(true) {
+                        " (error)"
+                    } else {
+                        ""
+                    },
+                    content_text(&m["content"])
+                ),
+                "custom" if m["display"] != json!(false) => {
+                    say!(
+                        "[{}] {}",
+                        m["customType"].as_str().unwrap_or_default(),
+                        content_text(&m["content"])
+                    )
+                }
+                _ => {}
+            }
+        }
+        "tool_execution_start" => say!(
+            "-> {} {}",
+            event["toolName"].as_str().unwrap_or_default(),
+            event["args"]
+        ),
+        "tool_execution_update" => say!("  … {}", content_text(&event["partialResult"]["content"])),
+        _ => {}
+    }
+}
+
+async fn mock_model(args: MockModelArgs) -> Result<ExitCode> {
+    use tokio::io::AsyncReadExt;
+    let script = pichamber_model::Script::load(&args.script)?;
+    let server = pichamber_model::mock_server::start_with(
+        script,
+        pichamber_model::mock_server::MockOptions {
+            api_key: args.api_key,
+            model_id: args.model_id,
+        },
+    )
+    .await?;
+    say!("{}", json!({ "baseUrl": server.base_url() }));
+    let mut sink = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    esay!(
+        "mock-model: served {} request(s), {} turn(s) left",
+        server.requests().len(),
+        server.turns_left()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pichamber rpc`: pi's RPC protocol on stdin/stdout.
+async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
+    let output = Arc::new(rpc::Output::stdout());
+    let dialogs = Arc::new(rpc::RpcDialogs::default());
+    let sink = rpc::event_sink(output.clone());
+    let Some(mut session) = open_session(&args.common, true, dialogs.clone(), sink).await? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    session.start().await;
+    let models = rpc::ModelCatalog::load(args.common.model.models.as_deref());
+    rpc::serve(session, dialogs, output, models, tokio::io::stdin()).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    let artifact = load_artifact(&args.ext)?;
+    let (loaded, report) = pichamber_session::launch::inspect_extension(&artifact).await?;
+    if args.json {
+        say!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_inspection(&report);
+    }
+    Ok(if loaded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_inspection(report: &Value) {
+    let m = &report["manifest"];
+    say!(
+        "{} {}",
+        m["name"].as_str().unwrap_or("?"),
+        m["version"].as_str().unwrap_or("")
+    );
+    say!(
+        "  WIT:          pichamber:extension@{}",
+        m["witVersion"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  built with:   pichamber {}",
+        m["pichamberVersion"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  source hash:  {}",
+        m["sourceHash"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  modules:      {} (entry {})",
+        m["modules"],
+        m["entry"].as_str().unwrap_or("?")
+    );
+    say!(
+        "  capabilities: {}",
+        pichamber_access::Requests::describe_manifest(&m["capabilities"])
+    );
+    if report["loaded"] != json!(true) {
+        for e in report["errors"].as_array().into_iter().flatten() {
+            say!("  LOAD FAILED:  {}", e.as_str().unwrap_or_default());
+        }
+        return;
+    }
+    let list = |title: &str, items: &Value, f: &dyn Fn(&Value) -> String| {
+        let items = items.as_array().cloned().unwrap_or_default();
+        say!("{title} ({}):", items.len());
+        for item in &items {
+            say!("  {}", f(item));
+        }
+    };
+    list("tools", &report["tools"], &|t| {
+        format!(
+            "{} — {}",
+            t["name"].as_str().unwrap_or_default(),
+            t["description"].as_str().unwrap_or_default()
+        )
+    });
+    list("commands", &report["commands"], &|c| {
+        format!(
+            "/{} — {}",
+            c["name"].as_str().unwrap_or_default(),
+            c["description"].as_str().unwrap_or_default()
+        )
+    });
+    list("events", &report["events"], &|e| {
+        e.as_str().unwrap_or_default().to_owned()
+    });
+    list("flags", &report["flags"], &|f| {
+        format!(
+            "--{} ({})",
+            f["name"].as_str().unwrap_or_default(),
+            f["type"].as_str().unwrap_or_default()
+        )
+    });
+    list("shortcuts (inert)", &report["shortcuts"], &|s| {
+        s["shortcut"].as_str().unwrap_or_default().to_owned()
+    });
+    list("message renderers", &report["messageRenderers"], &|r| {
+        r.as_str().unwrap_or_default().to_owned()
+    });
+    list("providers", &report["providers"], &|p| {
+        p["name"].as_str().unwrap_or_default().to_owned()
+    });
+}
+
+/// `pichamber run EXT` with no step: the web GUI on loopback, one user with a random token,
+/// one session open with the extensions given.
+async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
+    let r = resolve_session(args)?;
+    if r.artifacts.is_empty() {
+        bail!(
+            "nothing to run: no extension given (pichamber run EXT, or -e EXT) and none found where pi looks (.pi/extensions with --trust-project, {}/extensions, settings.json)",
+            discovery::agent_dir().display()
+        );
+    }
+    let mut catalog = Vec::new();
+    for (path, artifact) in r.artifacts {
+        catalog.push(pichamber_server::hub::CatalogEntry::new(&path, artifact).await?);
+    }
+    let allowed: Vec<String> = catalog.iter().map(|e| e.id.clone()).collect();
+    // The person at this terminal is the operator: the page may offer whatever an extension
+    // requests (unless --no-prompt); "always" is remembered in the local data folder.
+    let access: std::collections::HashMap<String, pichamber_access::Access> = catalog
+        .iter()
+        .map(|e| {
+            let access = pichamber_access::Access {
+                grants: (*r.instance.grants).clone(),
+                ceiling: if args.grants.no_prompt {
+                    pichamber_access::Ceiling::Grants
+                } else {
+                    pichamber_access::Ceiling::Requests
+                },
+            };
+            (e.id.clone(), access)
+        })
+        .collect();
+    let approvals = match pichamber_access::ApprovalStore::local_file() {
+        Some(file) => pichamber_access::ApprovalStore::at(file),
+        None => pichamber_access::ApprovalStore::in_memory(),
+    };
+    let mut hub = pichamber_server::hub::Hub::new(pichamber_server::hub::Launcher {
+        cwd: r.cwd,
+        catalog,
+        instance: r.instance,
+        model: r.model,
+        agent: r.agent,
+        thinking: args.model.thinking.clone(),
+        data_dir: None,
+        prompts: r.prompts,
+        skills: r.skills,
+        flags: r.flags,
+    });
+    let token = pichamber_gui::random_token();
+    hub.add_user("local", &token, allowed, access, approvals);
+    let hub = Arc::new(hub);
+    let user = hub.user(&token).expect("the user just added");
+    hub.open_session(&user, None, r.store)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    say!("http://127.0.0.1:{port}/#token={token}");
+    esay!("pichamber: serving the GUI; open the URL above (Ctrl-C stops)");
+    pichamber_server::serve(hub, listener).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pichamber serve --config FILE`: the multi-user server.
+async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
+    use pichamber_server::config::ServerConfig;
+    use pichamber_server::hub::{CatalogEntry, Hub, Launcher};
+    let config = ServerConfig::load(&args.config)?;
+    let cwd = match &config.cwd {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("cwd {}", dir.display()))?,
+        None => std::env::current_dir()?,
+    };
+    // Each extension once, in the order the file names them.
+    let mut catalog: Vec<CatalogEntry> = Vec::new();
+    let mut ids_by_path: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
+    let all_paths = config
+        .extensions
+        .iter()
+        .chain(config.users.iter().flat_map(|u| u.extensions.iter()));
+    for path in all_paths {
+        if ids_by_path.contains_key(path) {
+            continue;
+        }
+        let mut ids = Vec::new();
+        for source in discovery::resolve_source(path).extensions {
+            let artifact = load_artifact(&source)?;
+            let entry = CatalogEntry::new(&source, artifact).await?;
+            ids.push(entry.id.clone());
+            catalog.push(entry);
+        }
+        ids_by_path.insert(path.clone(), ids);
+    }
+    let model = match &config.model {
+        None => None,
+        Some(m) => {
+            let args = ModelArgs {
+                script: m.script.clone(),
+                model: m.id.clone(),
+                provider: None,
+                base_url: m.base_url.clone(),
+                api_key_env: m
+                    .api_key_env
+                    .clone()
+                    .unwrap_or_else(|| "OPENAI_API_KEY".into()),
+                models: None,
+                thinking: "off".into(),
+            };
+            model_from_args(&args)?
+        }
+    };
+    let mut hub = Hub::new(Launcher {
+        cwd,
+        catalog,
+        instance: InstanceOptions::default(),
+        model,
+        agent: AgentSettings {
+            builtin_tools: false,
+            ..Default::default()
+        },
+        thinking: "off".into(),
+        data_dir: config.data_dir.clone(),
+        prompts: Vec::new(),
+        skills: Vec::new(),
+        flags: Vec::new(),
+    });
+    for user in &config.users {
+        let mut allowed: Vec<String> = Vec::new();
+        let mut access = std::collections::HashMap::new();
+        for path in config.extensions.iter().chain(&user.extensions) {
+            for id in &ids_by_path[path] {
+                if !allowed.contains(id) {
+                    allowed.push(id.clone());
+                    access.insert(
+                        id.clone(),
+                        config.access_for(user, path, &hub.launcher.cwd)?,
+                    );
+                }
+            }
+        }
+        let approvals = match &config.data_dir {
+            Some(dir) => {
+                pichamber_access::ApprovalStore::at(dir.join(&user.name).join("approvals.json"))
+            }
+            None => pichamber_access::ApprovalStore::in_memory(),
+        };
+        hub.add_user(&user.name, &user.token, allowed, access, approvals);
+    }
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let hub = Arc::new(hub);
+    hub.restore_sessions().await;
+    say!("http://{}/", listener.local_addr()?);
+    pichamber_server::serve(hub, listener).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,8 @@
+//! The `pichamber` command: argument parsing (clap) and the wiring of the crates below it;
+//! what each command does lives in those crates.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,726 @@
+//! The live ephemeral state of one session, folded from its events: status texts, widgets,
+//! the title, pending dialogs, live panels and app surfaces. Each event also becomes what
+//! the clients are sent (`extension.ui`, `session.entry`, `agent`, `extension.error`), so
+//! a client that follows the events and one that reads a snapshot see the same state.
+
+use serde_json::{Map, Value, json};
+
+use super::card::{self, Descriptor};
+use super::{APP_TYPE, PROTOCOL, UI_TYPE, VERSION, form, limits, random_token, truncate};
+use pichamber_session::SessionEvent;
+use pichamber_session::events::UiRequest;
+
+/// One event for the clients: its name (`extension.ui`, ...) and its data (without the
+/// session id, which the transport adds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuiEvent {
+    pub name: &'static str,
+    pub data: Value,
+}
+
+impl GuiEvent {
+    fn ui(kind: &str, mut fields: Value) -> Self {
+        fields["kind"] = json!(kind);
+        Self {
+            name: "extension.ui",
+            data: fields,
+        }
+    }
+    /// `extension.*` events are the ones a reconnecting client gets again.
+    pub fn is_extension(&self) -> bool {
+        self.name.starts_with("extension.")
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct UiState {
+    status: Map<String, Value>,
+    widgets: Map<String, Value>,
+    title: Option<String>,
+    dialogs: Vec<Value>,
+    panels: Map<String, Value>,
+    apps: Map<String, Value>,
+    busy: bool,
+}
+
+impl UiState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The snapshot of docs/GUI-API.md.
+    pub fn snapshot(&self) -> Value {
+        json!({
+            "status": self.status,
+            "widgets": self.widgets,
+            "title": self.title,
+            "dialogs": self.dialogs,
+            "panels": self.panels,
+            "apps": self.apps,
+            "busy": self.busy,
+        })
+    }
+
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// A pending dialog by id.
+    pub fn dialog(&self, id: &str) -> Option<&Value> {
+        self.dialogs.iter().find(|d| d["id"] == id)
+    }
+
+    /// The token of the app surface mounted as `app_id`.
+    pub fn app_token(&self, app_id: &str) -> Option<&str> {
+        self.apps.get(app_id).and_then(|a| a["token"].as_str())
+    }
+
+    /// Rebuilds panels and apps from the entries of a resumed session's branch (status,
+    /// widgets and dialogs belonged to the process that ended).
+    pub fn restore(&mut self, entries: &[Value]) {
+        for entry in entries {
+            self.apply_entry(entry);
+        }
+    }
+
+    /// Folds one session event in; returns what the clients are sent. `now_ms`: the time
+    /// (ms since the epoch) a dialog's deadline counts from.
+    pub fn apply(&mut self, event: &SessionEvent, now_ms: u64) -> Vec<GuiEvent> {
+        match event {
+            SessionEvent::ExtensionUiRequest { id, request } => {
+                self.apply_request(id, request, now_ms)
+            }
+            SessionEvent::ExtensionUiResponse { id, .. } => {
+                let before = self.dialogs.len();
+                self.dialogs.retain(|d| d["id"] != *id);
+                if self.dialogs.len() == before {
+                    return Vec::new();
+                }
+                vec![GuiEvent::ui("dialog.closed", json!({ "dialogId": id }))]
+            }
+            SessionEvent::Entry { entry } => self.apply_entry(entry),
+            SessionEvent::Agent(value) => {
+                match value["type"].as_str() {
+                    Some("agent_start") => self.busy = true,
+                    Some("agent_end") => self.busy = false,
+                    _ => {}
+                }
+                vec![GuiEvent {
+                    name: "agent",
+                    data: json!({ "event": value }),
+                }]
+            }
+            SessionEvent::ExtensionError {
+                extension,
+                event,
+                error,
+                ..
+            } => vec![GuiEvent {
+                name: "extension.error",
+                data: json!({ "extension": extension, "event": event, "error": error }),
+            }],
+            SessionEvent::ToolResult { .. }
+            | SessionEvent::EventResult { .. }
+            | SessionEvent::Log { .. } => Vec::new(),
+        }
+    }
+
+    /// Closes every pending dialog (the session ended); returns the events saying so.
+    pub fn close_dialogs(&mut self) -> Vec<GuiEvent> {
+        std::mem::take(&mut self.dialogs)
+            .into_iter()
+            .map(|d| GuiEvent::ui("dialog.closed", json!({ "dialogId": d["id"] })))
+            .collect()
+    }
+
+    fn apply_request(&mut self, id: &str, request: &UiRequest, now_ms: u64) -> Vec<GuiEvent> {
+        let event = match request {
+            UiRequest::Notify {
+                message,
+                notify_type,
+            } => {
+                let mut data = json!({ "message": truncate(message, limits::MESSAGE) });
+                if let Some(t) = notify_type {
+                    data["notifyType"] = json!(t);
+                }
+                GuiEvent::ui("notify", data)
+            }
+            UiRequest::SetStatus { key, text } => {
+                let key = truncate(key, limits::KEY);
+                let mut data = json!({ "key": key });
+                match text {
+                    Some(text) => {
+                        let text = truncate(text, limits::TITLE);
+                        self.status.insert(key, json!(text));
+                        data["text"] = json!(text);
+                    }
+                    None => {
+                        self.status.remove(&key);
+                    }
+                }
+                GuiEvent::ui("status", data)
+            }
+            UiRequest::SetWidget {
+                key,
+                lines,
+                placement,
+            } => {
+                let key = truncate(key, limits::KEY);
+                let mut data = json!({ "key": key });
+                match lines {
+                    Some(lines) => {
+                        let lines: Vec<String> = lines
+                            .iter()
+                            .take(limits::TABLE_ROWS)
+                            .map(|l| truncate(l, limits::MESSAGE))
+                            .collect();
+                        let placement = placement.clone().unwrap_or_else(|| "aboveEditor".into());
+                        let widget = json!({ "lines": lines, "placement": placement });
+                        self.widgets.insert(key, widget.clone());
+                        data["lines"] = widget["lines"].clone();
+                        data["placement"] = widget["placement"].clone();
+                    }
+                    None => {
+                        self.widgets.remove(&key);
+                    }
+                }
+                GuiEvent::ui("widget", data)
+            }
+            UiRequest::SetTitle { title } => {
+                let title = truncate(title, limits::TITLE);
+                self.title = Some(title.clone());
+                GuiEvent::ui("title", json!({ "title": title }))
+            }
+            UiRequest::SetEditorText { text } => {
+                let mut data = json!({});
+                if let Some(text) = text {
+                    data["text"] = json!(truncate(text, limits::MESSAGE));
+                }
+                GuiEvent::ui("editorText", data)
+            }
+            dialog => {
+                let dialog = dialog_json(id, dialog, now_ms);
+                self.dialogs.push(dialog.clone());
+                GuiEvent::ui("dialog", json!({ "dialog": dialog }))
+            }
+        };
+        vec![event]
+    }
+
+    fn apply_entry(&mut self, entry: &Value) -> Vec<GuiEvent> {
+        let (shown, effect) = transcript_entry_with_effect(entry);
+        let mut events = vec![GuiEvent {
+            name: "session.entry",
+            data: json!({ "entry": shown }),
+        }];
+        match effect {
+            Effect::None => {}
+            Effect::Panel(card) => {
+                let id = card["id"].as_str().unwrap_or_default().to_owned();
+                self.panels.insert(id, card.clone());
+                events.push(GuiEvent::ui("panel", json!({ "card": card })));
+            }
+            Effect::RemovePanel(id) => {
+                if self.panels.remove(&id).is_some() {
+                    events.push(GuiEvent::ui("panel", json!({ "id": id, "removed": true })));
+                }
+            }
+            Effect::App(data) => match self.mount_app(&data) {
+                Ok(Some(removed)) if removed["removed"] == json!(true) => {
+                    events.push(GuiEvent::ui("app", removed))
+                }
+                Ok(Some(app)) => events.push(GuiEvent::ui("app", json!({ "app": app }))),
+                Ok(None) => {}
+                Err(error) => events.push(GuiEvent {
+                    name: "extension.error",
+                    data: json!({ "extension": APP_TYPE, "event": "appendEntry", "error": error }),
+                }),
+            },
+        }
+        events
+    }
+
+    /// Mounts (or replaces, or removes) an app surface; every mount gets a fresh token.
+    fn mount_app(&mut self, data: &Value) -> Result<Option<Value>, String> {
+        let Some(app_id) = data["appId"].as_str().filter(|s| !s.is_empty()) else {
+            return Err("a pichamber.app entry needs an appId".into());
+        };
+        let app_id = truncate(app_id, limits::KEY);
+        if data["removed"] == json!(true) {
+            return Ok(self
+                .apps
+                .remove(&app_id)
+                .map(|_| json!({ "appId": app_id, "removed": true })));
+        }
+        if !known_version(data) {
+            return Err(format!(
+                "app {app_id:?}: unknown protocol or version; not mounted"
+            ));
+        }
+        let html = data["html"].as_str().unwrap_or_default();
+        if html.len() > limits::APP_HTML {
+            return Err(format!(
+                "app {app_id:?}: its HTML is {} bytes, more than the {} allowed; not mounted",
+                html.len(),
+                limits::APP_HTML
+            ));
+        }
+        if !self.apps.contains_key(&app_id) && self.apps.len() >= limits::APPS_PER_SESSION {
+            return Err(format!(
+                "app {app_id:?}: a session may have {} apps; not mounted",
+                limits::APPS_PER_SESSION
+            ));
+        }
+        let title = data["title"].as_str().map(|t| truncate(t, limits::TITLE));
+        let app = json!({ "appId": app_id, "title": title, "html": html, "token": random_token() });
+        self.apps.insert(app_id, app.clone());
+        Ok(Some(app))
+    }
+}
+
+enum Effect {
+    None,
+    Panel(Value),
+    RemovePanel(String),
+    App(Value),
+}
+
+fn known_version(data: &Value) -> bool {
+    (data.get("protocol").is_none() || data["protocol"] == PROTOCOL)
+        && (data.get("version").is_none() || data["version"].as_f64() == Some(VERSION as f64))
+}
+
+/// An entry as clients see it: `pichamber.ui` entries and messages carry their card, other
+/// custom entries and messages a collapsed generic card, `pichamber.app` entries no HTML
+/// (the app lives in the snapshot).
+pub fn transcript_entry(entry: &Value) -> Value {
+    transcript_entry_with_effect(entry).0
+}
+
+fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
+    let kind = entry["type"].as_str().unwrap_or_default();
+    if kind != "custom" && kind != "custom_message" {
+        return (entry.clone(), Effect::None);
+    }
+    let custom_type = entry["customType"].as_str().unwrap_or_default();
+    let mut shown = entry.clone();
+    let effect = match (kind, custom_type) {
+        ("custom", UI_TYPE) => match card::normalize_descriptor(&entry["data"]) {
+            Descriptor::Card(card) => {
+                let panel = card.get("id").is_some();
+                shown["card"] = card.clone();
+                if panel {
+                    Effect::Panel(card)
+                } else {
+                    Effect::None
+                }
+            }
+            Descriptor::Remove(id) => Effect::RemovePanel(id),
+        },
+        ("custom_message", UI_TYPE) => {
+            // A card in the transcript only: a message never updates the live dock.
+            if let Descriptor::Card(card) =
+                card::normalize_descriptor(&card::message_descriptor(entry))
+            {
+                shown["card"] = card;
+            }
+            Effect::None
+        }
+        ("custom", APP_TYPE) => {
+            let data = entry["data"].clone();
+            if let Some(object) = shown["data"].as_object_mut() {
+                object.remove("html");
+            }
+            Effect::App(data)
+        }
+        ("custom", _) => {
+            shown["card"] = card::generic(
+                None,
+                Some(truncate(custom_type, limits::TITLE)),
+                &entry["data"],
+            );
+            Effect::None
+        }
+        _ => {
+            shown["card"] = card::generic(
+                None,
+                Some(truncate(custom_type, limits::TITLE)),
+                &entry["content"],
+            );
+            Effect::None
+        }
+    };
+    (shown, effect)
+}
+
+/// A pending dialog as docs/GUI-API.md describes it.
+pub fn dialog_json(id: &str, request: &UiRequest, now_ms: u64) -> Value {
+    let mut d = json!({ "id": id });
+    let timeout = request.timeout_ms();
+    match request {
+        UiRequest::Select { title, options, .. } => {
+            d["method"] = json!("select");
+            d["title"] = json!(truncate(title, limits::TITLE));
+            d["options"] = json!(
+                options
+                    .iter()
+                    .map(|o| truncate(o, limits::TITLE))
+                    .collect::<Vec<_>>()
+            );
+        }
+        UiRequest::Confirm { title, message, .. } => {
+            d["method"] = json!("confirm");
+            d["title"] = json!(truncate(title, limits::TITLE));
+            d["message"] = json!(truncate(message, limits::MESSAGE));
+        }
+        UiRequest::Input {
+            title, placeholder, ..
+        } => {
+            d["method"] = json!("input");
+            d["title"] = json!(truncate(title, limits::TITLE));
+            if let Some(p) = placeholder {
+                d["placeholder"] = json!(truncate(p, limits::TITLE));
+            }
+        }
+        UiRequest::Editor { title, prefill, .. } => {
+            d["method"] = json!("editor");
+            d["title"] = json!(truncate(title, limits::TITLE));
+            if let Some(p) = prefill {
+                d["prefill"] = json!(truncate(p, limits::MESSAGE));
+            }
+        }
+        UiRequest::Form { title, fields, .. } => {
+            d["method"] = json!("form");
+            d["title"] = json!(truncate(title, limits::TITLE));
+            d["fields"] = json!(form::normalize_fields(fields));
+        }
+        _ => {}
+    }
+    if let Some(ms) = timeout {
+        d["timeout"] = json!(ms);
+        d["deadline"] = json!(now_ms + u64::from(ms));
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pichamber_session::events::DialogAnswer;
+
+    fn entry(custom_type: &str, data: Value) -> SessionEvent {
+        SessionEvent::Entry {
+            entry: json!({ "type": "custom", "id": "e1", "customType": custom_type, "data": data }),
+        }
+    }
+
+    fn kinds(events: &[GuiEvent]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e.data["kind"].as_str() {
+                Some(k) => format!("{}:{k}", e.name),
+                None => e.name.to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_card_entry_carries_its_card() {
+        let mut s = UiState::new();
+        let events = s.apply(
+            &entry(
+                UI_TYPE,
+                json!({ "component": "kv", "props": { "rows": [] } }),
+            ),
+            0,
+        );
+        assert_eq!(kinds(&events), ["session.entry"]);
+        assert_eq!(events[0].data["entry"]["card"]["component"], "kv");
+        assert!(s.snapshot()["panels"].as_object().unwrap().is_empty());
+    }
+
+    #[test]
+    fn panels_are_replaced_by_id_and_removed() {
+        let mut s = UiState::new();
+        let progress = |v: u32| {
+            entry(
+                UI_TYPE,
+                json!({ "id": "build", "component": "progress", "props": { "value": v } }),
+            )
+        };
+        let events = s.apply(&progress(10), 0);
+        assert_eq!(kinds(&events), ["session.entry", "extension.ui:panel"]);
+        s.apply(
+            &entry(
+                UI_TYPE,
+                json!({ "id": "other", "component": "code", "props": {} }),
+            ),
+            0,
+        );
+        s.apply(&progress(60), 0);
+        let snap = s.snapshot();
+        assert_eq!(snap["panels"]["build"]["props"]["value"], 60);
+        assert_eq!(snap["panels"].as_object().unwrap().len(), 2);
+        let events = s.apply(
+            &entry(UI_TYPE, json!({ "id": "build", "removed": true })),
+            0,
+        );
+        assert_eq!(kinds(&events), ["session.entry", "extension.ui:panel"]);
+        assert_eq!(
+            events[1].data,
+            json!({ "id": "build", "removed": true, "kind": "panel" })
+        );
+        assert!(s.snapshot()["panels"].get("build").is_none());
+        // Removing what is not there says nothing.
+        let events = s.apply(
+            &entry(UI_TYPE, json!({ "id": "build", "removed": true })),
+            0,
+        );
+        assert_eq!(kinds(&events), ["session.entry"]);
+    }
+
+    #[test]
+    fn a_custom_message_card_stays_in_the_transcript() {
+        let mut s = UiState::new();
+        let events = s.apply(
+            &SessionEvent::Entry {
+                entry: json!({ "type": "custom_message", "customType": UI_TYPE,
+                    "content": json!({ "id": "p", "component": "kv", "props": {} }).to_string(), "display": true }),
+            },
+            0,
+        );
+        assert_eq!(kinds(&events), ["session.entry"]);
+        assert_eq!(events[0].data["entry"]["card"]["id"], "p");
+        assert!(s.snapshot()["panels"].as_object().unwrap().is_empty());
+    }
+
+    #[test]
+    fn other_custom_entries_get_a_collapsed_generic_card() {
+        let mut s = UiState::new();
+        let events = s.apply(&entry("todo-state", json!({ "items": [1] })), 0);
+        let card = &events[0].data["entry"]["card"];
+        assert_eq!(card["component"], "generic");
+        assert_eq!(card["collapsed"], true);
+        assert_eq!(card["title"], "todo-state");
+        assert_eq!(card["props"]["json"], json!({ "items": [1] }));
+        let plain = s.apply(
+            &SessionEvent::Entry {
+                entry: json!({ "type": "message", "message": {} }),
+            },
+            0,
+        );
+        assert!(plain[0].data["entry"].get("card").is_none());
+    }
+
+    #[test]
+    fn apps_mount_with_fresh_tokens_and_limits() {
+        let mut s = UiState::new();
+        let app = |id: &str, html: &str| {
+            entry(
+                APP_TYPE,
+                json!({ "protocol": PROTOCOL, "version": 1, "appId": id, "title": "Board", "html": html }),
+            )
+        };
+        let events = s.apply(&app("board", "<button data-pichamber-command=\"next\">"), 0);
+        assert_eq!(kinds(&events), ["session.entry", "extension.ui:app"]);
+        // The transcript never carries the HTML.
+        assert!(events[0].data["entry"]["data"].get("html").is_none());
+        let first = s.app_token("board").unwrap().to_owned();
+        s.apply(&app("board", "<p>v2</p>"), 0);
+        let second = s.app_token("board").unwrap().to_owned();
+        assert_ne!(first, second);
+        assert_eq!(s.snapshot()["apps"]["board"]["html"], "<p>v2</p>");
+        let big = "x".repeat(limits::APP_HTML + 1);
+        let events = s.apply(&app("big", &big), 0);
+        assert_eq!(kinds(&events), ["session.entry", "extension.error"]);
+        assert!(s.app_token("big").is_none());
+        for i in 1..8 {
+            s.apply(&app(&format!("a{i}"), ""), 0);
+        }
+        let events = s.apply(&app("ninth", ""), 0);
+        assert_eq!(kinds(&events), ["session.entry", "extension.error"]);
+        assert_eq!(s.snapshot()["apps"].as_object().unwrap().len(), 8);
+        let events = s.apply(
+            &entry(APP_TYPE, json!({ "appId": "board", "removed": true })),
+            0,
+        );
+        assert_eq!(
+            events[1].data,
+            json!({ "appId": "board", "removed": true, "kind": "app" })
+        );
+        assert!(s.app_token("board").is_none());
+        let events = s.apply(&app("v2", "").clone(), 0);
+        assert_eq!(kinds(&events), ["session.entry", "extension.ui:app"]);
+        let unknown = entry(
+            APP_TYPE,
+            json!({ "version": 2, "appId": "future", "html": "" }),
+        );
+        assert_eq!(
+            kinds(&s.apply(&unknown, 0)),
+            ["session.entry", "extension.error"]
+        );
+    }
+
+    #[test]
+    fn status_widgets_and_title_are_kept() {
+        let mut s = UiState::new();
+        let req = |request: UiRequest| SessionEvent::ExtensionUiRequest {
+            id: "r".into(),
+            request,
+        };
+        s.apply(
+            &req(UiRequest::SetStatus {
+                key: "k".into(),
+                text: Some("on".into()),
+            }),
+            0,
+        );
+        s.apply(
+            &req(UiRequest::SetWidget {
+                key: "w".into(),
+                lines: Some(vec!["a".into()]),
+                placement: Some("belowEditor".into()),
+            }),
+            0,
+        );
+        s.apply(&req(UiRequest::SetTitle { title: "T".into() }), 0);
+        let snap = s.snapshot();
+        assert_eq!(snap["status"], json!({ "k": "on" }));
+        assert_eq!(
+            snap["widgets"],
+            json!({ "w": { "lines": ["a"], "placement": "belowEditor" } })
+        );
+        assert_eq!(snap["title"], "T");
+        let events = s.apply(
+            &req(UiRequest::SetStatus {
+                key: "k".into(),
+                text: None,
+            }),
+            0,
+        );
+        assert_eq!(events[0].data, json!({ "key": "k", "kind": "status" }));
+        s.apply(
+            &req(UiRequest::SetWidget {
+                key: "w".into(),
+                lines: None,
+                placement: None,
+            }),
+            0,
+        );
+        assert_eq!(s.snapshot()["status"], json!({}));
+        assert_eq!(s.snapshot()["widgets"], json!({}));
+        let events = s.apply(
+            &req(UiRequest::Notify {
+                message: "hi".into(),
+                notify_type: Some("warning".into()),
+            }),
+            0,
+        );
+        assert_eq!(
+            events[0].data,
+            json!({ "message": "hi", "notifyType": "warning", "kind": "notify" })
+        );
+    }
+
+    #[test]
+    fn dialogs_are_pending_until_answered_with_deadlines() {
+        let mut s = UiState::new();
+        let events = s.apply(
+            &SessionEvent::ExtensionUiRequest {
+                id: "d1".into(),
+                request: UiRequest::Form {
+                    title: "F".into(),
+                    fields: json!([{ "id": "a", "type": "number" }]),
+                    timeout: Some(5000),
+                },
+            },
+            1_000,
+        );
+        assert_eq!(kinds(&events), ["extension.ui:dialog"]);
+        let dialog = s.dialog("d1").unwrap();
+        assert_eq!(dialog["method"], "form");
+        assert_eq!(dialog["deadline"], 6_000);
+        assert_eq!(dialog["fields"][0]["type"], "number");
+        assert_eq!(s.snapshot()["dialogs"].as_array().unwrap().len(), 1);
+        let events = s.apply(
+            &SessionEvent::ExtensionUiResponse {
+                id: "d1".into(),
+                answer: DialogAnswer::cancelled(),
+            },
+            0,
+        );
+        assert_eq!(
+            events[0].data,
+            json!({ "dialogId": "d1", "kind": "dialog.closed" })
+        );
+        assert!(s.dialog("d1").is_none());
+    }
+
+    #[test]
+    fn keys_titles_and_widget_lines_are_cut_to_the_limits() {
+        let mut s = UiState::new();
+        let req = |request: UiRequest| SessionEvent::ExtensionUiRequest {
+            id: "r".into(),
+            request,
+        };
+        s.apply(
+            &req(UiRequest::SetStatus {
+                key: "k".repeat(300),
+                text: Some("t".repeat(1000)),
+            }),
+            0,
+        );
+        s.apply(
+            &req(UiRequest::SetWidget {
+                key: "w".into(),
+                lines: Some(vec!["l".into(); 500]),
+                placement: None,
+            }),
+            0,
+        );
+        s.apply(
+            &req(UiRequest::SetTitle {
+                title: "x".repeat(1000),
+            }),
+            0,
+        );
+        let snap = s.snapshot();
+        let (key, text) = snap["status"].as_object().unwrap().iter().next().unwrap();
+        assert_eq!(
+            (key.len(), text.as_str().unwrap().len()),
+            (limits::KEY, limits::TITLE)
+        );
+        assert_eq!(
+            snap["widgets"]["w"]["lines"].as_array().unwrap().len(),
+            limits::TABLE_ROWS
+        );
+        assert_eq!(snap["widgets"]["w"]["placement"], "aboveEditor");
+        assert_eq!(snap["title"].as_str().unwrap().len(), limits::TITLE);
+        let long_app = "a".repeat(300);
+        s.apply(
+            &entry(APP_TYPE, json!({ "appId": long_app, "html": "" })),
+            0,
+        );
+        assert!(s.app_token(&"a".repeat(limits::KEY)).is_some());
+    }
+
+    #[test]
+    fn busy_follows_the_agent() {
+        let mut s = UiState::new();
+        s.apply(&SessionEvent::Agent(json!({ "type": "agent_start" })), 0);
+        assert!(s.snapshot()["busy"].as_bool().unwrap());
+        s.apply(&SessionEvent::Agent(json!({ "type": "agent_end" })), 0);
+        assert!(!s.busy());
+    }
+
+    #[test]
+    fn restore_rebuilds_panels_and_apps() {
+        let mut s = UiState::new();
+        s.restore(&[
+            json!({ "type": "custom", "customType": UI_TYPE, "data": { "id": "p", "component": "kv", "props": {} } }),
+            json!({ "type": "custom", "customType": APP_TYPE, "data": { "appId": "a", "html": "<b>" } }),
+        ]);
+        assert!(s.snapshot()["panels"].get("p").is_some());
+        assert!(s.app_token("a").is_some());
+    }
+}

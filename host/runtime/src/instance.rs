@@ -1,0 +1,634 @@
+//! One extension instance: its store (WASI context, limits, pending operations, the session it
+//! belongs to) and the guest exports, each call bounded by a deadline. A trap breaks only this
+//! instance; the caller reports it and the session goes on. The instance starts afresh on its
+//! next use (the factory runs again in a new store and registers again), and after
+//! [`MAX_FAILURES`] traps it stays disabled for the rest of the session.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::boundary::MAX_JSON_BYTES;
+use super::extension_host::ExtensionHost;
+use super::limits::{Meter, Registry};
+use super::operations::Operations;
+use super::wasi::Determinism;
+use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
+use super::{Extension, ExtensionPre};
+use pichamber_access::Grants;
+use pichamber_artifact::Artifact;
+use pichamber_artifact::source_map::SourceMaps;
+
+/// Traps (deadline, memory, stack, a crash) after which an instance is not restarted again.
+pub const MAX_FAILURES: u32 = 3;
+
+/// Limits of one instance.
+#[derive(Debug, Clone)]
+pub struct InstanceOptions {
+    /// Wall time a single call may spend running guest code (time awaiting dialogs, programs
+    /// and timers does not count).
+    pub call_timeout: Duration,
+    /// Wall time a single call may take in all, running or awaiting timers; time while a
+    /// dialog or a program (each bounded by its own timeout) is pending does not count.
+    pub call_wall_timeout: Duration,
+    /// Linear memory of the instance.
+    pub memory_limit: usize,
+    pub grants: Arc<Grants>,
+    /// A fixed clock start and random seed (`pichamber check`); `None`: the real ones.
+    pub determinism: Option<Determinism>,
+}
+
+impl Default for InstanceOptions {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(10),
+            call_wall_timeout: Duration::from_secs(300),
+            memory_limit: 256 << 20,
+            grants: Arc::new(Grants::default()),
+            determinism: None,
+        }
+    }
+}
+
+pub struct ExtensionState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    pub(super) name: String,
+    /// The session this instance serves.
+    pub(super) host: Arc<dyn ExtensionHost>,
+    /// Whether the session has UI (dialogs are asked, UI updates sent).
+    pub(super) has_ui: bool,
+    pub(super) grants: Arc<Grants>,
+    pub(super) operations: Operations,
+    /// When the guest last started running (a call began, or `wait` returned).
+    pub(super) running_since: Instant,
+    call_timeout: Duration,
+    /// When the current call began.
+    call_started: Instant,
+    /// Time of the current call spent awaiting dialogs and programs (not charged to the wall
+    /// budget: they have their own timeouts).
+    pub(super) excluded: Duration,
+    pub(super) call_wall_timeout: Duration,
+    /// Maps positions in error texts back to the extension's sources.
+    pub(super) source_maps: Arc<SourceMaps>,
+    /// Volume budgets of console output, UI updates and dialogs.
+    pub(super) logs: Meter,
+    pub(super) ui: Meter,
+    pub(super) dialogs: Meter,
+    /// What this instance's registrations hold in host memory.
+    pub(super) registry: Registry,
+    /// A status or widget was refused and reported.
+    pub(super) ui_refusal_reported: bool,
+}
+
+impl ExtensionState {
+    /// Wall time of the current call charged to its budget.
+    pub(super) fn wall_used(&self) -> Duration {
+        self.call_started.elapsed().saturating_sub(self.excluded)
+    }
+
+    /// What is left of the current call's wall budget.
+    pub(super) fn wall_left(&self) -> Duration {
+        self.call_wall_timeout.saturating_sub(self.wall_used())
+    }
+}
+
+impl WasiView for ExtensionState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The deadline trap's payload, so a trap can be told apart from other failures.
+#[derive(Debug)]
+pub struct DeadlineExceeded(pub Duration);
+
+impl std::fmt::Display for DeadlineExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ran for more than {:.1}s without yielding (per-call limit; raise it with --call-timeout=SECONDS)",
+            self.0.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for DeadlineExceeded {}
+
+/// The wall-clock budget's trap payload.
+#[derive(Debug)]
+pub struct WallDeadlineExceeded(pub Duration);
+
+impl std::fmt::Display for WallDeadlineExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "did not finish within {:.1}s (per-call wall-clock limit, time awaiting dialogs and programs not counted; raise it with --call-wall-timeout=SECONDS)",
+            self.0.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for WallDeadlineExceeded {}
+
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// The extension reported an error (a thrown exception, a rejected promise); the instance
+    /// is still usable.
+    Guest(String),
+    /// The instance trapped (deadline, memory, a crash); it restarts on its next use, or is
+    /// disabled after [`MAX_FAILURES`].
+    Trap(String),
+    /// A call on an instance that is disabled or could not be restarted (the full message).
+    Broken(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Guest(m) => write!(f, "{m}"),
+            CallError::Trap(m) => write!(f, "the extension was stopped: {m}"),
+            CallError::Broken(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+pub struct ExtensionInstance {
+    store: Store<ExtensionState>,
+    bindings: Extension,
+    pub name: String,
+    /// Why the instance stopped (it has not been restarted since).
+    broken: Option<String>,
+    /// Traps so far in this session.
+    failures: u32,
+    /// The factory ran once: a trap from now on is followed by a restart.
+    started: bool,
+    /// What a restart needs.
+    pre: ExtensionPre<ExtensionState>,
+    artifact: Arc<Artifact>,
+    host: Arc<dyn ExtensionHost>,
+    options: InstanceOptions,
+}
+
+/// A guest call on a usable instance (restarting it first when it trapped earlier).
+macro_rules! guest_call {
+    ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
+        $self.begin_call().await?;
+        guest_call_now!($self, |$guest, $store| $call)
+    }};
+}
+
+/// A guest call on the current store, whatever its state (for loading and restarting).
+macro_rules! guest_call_now {
+    ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
+        $self.arm_call();
+        let $guest = $self.bindings.pichamber_extension_guest();
+        let $store = &mut $self.store;
+        let result = $call.await;
+        $self.end_call(result)
+    }};
+}
+
+impl ExtensionInstance {
+    /// Instantiates the extension and runs its factory.
+    pub async fn start(
+        pre: &ExtensionPre<ExtensionState>,
+        artifact: &Artifact,
+        host: Arc<dyn ExtensionHost>,
+        options: &InstanceOptions,
+    ) -> Result<Self, CallError> {
+        let (store, bindings) = Self::instantiate(pre, artifact, &host, options).await?;
+        let mut instance = Self {
+            store,
+            bindings,
+            name: artifact.manifest.name.clone(),
+            broken: None,
+            failures: 0,
+            started: false,
+            pre: pre.clone(),
+            artifact: Arc::new(artifact.clone()),
+            host,
+            options: options.clone(),
+        };
+        instance.load().await?;
+        instance.started = true;
+        Ok(instance)
+    }
+
+    /// A new store with its limits, and the component instantiated in it.
+    async fn instantiate(
+        pre: &ExtensionPre<ExtensionState>,
+        artifact: &Artifact,
+        host: &Arc<dyn ExtensionHost>,
+        options: &InstanceOptions,
+    ) -> Result<(Store<ExtensionState>, Extension), CallError> {
+        let wasi = super::wasi::wasi_ctx(&options.grants, options.determinism.as_ref())
+            .map_err(|e| CallError::Trap(format!("{e:#}")))?;
+        let state = ExtensionState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(options.memory_limit)
+                .table_elements(1 << 20)
+                .instances(16)
+                .trap_on_grow_failure(true)
+                .build(),
+            name: artifact.manifest.name.clone(),
+            has_ui: host.facts().has_ui,
+            host: host.clone(),
+            grants: options.grants.clone(),
+            operations: Operations::default(),
+            running_since: Instant::now(),
+            call_timeout: options.call_timeout,
+            call_started: Instant::now(),
+            excluded: Duration::ZERO,
+            call_wall_timeout: options.call_wall_timeout,
+            source_maps: Arc::new(artifact.source_maps()),
+            logs: Meter::logs(),
+            ui: Meter::ui(),
+            dialogs: Meter::dialogs(),
+            registry: Registry::default(),
+            ui_refusal_reported: false,
+        };
+        let mut store = Store::new(pre.instance_pre().engine(), state);
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_callback(|ctx| {
+            let state = ctx.data();
+            if state.running_since.elapsed() > state.call_timeout {
+                Err(DeadlineExceeded(state.call_timeout).into())
+            } else if state.wall_used() > state.call_wall_timeout {
+                Err(WallDeadlineExceeded(state.call_wall_timeout).into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        let bindings = pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+        Ok((store, bindings))
+    }
+
+    /// Runs the factory: the extension's modules load and it registers what it offers.
+    async fn load(&mut self) -> Result<(), CallError> {
+        let artifact = self.artifact.clone();
+        let modules: Vec<ModuleSource> = artifact
+            .modules
+            .iter()
+            .map(|m| ModuleSource {
+                id: m.id.clone(),
+                source: m.source.clone(),
+            })
+            .collect();
+        let facts = self.host.facts();
+        let context = LoadContext {
+            extension_name: artifact.manifest.name.clone(),
+            cwd: facts.cwd,
+            mode: facts.mode,
+            has_ui: facts.has_ui,
+            env: self.options.grants.env_pairs(),
+            memory_limit: self.options.memory_limit as u64,
+        };
+        let entry = &artifact.manifest.entry;
+        let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, entry, &context))?;
+        loaded.map_err(|e| self.guest_error(e))
+    }
+
+    /// A fresh instance in place of the one that trapped: a new store from the prepared
+    /// component, the factory run again, and its registrations in place of the old ones (what
+    /// the old instance registered later, in handlers, is gone with its state). It then gets
+    /// `session_start` with reason "reload", as after pi's `/reload`, to restore its state.
+    async fn restart(&mut self) -> Result<(), CallError> {
+        let reason = self.broken.clone().unwrap_or_default();
+        let notice = format!(
+            "the extension was restarted after failure {} of {MAX_FAILURES} ({reason}); its state starts afresh",
+            self.failures
+        );
+        self.reinstantiate(Some(notice)).await
+    }
+
+    /// The build this instance runs (the manifest's source hash).
+    pub fn source_hash(&self) -> &str {
+        &self.artifact.manifest.source_hash
+    }
+
+    /// The same extension with other grants (its user approved what it asked for): a fresh
+    /// instance as a restart makes one (session_start with reason "reload"), no failure
+    /// counted. Grants are fixed for an instance's life: its preopened folders are.
+    pub async fn regrant(&mut self, grants: Arc<Grants>) -> Result<(), CallError> {
+        self.options.grants = grants;
+        self.reinstantiate(None).await
+    }
+
+    /// A fresh store from the prepared component, the factory run again, registrations
+    /// replaced, `notice` reported as an error entry, then session_start "reload".
+    async fn reinstantiate(&mut self, notice: Option<String>) -> Result<(), CallError> {
+        // Statuses and widgets stay on screen: the fresh instance inherits their accounting.
+        let inherited = self.store.data().registry.ui_state_only();
+        let inactive = self.forget_registrations();
+        let before = self.failures;
+        let (store, bindings) =
+            match Self::instantiate(&self.pre, &self.artifact, &self.host, &self.options).await {
+                Ok(fresh) => fresh,
+                Err(e) => return Err(self.restart_failed(e, &inactive, before)),
+            };
+        self.store = store;
+        self.bindings = bindings;
+        self.broken = None;
+        self.store.data_mut().registry = inherited;
+        if let Err(e) = self.load().await {
+            return Err(self.restart_failed(e, &inactive, before));
+        }
+        // Tools the operator or the extension had switched off stay off; tools it no longer
+        // registers go.
+        self.settle_active_tools(&inactive);
+        if let Some(error) = notice {
+            self.host.report_error("restart".into(), error, None);
+        }
+        if self.host.subscribes("session_start") {
+            let event =
+                serde_json::json!({ "type": "session_start", "reason": "reload" }).to_string();
+            let ctx = self.host.call_context().to_string();
+            let outcome = guest_call_now!(self, |g, s| g.call_dispatch_event(
+                s,
+                "session_start",
+                &event,
+                &ctx
+            ))?;
+            if let Err(e) = outcome {
+                let error = self.store.data().source_maps.remap(&e);
+                let (error, stack) = split_stack(&error);
+                self.host.report_error("session_start".into(), error, stack);
+            }
+        }
+        Ok(())
+    }
+
+    /// A restart that did not work counts as a failure; the instance stays stopped.
+    fn restart_failed(&mut self, error: CallError, inactive: &[String], before: u32) -> CallError {
+        self.forget_registrations();
+        let message = match error {
+            // A trap in the factory: counted, and the policy said, by end_call.
+            CallError::Trap(m) if self.failures > before => m,
+            CallError::Trap(m) | CallError::Guest(m) | CallError::Broken(m) => {
+                self.failures += 1;
+                self.broken = Some(m.clone());
+                format!("{m}{}", self.policy())
+            }
+        };
+        self.settle_active_tools(inactive);
+        CallError::Broken(format!("the extension could not be restarted: {message}"))
+    }
+
+    /// Drops everything this instance registered from the session (tools, commands, event
+    /// subscriptions, flags, ...); returns the names of its tools that were inactive.
+    fn forget_registrations(&self) -> Vec<String> {
+        self.host.forget_registrations()
+    }
+
+    fn settle_active_tools(&self, inactive: &[String]) {
+        self.host.settle_active_tools(inactive);
+    }
+
+    /// What happens after a trap, for the trap's message.
+    fn policy(&self) -> String {
+        if self.failures >= MAX_FAILURES {
+            format!("; it is disabled after {MAX_FAILURES} failures")
+        } else {
+            format!(
+                "; it restarts on its next use (failure {} of {MAX_FAILURES})",
+                self.failures
+            )
+        }
+    }
+
+    fn guest_error(&self, message: String) -> CallError {
+        CallError::Guest(self.store.data().source_maps.remap(&message))
+    }
+
+    /// Stopped by a trap and not restarted since (timers and bus events skip it; its next
+    /// use restarts it unless it is disabled).
+    pub fn is_broken(&self) -> bool {
+        self.broken.is_some()
+    }
+
+    pub async fn dispatch_event(
+        &mut self,
+        name: &str,
+        event: &Value,
+        ctx: &Value,
+    ) -> Result<DispatchResult, CallError> {
+        let (event, ctx) = (event.to_string(), ctx.to_string());
+        let result = guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?
+            .map_err(|e| self.guest_error(e))?;
+        check_size("the event it returned", &result.event)?;
+        check_size(
+            "the handler result",
+            result.chain_result.as_deref().unwrap_or_default(),
+        )?;
+        Ok(result)
+    }
+
+    pub async fn prepare_arguments(
+        &mut self,
+        tool: &str,
+        args: &Value,
+    ) -> Result<String, CallError> {
+        let args = args.to_string();
+        let prepared = guest_call!(self, |g, s| g.call_prepare_arguments(s, tool, &args))?
+            .map_err(|e| self.guest_error(e))?;
+        check_size("prepareArguments' result", &prepared)?;
+        Ok(prepared)
+    }
+
+    pub async fn execute_tool(
+        &mut self,
+        tool: &str,
+        call_id: &str,
+        params: &Value,
+        ctx: &Value,
+    ) -> Result<ToolResult, CallError> {
+        let (params, ctx) = (params.to_string(), ctx.to_string());
+        let result = guest_call!(self, |g, s| g
+            .call_execute_tool(s, tool, call_id, &params, &ctx))?;
+        check_size("the tool's content", &result.content)?;
+        check_size(
+            "the tool's details",
+            result.details.as_deref().unwrap_or_default(),
+        )?;
+        Ok(result)
+    }
+
+    pub async fn run_command(
+        &mut self,
+        name: &str,
+        args: &str,
+        ctx: &Value,
+    ) -> Result<(), CallError> {
+        let ctx = ctx.to_string();
+        guest_call!(self, |g, s| g.call_run_command(s, name, args, &ctx))?
+            .map_err(|e| self.guest_error(e))
+    }
+
+    pub async fn complete_arguments(
+        &mut self,
+        name: &str,
+        prefix: &str,
+    ) -> Result<Option<Vec<CompletionItem>>, CallError> {
+        guest_call!(self, |g, s| g.call_complete_arguments(s, name, prefix))?
+            .map_err(|e| self.guest_error(e))
+    }
+
+    pub async fn deliver_bus_event(&mut self, channel: &str, data: &str) -> Result<(), CallError> {
+        guest_call!(self, |g, s| g.call_deliver_bus_event(
+            s,
+            channel,
+            &data.to_owned()
+        ))?
+        .map_err(|e| self.guest_error(e))
+    }
+
+    /// Runs due timers and completed operations; the delay until the next timer, if any.
+    pub async fn poll(&mut self) -> Result<Option<u64>, CallError> {
+        guest_call!(self, |g, s| g.call_poll(s))
+    }
+
+    pub async fn shutdown(&mut self) -> Result<(), CallError> {
+        guest_call!(self, |g, s| g.call_shutdown(s))
+    }
+
+    /// Before a call: a stopped instance is restarted, a disabled one refuses.
+    async fn begin_call(&mut self) -> Result<(), CallError> {
+        if let Some(reason) = &self.broken {
+            if self.failures >= MAX_FAILURES {
+                return Err(CallError::Broken(format!(
+                    "the extension is disabled after {MAX_FAILURES} failures (the last: {reason})"
+                )));
+            }
+            self.restart().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the clocks and budgets of a call.
+    fn arm_call(&mut self) {
+        let state = self.store.data_mut();
+        let now = Instant::now();
+        state.running_since = now;
+        state.call_started = now;
+        state.excluded = Duration::ZERO;
+        state.logs.begin_call();
+        state.ui.begin_call();
+        state.dialogs.begin_call();
+        self.store.set_epoch_deadline(1);
+    }
+
+    fn end_call<R>(&mut self, result: wasmtime::Result<R>) -> Result<R, CallError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                let message = describe_trap(&error);
+                self.store.data_mut().operations.cancel_all();
+                self.broken = Some(message.clone());
+                if !self.started {
+                    // The first load failed: the session goes on without the extension.
+                    return Err(CallError::Trap(message));
+                }
+                self.failures += 1;
+                Err(CallError::Trap(format!("{message}{}", self.policy())))
+            }
+        }
+    }
+}
+
+/// Values an extension hands back are capped like the ones it sends through imports.
+fn check_size(what: &str, text: &str) -> Result<(), CallError> {
+    if text.len() > MAX_JSON_BYTES {
+        return Err(CallError::Guest(format!(
+            "{what} is {} bytes; the limit is {MAX_JSON_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+fn describe_trap(error: &wasmtime::Error) -> String {
+    if let Some(deadline) = error.downcast_ref::<DeadlineExceeded>() {
+        return deadline.to_string();
+    }
+    if let Some(deadline) = error.downcast_ref::<WallDeadlineExceeded>() {
+        return deadline.to_string();
+    }
+    // The causes, without wasmtime's wasm backtrace (function indices mean nothing to a user).
+    let causes: Vec<String> = error.chain().map(|c| c.to_string()).collect();
+    if causes.iter().any(|c| c.contains("growing memory")) {
+        return "exceeded its memory limit (raise it with --memory-limit=MIB)".into();
+    }
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        return match trap {
+            wasmtime::Trap::StackOverflow => "stack overflow (unbounded recursion?)".into(),
+            // QuickJS does no stack checks on WASI: deep recursion runs off the stack, which
+            // sits at the bottom of linear memory, and lands here.
+            wasmtime::Trap::MemoryOutOfBounds => {
+                "ran out of stack or touched memory outside its sandbox (unbounded recursion?)"
+                    .into()
+            }
+            wasmtime::Trap::UnreachableCodeReached => {
+                "the guest aborted (out of memory or an internal error)".into()
+            }
+            other => format!("trap: {other}"),
+        };
+    }
+    causes
+        .iter()
+        .rev()
+        .find(|c| !c.starts_with("error while executing at wasm backtrace"))
+        .cloned()
+        .unwrap_or_else(|| format!("{error:#}"))
+}
+
+/// Splits a guest error text ("message" then stack frames, each line "    at ...") into the
+/// message and the stack.
+pub fn split_stack(text: &str) -> (String, Option<String>) {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset > 0
+            && line.trim_start().starts_with("at ")
+            && line.starts_with(char::is_whitespace)
+        {
+            let stack = text[offset..].trim_end();
+            return (text[..offset].trim_end().to_owned(), Some(stack.to_owned()));
+        }
+        offset += line.len();
+    }
+    (text.to_owned(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_is_split_from_the_message() {
+        let (message, stack) = split_stack("boom\nsecond line\n    at f (/ext/a.ts:3)\n    at g\n");
+        assert_eq!(message, "boom\nsecond line");
+        assert_eq!(stack.as_deref(), Some("    at f (/ext/a.ts:3)\n    at g"));
+        assert_eq!(
+            split_stack("at the start\nno frames"),
+            ("at the start\nno frames".into(), None)
+        );
+        assert_eq!(
+            split_stack("    at first line"),
+            ("    at first line".into(), None)
+        );
+    }
+}

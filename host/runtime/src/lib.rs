@@ -1,0 +1,199 @@
+//! The wasmtime side: one `Engine` per process, components compiled once and cached on disk by
+//! content hash, an `InstancePre` per extension, one instance per session, and the host half of
+//! the `pichamber:extension` WIT interface. Every value an extension sends is checked here
+//! (names, JSON, sizes, volume budgets, deadlines); a trap stops only its instance.
+//!
+//! It does not know sessions exist: what an instance needs from the session it runs in (report
+//! an error, register a tool, append an entry, ask a dialog, run a program) is the
+//! [`ExtensionHost`] trait, which the session implements, as wasmtime-wasi's `WasiView` states
+//! what WASI needs of a store.
+
+pub mod boundary;
+mod extension_host;
+mod host_api;
+mod instance;
+pub mod limits;
+mod operations;
+pub mod ui;
+mod wasi;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts};
+pub use instance::{CallError, ExtensionInstance, InstanceOptions, MAX_FAILURES, split_stack};
+pub use operations::Operations;
+pub use wasi::Determinism;
+
+use pichamber_artifact::{Artifact, hex};
+
+wasmtime::component::bindgen!({
+    path: "../../wit/v0.1.0",
+    world: "extension",
+    imports: {
+        "pichamber:extension/host.wait": async | trappable,
+        default: trappable,
+    },
+    exports: { default: async },
+});
+
+pub use self::pichamber::extension::types as wit;
+
+/// How often the epoch advances; per-call deadlines are measured in these ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The process-wide wasmtime engine and linker.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<instance::ExtensionState>,
+    cache_dir: Option<PathBuf>,
+    /// Prepared components by content hash: every extension built by one pichamber shares
+    /// the same guest shim, so one compilation serves them all.
+    prepared: Mutex<HashMap<[u8; 32], ExtensionPre<instance::ExtensionState>>>,
+}
+
+impl Runtime {
+    /// The shared runtime (created on first use; compiled code is shared by every session).
+    pub fn global() -> Result<Arc<Runtime>> {
+        static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
+        if let Some(r) = RUNTIME.get() {
+            return Ok(r.clone());
+        }
+        let runtime = Arc::new(Runtime::new(default_cache_dir())?);
+        Ok(RUNTIME.get_or_init(|| runtime).clone())
+    }
+
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        // Deep JS recursion must become a catchable error or a trap, never a host crash.
+        config.max_wasm_stack(8 << 20);
+        config.async_stack_size(10 << 20);
+        let engine = Engine::new(&config)?;
+        start_epoch_ticker(engine.clone());
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        Ok(Self {
+            engine,
+            linker,
+            cache_dir,
+            prepared: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The prepared component of an artifact: from memory, from the on-disk cache (by the
+    /// component's hash, without reading the component), or compiled.
+    pub fn prepare(&self, artifact: &Artifact) -> Result<ExtensionPre<instance::ExtensionState>> {
+        let claimed = artifact.component_hash()?;
+        if let Some(pre) = self.prepared.lock().unwrap().get(&claimed) {
+            return Ok(pre.clone());
+        }
+        let cache_path = self
+            .cache_dir
+            .as_ref()
+            .map(|dir| dir.join(self.cache_name(&claimed)));
+        // SAFETY: files in our private cache are written by `Component::serialize` of an
+        // engine with this configuration (the name includes the compatibility hash). Whatever
+        // the artifact claims, the cached code is code we compiled from bytes with that hash.
+        let cached = cache_path.as_ref().filter(|p| p.is_file()).and_then(|p| {
+            match unsafe { Component::deserialize_file(&self.engine, p) } {
+                Ok(component) => Some(component),
+                Err(e) => {
+                    tracing::warn!("ignoring unusable cache entry {}: {e}", p.display());
+                    None
+                }
+            }
+        });
+        let (component, hash) = match cached {
+            Some(component) => (component, claimed),
+            None => {
+                let bytes = artifact.component_bytes()?;
+                let actual: [u8; 32] = Sha256::digest(&bytes).into();
+                let component = Component::new(&self.engine, &bytes)?;
+                if let Some(dir) = &self.cache_dir {
+                    let path = dir.join(self.cache_name(&actual));
+                    let written = component
+                        .serialize()
+                        .map_err(anyhow::Error::from)
+                        .and_then(|b| Ok(write_cache(&path, &b)?));
+                    if let Err(e) = written {
+                        tracing::debug!("cannot write the compile cache {}: {e}", path.display());
+                    }
+                }
+                (component, actual)
+            }
+        };
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)
+            .context("the component does not match pichamber's WIT interface")?;
+        let pre = ExtensionPre::new(pre)?;
+        self.prepared.lock().unwrap().insert(hash, pre.clone());
+        Ok(pre)
+    }
+
+    /// Cache file name: the component hash and the engine's compatibility hash.
+    fn cache_name(&self, component_hash: &[u8; 32]) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(component_hash);
+        let mut compat = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut compat);
+        hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
+        format!("{}.cwasm", &hex(&hasher.finalize())[..32])
+    }
+}
+
+fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(path.parent().unwrap())?;
+    // Write-then-rename so a concurrent reader never sees half a file.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, path)
+}
+
+/// `$PICHAMBER_CACHE_DIR`, else `$XDG_CACHE_HOME/pichamber`, else `~/.cache/pichamber`;
+/// `PICHAMBER_CACHE_DIR=off` disables the cache.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("PICHAMBER_CACHE_DIR") {
+        if dir == "off" {
+            return None;
+        }
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("pichamber"))
+}
+
+fn start_epoch_ticker(engine: Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("pichamber-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(e) => e.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .expect("spawn the epoch ticker");
+}

@@ -1,0 +1,701 @@
+//! `pichamber serve --config FILE` and `pichamber run EXT` without headless flags: the GUI
+//! protocol over HTTP (docs/GUI-API.md). axum routes over the session [`hub`] (one task per
+//! session); every `/api/pi/*` route needs a bearer token; events go out as server-sent events;
+//! [`config`] reads users, extensions, grants and policy, [`approval`] carries a user's answer to
+//! a capability request.
+//!
+//! Nothing depends on it but the `pichamber` binary.
+
+pub mod approval;
+pub mod config;
+pub mod hub;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post, put};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use hub::{AnswerError, Hub, PromptError, Resume, SessionHandle, StreamEvent, User};
+
+/// Every route the server answers, as the OpenAPI document names them (a test checks the
+/// document against this list; the router is built from it).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/pi/sessions"),
+    ("POST", "/api/pi/sessions"),
+    ("GET", "/api/pi/sessions/{id}"),
+    ("DELETE", "/api/pi/sessions/{id}"),
+    ("POST", "/api/pi/sessions/{id}/prompt"),
+    ("POST", "/api/pi/sessions/{id}/abort"),
+    ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}"),
+    ("POST", "/api/pi/sessions/{id}/apps/{appId}/command"),
+    ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}"),
+    ("GET", "/api/pi/sessions/{id}/commands"),
+    ("GET", "/api/pi/sessions/{id}/complete"),
+    ("GET", "/api/pi/extensions"),
+    ("DELETE", "/api/pi/extensions/{extensionId}/approvals"),
+    ("GET", "/api/pi/ui-settings"),
+    ("PUT", "/api/pi/ui-settings"),
+    ("GET", "/api/pi/events"),
+    ("GET", "/api/pi/openapi.json"),
+    ("GET", "/"),
+    ("GET", "/assets/{path}"),
+];
+
+/// The OpenAPI 3.1 document of these routes.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+fn handler(method: &str, path: &str) -> MethodRouter<Arc<Hub>> {
+    match (method, path) {
+        ("GET", "/api/pi/sessions") => get(list_sessions),
+        ("POST", "/api/pi/sessions") => post(create_session),
+        ("GET", "/api/pi/sessions/{id}") => get(get_session),
+        ("DELETE", "/api/pi/sessions/{id}") => delete(delete_session),
+        ("POST", "/api/pi/sessions/{id}/prompt") => post(prompt),
+        ("POST", "/api/pi/sessions/{id}/abort") => post(abort),
+        ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}") => post(answer_dialog),
+        ("POST", "/api/pi/sessions/{id}/apps/{appId}/command") => post(app_command),
+        ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}") => post(decide_approval),
+        ("GET", "/api/pi/sessions/{id}/commands") => get(commands),
+        ("GET", "/api/pi/sessions/{id}/complete") => get(complete),
+        ("GET", "/api/pi/extensions") => get(extensions),
+        ("DELETE", "/api/pi/extensions/{extensionId}/approvals") => delete(forget_approvals),
+        ("GET", "/api/pi/ui-settings") => get(get_settings),
+        ("PUT", "/api/pi/ui-settings") => put(put_settings),
+        ("GET", "/api/pi/events") => get(events),
+        ("GET", "/api/pi/openapi.json") => get(openapi),
+        ("GET", "/") => get(index),
+        ("GET", "/assets/{path}") => get(asset),
+        _ => panic!("no handler for {method} {path}"),
+    }
+}
+
+pub fn router(hub: Arc<Hub>) -> Router {
+    let mut by_path: BTreeMap<&str, MethodRouter<Arc<Hub>>> = BTreeMap::new();
+    for (method, path) in ROUTES {
+        let route = handler(method, path);
+        let merged = match by_path.remove(path) {
+            Some(existing) => existing.merge(route),
+            None => route,
+        };
+        by_path.insert(path, merged);
+    }
+    let mut router = Router::new();
+    for (path, route) in by_path {
+        let axum_path = path.replace("/assets/{path}", "/assets/{*path}");
+        router = router.route(&axum_path, route);
+    }
+    router
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .with_state(hub)
+}
+
+/// Serves until the listener fails, or until Ctrl-C / SIGTERM: then every session's
+/// extensions get session_shutdown before it returns (session files stay, for a restart).
+pub async fn serve(hub: Arc<Hub>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    let server = axum::serve(listener, router(hub.clone()));
+    tokio::select! {
+        served = server => served,
+        () = stop_requested() => {
+            eprintln!("pichamber: stopping; session_shutdown runs for every open session");
+            let stopped = hub.stop_all().await;
+            eprintln!("pichamber: stopped {stopped} session(s)");
+            Ok(())
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_requested() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub struct ApiError {
+    status: StatusCode,
+    body: Value,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: json!({ "error": message.into() }),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(self.body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn ok(status: StatusCode, body: Value) -> ApiResult {
+    Ok((status, axum::Json(body)).into_response())
+}
+
+/// The user a request's bearer token belongs to.
+pub struct Auth(Arc<User>);
+
+impl FromRequestParts<Arc<Hub>> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, hub: &Arc<Hub>) -> Result<Self, ApiError> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "this needs Authorization: Bearer TOKEN",
+            ));
+        };
+        hub.user(token)
+            .map(Auth)
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
+    }
+}
+
+fn body_json(body: &Bytes) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object",
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not JSON: {e}"),
+        )),
+    }
+}
+
+/// The user's session; another user's answers exactly as an unknown one.
+fn session_of(user: &User, id: &str) -> Result<Arc<SessionHandle>, ApiError> {
+    user.session(id)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no such session"))
+}
+
+async fn list_sessions(Auth(user): Auth) -> ApiResult {
+    let sessions: Vec<Value> = user.sessions().iter().map(|s| s.summary()).collect();
+    ok(StatusCode::OK, json!({ "sessions": sessions }))
+}
+
+async fn create_session(State(hub): State<Arc<Hub>>, Auth(user): Auth, body: Bytes) -> ApiResult {
+    let body = body_json(&body)?;
+    let extensions = match &body["extensions"] {
+        Value::Null => None,
+        Value::Array(ids) => Some(
+            ids.iter()
+                .map(|id| id.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "\"extensions\" must be an array of ids",
+                    )
+                })?,
+        ),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "\"extensions\" must be an array of ids",
+            ));
+        }
+    };
+    let handle = hub
+        .open_session(&user, extensions, None)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    ok(StatusCode::CREATED, handle.summary())
+}
+
+async fn get_session(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    ok(
+        StatusCode::OK,
+        json!({ "session": handle.summary(), "transcript": handle.transcript(), "snapshot": handle.snapshot() }),
+    )
+}
+
+async fn delete_session(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    hub.close_session(&user, &handle).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn prompt(Auth(user): Auth, Path(id): Path<String>, body: Bytes) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    let body = body_json(&body)?;
+    let Some(text) = body["text"].as_str() else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a prompt needs \"text\"",
+        ));
+    };
+    if text.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the prompt is empty",
+        ));
+    }
+    if text.chars().count() > pichamber_gui::limits::MESSAGE {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the prompt is too long",
+        ));
+    }
+    let behavior = match &body["streamingBehavior"] {
+        Value::Null => None,
+        Value::String(b) if b == "steer" || b == "followUp" => Some(b.as_str()),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "\"streamingBehavior\" is \"steer\" or \"followUp\"",
+            ));
+        }
+    };
+    send_prompt(&user, &handle, text, behavior)
+}
+
+fn send_prompt(
+    user: &Arc<User>,
+    handle: &SessionHandle,
+    text: &str,
+    behavior: Option<&str>,
+) -> ApiResult {
+    match handle.prompt(user, text, behavior) {
+        Ok(()) => ok(StatusCode::ACCEPTED, json!({ "accepted": true })),
+        Err(PromptError::Busy(e)) => Err(ApiError::new(StatusCode::CONFLICT, e)),
+        Err(PromptError::Closed) => Err(ApiError::new(StatusCode::NOT_FOUND, "no such session")),
+    }
+}
+
+async fn abort(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
+    session_of(&user, &id)?.abort();
+    ok(StatusCode::ACCEPTED, json!({ "accepted": true }))
+}
+
+async fn answer_dialog(
+    Auth(user): Auth,
+    Path((id, dialog)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    let body = body_json(&body)?;
+    match handle.dialogs.answer_with(&dialog, &body) {
+        Ok(()) => ok(StatusCode::OK, json!({ "ok": true })),
+        Err(AnswerError::NotPending) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no such dialog is pending",
+        )),
+        Err(AnswerError::Invalid(message, fields)) => {
+            let mut body = json!({ "error": message });
+            if let Some(fields) = fields {
+                body["fields"] = Value::Object(fields);
+            }
+            Err(ApiError {
+                status: StatusCode::BAD_REQUEST,
+                body,
+            })
+        }
+    }
+}
+
+/// The user answers an approval question (once, always or deny).
+async fn decide_approval(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path((id, extension)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    use approval::ApprovalError;
+    let handle = session_of(&user, &id)?;
+    let body = body_json(&body)?;
+    match hub.decide(&user, &handle, &extension, &body).await {
+        Ok(answer) => ok(StatusCode::OK, answer),
+        Err(ApprovalError::NotPending) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no approval is pending for that extension in this session",
+        )),
+        Err(ApprovalError::Invalid(message)) => {
+            Err(ApiError::new(StatusCode::BAD_REQUEST, message))
+        }
+        Err(ApprovalError::Failed(message)) => {
+            Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message))
+        }
+    }
+}
+
+/// Forgets the user's "always" approvals for an extension (new sessions ask again).
+async fn forget_approvals(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path(extension): Path<String>,
+) -> ApiResult {
+    let hash = hub
+        .launcher
+        .catalog
+        .iter()
+        .find(|e| e.id == extension && user.allowed.contains(&e.id))
+        .map(|e| e.artifact.manifest.source_hash.clone())
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown extension"))?;
+    let forgot = user
+        .approvals
+        .forget(&hash)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    ok(StatusCode::OK, json!({ "ok": true, "forgot": forgot }))
+}
+
+/// An app surface fires a command: its mount token is checked before anything else is
+/// looked at, and nothing is sent when it is not this mount's.
+async fn app_command(
+    Auth(user): Auth,
+    Path((id, app)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    use sha2::Digest;
+    let handle = session_of(&user, &id)?;
+    let body = body_json(&body)?;
+    let expected = handle.ui.lock().unwrap().app_token(&app).map(str::to_owned);
+    let Some(expected) = expected else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "no such app"));
+    };
+    let given = body["token"].as_str().unwrap_or_default();
+    if sha2::Sha256::digest(given.as_bytes()) != sha2::Sha256::digest(expected.as_bytes()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "the token is not this app mount's",
+        ));
+    }
+    let command = body["command"].as_str().unwrap_or_default();
+    if !pichamber_gui::is_command_name(command) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the command name must match [A-Za-z0-9][A-Za-z0-9:_-]{0,127}",
+        ));
+    }
+    if !handle.has_command(command) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("/{command} is not a registered command"),
+        ));
+    }
+    let args = match &body["args"] {
+        Value::Null => String::new(),
+        Value::String(s) if s.chars().count() <= pichamber_gui::limits::MESSAGE => s.clone(),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "\"args\" must be a string",
+            ));
+        }
+    };
+    let line = if args.is_empty() {
+        format!("/{command}")
+    } else {
+        format!("/{command} {args}")
+    };
+    send_prompt(&user, &handle, &line, None)
+}
+
+async fn commands(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    ok(StatusCode::OK, json!({ "commands": handle.commands() }))
+}
+
+async fn complete(
+    Auth(user): Auth,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    let Some(command) = query.get("command") else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "needs ?command=NAME",
+        ));
+    };
+    let command = command.strip_prefix('/').unwrap_or(command);
+    if !handle.has_command(command) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("/{command} is not a registered command"),
+        ));
+    }
+    let prefix = query.get("prefix").map(String::as_str).unwrap_or_default();
+    match handle.complete(command, prefix).await {
+        Ok(items) => ok(StatusCode::OK, json!({ "items": items })),
+        Err(e) => Err(ApiError::new(StatusCode::BAD_REQUEST, e)),
+    }
+}
+
+async fn extensions(State(hub): State<Arc<Hub>>, Auth(user): Auth) -> ApiResult {
+    ok(
+        StatusCode::OK,
+        json!({ "extensions": hub.extension_infos(&user) }),
+    )
+}
+
+async fn get_settings(Auth(user): Auth) -> ApiResult {
+    ok(StatusCode::OK, user.settings())
+}
+
+async fn put_settings(Auth(user): Auth, body: Bytes) -> ApiResult {
+    let body = body_json(&body)?;
+    match user.set_settings(&body) {
+        Ok(settings) => ok(StatusCode::OK, settings),
+        Err(e) => Err(ApiError::new(StatusCode::BAD_REQUEST, e)),
+    }
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The event stream.
+
+fn sse_event(event: &StreamEvent) -> Event {
+    Event::default()
+        .id(event.id.to_string())
+        .event(event.name)
+        .data(event.data.to_string())
+}
+
+struct Stream {
+    initial: VecDeque<Event>,
+    receiver: broadcast::Receiver<Arc<StreamEvent>>,
+    /// Events up to this id were sent (or are covered) already.
+    head: u64,
+    /// Per session: events up to this id are in the snapshot sent for it.
+    cutoffs: HashMap<String, u64>,
+    user: Arc<User>,
+    only: Option<String>,
+}
+
+impl Stream {
+    fn snapshots(&mut self) {
+        for handle in self.user.sessions() {
+            if self.only.as_ref().is_some_and(|o| *o != handle.id) {
+                continue;
+            }
+            let (snapshot, at) = handle.snapshot_at(&self.user);
+            self.cutoffs.insert(handle.id.clone(), at);
+            self.initial.push_back(
+                Event::default()
+                    .id(at.to_string())
+                    .event("session.snapshot")
+                    .data(json!({ "sessionId": handle.id, "snapshot": snapshot }).to_string()),
+            );
+        }
+    }
+
+    fn wanted(&self, event: &StreamEvent) -> bool {
+        event.id > self.head
+            && self
+                .cutoffs
+                .get(&event.session)
+                .is_none_or(|c| event.id > *c)
+            && self.only.as_ref().is_none_or(|o| *o == event.session)
+    }
+}
+
+async fn events(
+    Auth(user): Auth,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let only = query.get("session").cloned();
+    if let Some(id) = &only {
+        session_of(&user, id)?;
+    }
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let (receiver, head, resume) = user.connect(last);
+    let mut stream = Stream {
+        initial: VecDeque::new(),
+        receiver,
+        head,
+        cutoffs: HashMap::new(),
+        user,
+        only,
+    };
+    match resume {
+        Resume::Replay(missed) => {
+            for event in missed {
+                if stream.only.as_ref().is_none_or(|o| *o == event.session) {
+                    stream.initial.push_back(sse_event(&event));
+                }
+            }
+        }
+        Resume::Snapshots => stream.snapshots(),
+    }
+    let body = futures::stream::unfold(stream, |mut stream| async move {
+        loop {
+            if let Some(event) = stream.initial.pop_front() {
+                return Some((Ok::<_, Infallible>(event), stream));
+            }
+            match stream.receiver.recv().await {
+                Ok(event) => {
+                    if stream.wanted(&event) {
+                        return Some((Ok(sse_event(&event)), stream));
+                    }
+                }
+                // Fell behind: start over from fresh snapshots.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    stream.cutoffs.clear();
+                    stream.snapshots();
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let mut response = Sse::new(body)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The page: files of host/assets/web, embedded at build time.
+
+include!(concat!(env!("OUT_DIR"), "/web_assets.rs"));
+
+const PLACEHOLDER: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>PiChamber</title></head>\
+<body><h1>PiChamber</h1><p>The web page is not built into this binary yet. The API is at \
+<code>/api/pi/</code> (see <a href=\"/api/pi/openapi.json\">openapi.json</a>).</p></body></html>";
+
+fn content_type(path: &str) -> &'static str {
+    match path.rsplit('.').next().unwrap_or_default() {
+        "html" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "json" | "map" => "application/json",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "ico" => "image/x-icon",
+        "woff2" => "font/woff2",
+        "txt" => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+fn page_file(path: &str, bytes: &'static [u8]) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type(path)),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+fn web_asset(path: &str) -> Option<&'static [u8]> {
+    WEB_ASSETS
+        .iter()
+        .find(|(name, _)| *name == path)
+        .map(|(_, bytes)| *bytes)
+}
+
+async fn index() -> Response {
+    match web_asset("index.html") {
+        Some(bytes) => page_file("index.html", bytes),
+        None => page_file("index.html", PLACEHOLDER.as_bytes()),
+    }
+}
+
+async fn asset(Path(path): Path<String>) -> Response {
+    let found = web_asset(&path)
+        .map(|b| (path.clone(), b))
+        .or_else(|| web_asset(&format!("assets/{path}")).map(|b| (path.clone(), b)));
+    match found {
+        Some((name, bytes)) => page_file(&name, bytes),
+        None => ApiError::new(StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_routes() {
+        let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut documented = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
+                    documented.push((method.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        let mut routes: Vec<(String, String)> = ROUTES
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        documented.sort();
+        routes.sort();
+        assert_eq!(documented, routes);
+        // The router is built from ROUTES: every entry has a handler.
+        for (method, path) in ROUTES {
+            let _ = handler(method, path);
+        }
+    }
+
+    #[test]
+    fn content_types_are_known() {
+        assert_eq!(content_type("a/b.js"), "text/javascript; charset=utf-8");
+        assert_eq!(content_type("x"), "application/octet-stream");
+    }
+}

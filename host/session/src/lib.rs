@@ -1,0 +1,669 @@
+//! A session: its isolated extension instances in load order, and the folds that run pi's events
+//! across them with pi 0.73.1's semantics (core/extensions/runner.js): each extension runs its own
+//! handler chain in the guest and hands back the updated event, which the next extension
+//! receives. It owns the store (pi's JSONL session format), the agent loop, lifecycle (new,
+//! fork, switch, tree), compaction, resources (skills, prompts), and [`launch`]: opening a
+//! session from a plain description and running steps, shared by `run`, `rpc`, `check` and
+//! `serve`; [`discovery`] finds a pi user's extensions as pi does, [`export_html`] writes a
+//! session as one page.
+//!
+//! It implements the runtime's `ExtensionHost` ([`port`]); it knows no transport: HTTP, RPC and
+//! the terminal are its clients, through [`EventSink`] and [`DialogResponder`].
+
+pub mod agent_loop;
+pub mod branch_summary;
+pub mod compact;
+pub mod compaction;
+pub mod dialogs;
+pub mod discovery;
+pub mod events;
+pub mod export_html;
+pub mod launch;
+pub mod lifecycle;
+pub mod messages;
+pub mod port;
+pub mod resources;
+pub mod retry;
+pub mod state;
+pub mod store;
+pub mod system_prompt;
+pub mod tool_calls;
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+pub use agent_loop::{PromptOptions, QueueMode};
+pub use dialogs::{DialogResponder, NoDialogs, ScriptedAnswers, TerminalDialogs};
+pub use events::{EventSink, SessionEvent, UiRequest};
+pub use lifecycle::{ForkOutcome, ForkPosition, TreeOutcome};
+pub use state::{SessionShared, SessionState};
+pub use system_prompt::SystemPromptOptions;
+pub use tool_calls::ToolExecution;
+
+use pichamber_artifact::{Artifact, Origin};
+use pichamber_model::ModelClient;
+use pichamber_runtime::{CallError, ExtensionInstance, InstanceOptions, Runtime};
+use pichamber_tools::{self as tools, Workspace};
+use state::{RegisteredTool, ToolSource};
+
+/// How a session is set up.
+pub struct SessionConfig {
+    pub cwd: String,
+    pub has_ui: bool,
+    pub dialogs: Arc<dyn DialogResponder>,
+    pub sink: EventSink,
+    pub instance: InstanceOptions,
+    /// `--flag name=value` values for extension flags.
+    pub flags: Vec<(String, Value)>,
+    /// The model prompts go to; `None`: prompts get a notice, commands and tools still work.
+    pub model: Option<Arc<ModelClient>>,
+    pub agent: AgentSettings,
+    /// Where entries go: a session file (new or resumed) or memory.
+    pub store: Option<store::SessionStore>,
+}
+
+/// How the agent behaves (pi's settings of the same names).
+#[derive(Debug, Clone, Default)]
+pub struct AgentSettings {
+    pub tool_execution: ToolExecution,
+    pub steering_mode: QueueMode,
+    pub follow_up_mode: QueueMode,
+    /// pi's read, bash, edit, write, grep, find, ls, confined to the workspace (`cwd`).
+    pub builtin_tools: bool,
+    pub system_prompt: Option<String>,
+    pub append_system_prompt: Option<String>,
+    pub compaction: compaction::CompactionSettings,
+    pub retry: retry::RetrySettings,
+}
+
+/// What a tool call produced (`pichamber run --tool`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub tool_call_id: String,
+    pub content: Value,
+    pub details: Value,
+    pub is_error: bool,
+    pub terminate: bool,
+}
+
+pub struct Session {
+    pub shared: Arc<SessionShared>,
+    runtime: Arc<Runtime>,
+    options: InstanceOptions,
+    extensions: Vec<ExtensionInstance>,
+    /// Where each loaded extension's sources are (same order as `extensions`).
+    origins: Vec<Option<Origin>>,
+    next_call: u64,
+    model: Option<Arc<ModelClient>>,
+    settings: AgentSettings,
+    /// Where the built-in tools work (None when they are off or the folder cannot be opened).
+    workspace: Option<Arc<Workspace>>,
+    /// pi's turnIndex: counts turn_end events within one agent run.
+    turn_index: u64,
+    /// What was loaded, in order, to load again on reload and session switches.
+    artifacts: Vec<Artifact>,
+    /// Grants for particular extensions (by source hash) instead of the session's
+    /// (`pichamber serve`'s capability policy per extension).
+    extension_grants: std::collections::HashMap<String, Arc<pichamber_access::Grants>>,
+}
+
+/// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
+const MAX_BUS_DELIVERIES: usize = 1000;
+
+impl Session {
+    pub fn new(runtime: Arc<Runtime>, config: SessionConfig) -> Self {
+        let store = config
+            .store
+            .unwrap_or_else(|| store::SessionStore::in_memory(&config.cwd));
+        let id = store.get_session_id().to_owned();
+        // A resumed session continues where it left off: its context, its thinking level.
+        let context = store.build_session_context();
+        let mut state = SessionState::new(store);
+        state.agent.messages = context.messages;
+        state.thinking_level = context.thinking_level;
+        for (name, value) in config.flags {
+            state.flag_values.insert(name, value);
+        }
+        let mut workspace = None;
+        if config.agent.builtin_tools {
+            match Workspace::open(std::path::Path::new(&config.cwd)) {
+                Ok(w) => workspace = Some(Arc::new(w)),
+                Err(e) => tracing::warn!("built-in tools are off: cannot open {}: {e}", config.cwd),
+            }
+        }
+        if workspace.is_some() {
+            for spec in tools::builtin_specs() {
+                state.tools.push(RegisteredTool {
+                    source: ToolSource::Builtin,
+                    extension_name: String::new(),
+                    name: spec.name.to_owned(),
+                    label: spec.label.to_owned(),
+                    description: spec.description,
+                    validator: Default::default(),
+                    parameters: spec.parameters,
+                    prompt_snippet: spec.prompt_snippet,
+                    prompt_guidelines: spec.prompt_guidelines,
+                    has_prepare_arguments: false,
+                    execution_mode: None,
+                });
+            }
+            state.active_tools = tools::DEFAULT_ACTIVE
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        }
+        state.agent.steering_mode = config.agent.steering_mode;
+        state.agent.follow_up_mode = config.agent.follow_up_mode;
+        state.agent.auto_compaction = config.agent.compaction.enabled;
+        state.agent.retry = config.agent.retry;
+        if let Some(model) = &config.model {
+            state.model = Some(model.info());
+            state.agent.context_window = model.info()["contextWindow"].as_u64();
+        }
+        let shared = Arc::new(SessionShared {
+            id,
+            cwd: config.cwd,
+            has_ui: config.has_ui,
+            mode: "rpc".into(),
+            sink: config.sink,
+            dialogs: config.dialogs,
+            state: Mutex::new(state),
+            abort: tokio::sync::watch::channel(false).0,
+            bash_abort: tokio::sync::watch::channel(false).0,
+            retry_abort: tokio::sync::watch::channel(false).0,
+        });
+        Self {
+            shared,
+            runtime,
+            options: config.instance,
+            extensions: Vec::new(),
+            origins: Vec::new(),
+            next_call: 0,
+            model: config.model,
+            settings: config.agent,
+            workspace,
+            turn_index: 0,
+            artifacts: Vec::new(),
+            extension_grants: Default::default(),
+        }
+    }
+
+    /// Gives the extension built from `source_hash` these grants instead of the session's
+    /// (for extensions loaded after this call).
+    pub fn set_extension_grants(
+        &mut self,
+        source_hash: &str,
+        grants: Arc<pichamber_access::Grants>,
+    ) {
+        self.extension_grants.insert(source_hash.to_owned(), grants);
+    }
+
+    /// Gives the extension built from `source_hash` other grants now: its instance is started
+    /// afresh with them (a user approved what it asked for). A failure is reported as an
+    /// error entry, as a restart's is, and returned.
+    pub async fn regrant(
+        &mut self,
+        source_hash: &str,
+        grants: Arc<pichamber_access::Grants>,
+    ) -> Result<(), String> {
+        self.extension_grants
+            .insert(source_hash.to_owned(), grants.clone());
+        let mut result = Ok(());
+        for instance in self
+            .extensions
+            .iter_mut()
+            .filter(|e| e.source_hash() == source_hash)
+        {
+            if let Err(e) = instance.regrant(grants.clone()).await {
+                let message = e.to_string();
+                self.shared.emit(SessionEvent::ExtensionError {
+                    extension: instance.name.clone(),
+                    event: "approval".into(),
+                    error: message.clone(),
+                    stack: None,
+                });
+                result = Err(message);
+            }
+        }
+        self.flush_bus().await;
+        result
+    }
+
+    /// What the base system prompt is built from: the active tools' snippets and guidelines.
+    pub fn system_prompt_options(&self) -> SystemPromptOptions {
+        let state = self.shared.state.lock().unwrap();
+        let active: Vec<&RegisteredTool> = state
+            .active_tools
+            .iter()
+            .filter_map(|n| state.tool(n))
+            .collect();
+        SystemPromptOptions {
+            custom_prompt: self.settings.system_prompt.clone(),
+            append: self.settings.append_system_prompt.clone(),
+            cwd: self.shared.cwd.clone(),
+            selected_tools: active.iter().map(|t| t.name.clone()).collect(),
+            tool_snippets: active
+                .iter()
+                .filter_map(|t| {
+                    let snippet = t.prompt_snippet.as_deref()?.trim();
+                    (!snippet.is_empty()).then(|| (t.name.clone(), snippet.to_owned()))
+                })
+                .collect(),
+            guidelines: active
+                .iter()
+                .flat_map(|t| t.prompt_guidelines.iter().cloned())
+                .collect(),
+            context_files: Vec::new(),
+            skills: state.resources.skills.clone(),
+        }
+    }
+
+    pub fn set_thinking_level(&self, level: &str) -> Result<(), String> {
+        const LEVELS: [&str; 6] = ["off", "minimal", "low", "medium", "high", "xhigh"];
+        if !LEVELS.contains(&level) {
+            return Err(format!(
+                "unknown thinking level {level:?}: use one of {}",
+                LEVELS.join(", ")
+            ));
+        }
+        let mut state = self.shared.state.lock().unwrap();
+        // As pi: a model that does not reason has only "off".
+        let reasoning = state
+            .model
+            .as_ref()
+            .is_none_or(|m| m["reasoning"] == json!(true));
+        state.thinking_level = if reasoning { level } else { "off" }.to_owned();
+        Ok(())
+    }
+
+    /// Sets the tools the model may use; every name must be a known tool.
+    pub fn set_active_tools(&self, names: &[String]) -> Result<(), String> {
+        let mut state = self.shared.state.lock().unwrap();
+        let unknown: Vec<&String> = names.iter().filter(|n| state.tool(n).is_none()).collect();
+        if !unknown.is_empty() {
+            let known: Vec<&str> = state.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(format!(
+                "unknown tool(s) {}: known tools are {}",
+                unknown
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                known.join(", ")
+            ));
+        }
+        state.active_tools = names.to_vec();
+        Ok(())
+    }
+
+    pub fn base_system_prompt(&self) -> String {
+        system_prompt::build(&self.system_prompt_options())
+    }
+
+    fn error(&self, extension: &str, event: &str, error: impl std::fmt::Display) {
+        let (error, stack) = events::split_stack(&error.to_string());
+        self.shared.emit(SessionEvent::ExtensionError {
+            extension: extension.to_owned(),
+            event: event.to_owned(),
+            error,
+            stack,
+        });
+    }
+
+    /// Loads one extension. A failure is reported as an error entry and the session goes on
+    /// without it; the error is returned too.
+    pub async fn load(&mut self, artifact: &Artifact) -> Result<(), String> {
+        self.load_shared(artifact.clone()).await
+    }
+
+    async fn load_shared(&mut self, artifact: Artifact) -> Result<(), String> {
+        let result = self.load_instance(&artifact).await;
+        self.artifacts.push(artifact);
+        result
+    }
+
+    async fn load_instance(&mut self, artifact: &Artifact) -> Result<(), String> {
+        let index = self.extensions.len();
+        let prepared = match self.runtime.prepare(artifact) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = format!("cannot load: {e:#}");
+                self.error(&artifact.manifest.name, "load", &message);
+                return Err(message);
+            }
+        };
+        let options = match self.extension_grants.get(&artifact.manifest.source_hash) {
+            Some(grants) => InstanceOptions {
+                grants: grants.clone(),
+                ..self.options.clone()
+            },
+            None => self.options.clone(),
+        };
+        let port = Arc::new(port::ExtensionPort::new(
+            self.shared.clone(),
+            index,
+            &artifact.manifest.name,
+        ));
+        match ExtensionInstance::start(&prepared, artifact, port, &options).await {
+            Ok(instance) => {
+                self.extensions.push(instance);
+                self.origins.push(artifact.origin.clone());
+                // pi activates every tool an extension registered while loading, also one
+                // that replaces a built-in pi leaves inactive (find, grep, ls).
+                {
+                    let mut state = self.shared.state.lock().unwrap();
+                    let own: Vec<String> = state
+                        .tools
+                        .iter()
+                        .filter(|t| t.source == ToolSource::Extension(index))
+                        .map(|t| t.name.clone())
+                        .collect();
+                    for name in own {
+                        if !state.active_tools.contains(&name) {
+                            state.active_tools.push(name);
+                        }
+                    }
+                }
+                self.flush_bus().await;
+                Ok(())
+            }
+            Err(e) => {
+                // Registrations a failed factory made before throwing are dropped with it.
+                self.shared.state.lock().unwrap().forget_extension(index);
+                let message = format!("failed to load: {e}");
+                self.error(&artifact.manifest.name, "load", &message);
+                // Keep indices stable: a placeholder slot is not needed because later
+                // extensions take the next index only when they load.
+                Err(message)
+            }
+        }
+    }
+
+    pub fn extension_names(&self) -> Vec<String> {
+        self.extensions.iter().map(|e| e.name.clone()).collect()
+    }
+
+    /// The ctx snapshot every call receives.
+    fn ctx(&self) -> Value {
+        let state = self.shared.state.lock().unwrap();
+        json!({ "cwd": self.shared.cwd, "hasUI": self.shared.has_ui, "model": state.model })
+    }
+
+    fn subscribed(&self, index: usize, event: &str) -> bool {
+        let state = self.shared.state.lock().unwrap();
+        state
+            .registrations
+            .get(index)
+            .is_some_and(|r| r.events.iter().any(|e| e == event))
+    }
+
+    /// Emits an event to every subscribed extension in load order and returns the combined
+    /// result (`null` when there is none). A `tool_call` handler error is returned as `Err`:
+    /// a failing gate must not let the call through.
+    pub async fn emit(&mut self, name: &str, event: Value) -> Result<Value, String> {
+        self.emit_with_event(name, event)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// Like [`Session::emit`], also returning the event as the last handler left it (a
+    /// `tool_call` handler may rewrite `event.input`, and the tool must run with that).
+    pub async fn emit_with_event(
+        &mut self,
+        name: &str,
+        event: Value,
+    ) -> Result<(Value, Value), String> {
+        let ctx = self.ctx();
+        let original = event.clone();
+        let mut event = event;
+        let mut result = Value::Null;
+        let mut modified = false;
+        let mut injected_messages = Vec::new();
+        let mut discovered = json!({ "skillPaths": [], "promptPaths": [], "themePaths": [] });
+        for i in 0..self.extensions.len() {
+            if !self.subscribed(i, name) {
+                continue;
+            }
+            // An instance stopped by a trap is not restarted only to be shut down.
+            if name == "session_shutdown" && self.extensions[i].is_broken() {
+                continue;
+            }
+            let extension_name = self.extensions[i].name.clone();
+            let outcome = self.extensions[i].dispatch_event(name, &event, &ctx).await;
+            let dispatched = match outcome {
+                Ok(d) => d,
+                Err(e) => {
+                    self.error(&extension_name, name, &e);
+                    if name == "tool_call" {
+                        return Err(e.to_string());
+                    }
+                    continue;
+                }
+            };
+            if let Ok(updated) = serde_json::from_str::<Value>(&dispatched.event) {
+                event = updated;
+            }
+            let chain: Option<Value> = dispatched
+                .chain_result
+                .and_then(|r| serde_json::from_str(&r).ok());
+            match name {
+                "tool_call" => {
+                    if let Some(c) = chain.filter(|c| !c.is_null()) {
+                        let block = c["block"] == json!(true);
+                        result = c;
+                        if block {
+                            break;
+                        }
+                    }
+                }
+                "tool_result" | "message_end" | "context" | "before_provider_request" => {
+                    modified |= chain.is_some_and(|c| !c.is_null());
+                }
+                "before_agent_start" => {
+                    if let Some(c) = chain {
+                        if let Some(messages) = c["messages"].as_array() {
+                            injected_messages.extend(messages.iter().cloned());
+                        }
+                        modified |= !c["systemPrompt"].is_null();
+                    }
+                }
+                "input" => {
+                    if let Some(c) = chain
+                        && c["action"] == json!("handled")
+                    {
+                        self.flush_bus().await;
+                        return Ok((c, event));
+                    }
+                }
+                "user_bash" => {
+                    if let Some(c) = chain.filter(|c| !c.is_null()) {
+                        self.flush_bus().await;
+                        return Ok((c, event));
+                    }
+                }
+                "resources_discover" => {
+                    if let Some(c) = chain {
+                        for key in ["skillPaths", "promptPaths", "themePaths"] {
+                            for path in c[key].as_array().into_iter().flatten() {
+                                discovered[key]
+                                    .as_array_mut()
+                                    .unwrap()
+                                    .push(json!({ "path": path, "extensionPath": extension_name, "extension": i }));
+                            }
+                        }
+                    }
+                }
+                _ if name.starts_with("session_before_") => {
+                    if let Some(c) = chain.filter(|c| !c.is_null()) {
+                        let cancel = c["cancel"] == json!(true);
+                        result = c;
+                        if cancel {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.flush_bus().await;
+        let result = match name {
+            "tool_result" if modified => {
+                json!({ "content": event["content"], "details": event["details"], "isError": event["isError"] })
+            }
+            "message_end" if modified => json!({ "message": event["message"] }),
+            "context" => json!({ "messages": event["messages"] }),
+            "before_provider_request" => event["payload"].clone(),
+            "before_agent_start" if modified || !injected_messages.is_empty() => json!({
+                "messages": if injected_messages.is_empty() { Value::Null } else { Value::Array(injected_messages) },
+                "systemPrompt": if modified { event["systemPrompt"].clone() } else { Value::Null },
+            }),
+            "input" => {
+                if event["text"] != original["text"] || event["images"] != original["images"] {
+                    json!({ "action": "transform", "text": event["text"], "images": event["images"] })
+                } else {
+                    json!({ "action": "continue" })
+                }
+            }
+            "resources_discover" => discovered,
+            _ => result,
+        };
+        Ok((result, event))
+    }
+
+    /// Runs `/name args`. Unknown commands and handler failures are errors.
+    pub async fn run_command(&mut self, line: &str) -> Result<(), String> {
+        let line = line.trim();
+        let text = line
+            .strip_prefix('/')
+            .ok_or_else(|| format!("'{line}' is not a command: commands start with '/'"))?;
+        let (name, args) = match text.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim_start()),
+            None => (text, ""),
+        };
+        let owner = {
+            let state = self.shared.state.lock().unwrap();
+            state.command(name).map(|c| (c.extension, c.name.clone()))
+        };
+        let Some((owner, registered_name)) = owner else {
+            let known: Vec<String> = self
+                .shared
+                .state
+                .lock()
+                .unwrap()
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.invocation_name))
+                .collect();
+            return Err(format!(
+                "unknown command /{name} (registered: {})",
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        let ctx = self.ctx();
+        let result = self.extensions[owner]
+            .run_command(&registered_name, args, &ctx)
+            .await;
+        self.flush_bus().await;
+        result.map_err(|e| {
+            let extension = self.extensions[owner].name.clone();
+            let message = e.to_string();
+            self.error(&extension, &format!("command:/{name}"), &message);
+            message
+        })
+    }
+
+    pub async fn complete_arguments(
+        &mut self,
+        command: &str,
+        prefix: &str,
+    ) -> Result<Option<Value>, String> {
+        let owner = {
+            let state = self.shared.state.lock().unwrap();
+            state
+                .command(command)
+                .map(|c| (c.extension, c.name.clone()))
+        };
+        let (owner, registered_name) =
+            owner.ok_or_else(|| format!("unknown command /{command}"))?;
+        let items = self.extensions[owner]
+            .complete_arguments(&registered_name, prefix)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(items.map(|items| {
+            Value::Array(
+                items
+                    .into_iter()
+                    .map(|i| json!({ "value": i.value, "label": i.label, "description": i.description }))
+                    .collect(),
+            )
+        }))
+    }
+
+    /// Delivers queued event-bus messages to every extension but the sender.
+    async fn flush_bus(&mut self) {
+        for _ in 0..MAX_BUS_DELIVERIES {
+            let next = self.shared.state.lock().unwrap().bus.pop_front();
+            let Some((from, channel, data)) = next else {
+                return;
+            };
+            for i in 0..self.extensions.len() {
+                if i == from || self.extensions[i].is_broken() {
+                    continue;
+                }
+                if let Err(e) = self.extensions[i].deliver_bus_event(&channel, &data).await {
+                    let name = self.extensions[i].name.clone();
+                    self.error(&name, &format!("events:{channel}"), &e);
+                }
+            }
+        }
+        self.shared.state.lock().unwrap().bus.clear();
+    }
+
+    /// Gives every extension a chance to run work it left behind (due timers, completed
+    /// operations) and returns the time until the earliest next timer.
+    pub async fn poll(&mut self) -> Option<std::time::Duration> {
+        let mut next: Option<u64> = None;
+        for i in 0..self.extensions.len() {
+            if self.extensions[i].is_broken() {
+                continue;
+            }
+            match self.extensions[i].poll().await {
+                Ok(Some(ms)) => next = Some(next.map_or(ms, |n| n.min(ms))),
+                Ok(None) => {}
+                Err(e) => {
+                    let name = self.extensions[i].name.clone();
+                    self.error(&name, "timer", &e);
+                }
+            }
+        }
+        self.flush_bus().await;
+        next.map(std::time::Duration::from_millis)
+    }
+
+    pub fn shutdown_requested(&self) -> bool {
+        self.shared.state.lock().unwrap().shutdown_requested
+    }
+
+    /// Emits `session_shutdown` (reason "quit") and lets every instance finish.
+    pub async fn shutdown(&mut self) {
+        let _ = self
+            .emit(
+                "session_shutdown",
+                json!({ "type": "session_shutdown", "reason": "quit" }),
+            )
+            .await;
+        for extension in &mut self.extensions {
+            if !extension.is_broken()
+                && let Err(e) = extension.shutdown().await
+                && !matches!(e, CallError::Broken(_))
+            {
+                tracing::debug!("shutdown of {}: {e}", extension.name);
+            }
+        }
+    }
+}

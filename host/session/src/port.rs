@@ -1,0 +1,713 @@
+//! The session as one extension instance reaches it: the runtime's [`ExtensionHost`] for the
+//! extension at one index. The runtime has checked every value (names, JSON, sizes) before
+//! these run; here they take effect in the session's registry, store, agent queues and UI
+//! state, with pi's semantics.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::events::{DialogAnswer, SessionEvent, UiRequest};
+use super::messages;
+use super::state::{AgentRequest, RegisteredCommand, RegisteredTool, SessionShared, ToolSource};
+use pichamber_access::{Grants, ProgramRequest};
+use pichamber_runtime::wit::{CommandDefinition, ExecRequest, ExecResult, ToolDefinition};
+use pichamber_runtime::{ExtensionHost, FlagSpec, HostWork, SessionFacts};
+
+/// Session entries one extension may append (custom entries, custom messages, labels, names,
+/// thinking-level changes), counted across restarts of its instance.
+pub const MAX_ENTRIES: usize = 100_000;
+/// Largest session `getTree` serves (its JSON nests one level per entry of a chain).
+pub const MAX_TREE_ENTRIES: usize = 2000;
+
+pub struct ExtensionPort {
+    shared: Arc<SessionShared>,
+    /// The extension's place in load order.
+    index: usize,
+    name: String,
+    /// Session entries it appended.
+    entries_appended: AtomicUsize,
+}
+
+impl ExtensionPort {
+    pub fn new(shared: Arc<SessionShared>, index: usize, name: &str) -> Self {
+        Self {
+            shared,
+            index,
+            name: name.to_owned(),
+            entries_appended: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether this extension may append another session entry.
+    fn entry_budget(&self) -> Result<(), String> {
+        if self.entries_appended.load(Ordering::Relaxed) >= MAX_ENTRIES {
+            return Err(format!(
+                "this extension appended {MAX_ENTRIES} entries to the session; no more can be appended (per-extension limit)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts an appended entry and tells the clients.
+    fn appended(&self, entry: Value) {
+        self.entries_appended.fetch_add(1, Ordering::Relaxed);
+        self.shared.emit(SessionEvent::Entry { entry });
+    }
+
+    fn ui_event(&self, request: UiRequest) {
+        self.shared.emit(SessionEvent::ExtensionUiRequest {
+            id: uuid::Uuid::new_v4().to_string(),
+            request,
+        });
+    }
+}
+
+impl ExtensionHost for ExtensionPort {
+    fn facts(&self) -> SessionFacts {
+        SessionFacts {
+            cwd: self.shared.cwd.clone(),
+            mode: self.shared.mode.clone(),
+            has_ui: self.shared.has_ui,
+        }
+    }
+
+    fn call_context(&self) -> Value {
+        let state = self.shared.state.lock().unwrap();
+        json!({ "cwd": self.shared.cwd, "hasUI": self.shared.has_ui, "model": state.model })
+    }
+
+    fn log(&self, level: &'static str, message: String) {
+        self.shared.emit(SessionEvent::Log {
+            extension: self.name.clone(),
+            level: level.into(),
+            message,
+        });
+    }
+
+    fn report_error(&self, event: String, error: String, stack: Option<String>) {
+        self.shared.emit(SessionEvent::ExtensionError {
+            extension: self.name.clone(),
+            event,
+            error,
+            stack,
+        });
+    }
+
+    fn register_tool(&self, tool: ToolDefinition, parameters: Value) -> bool {
+        let registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
+        self.shared.state.lock().unwrap().register_tool(registered)
+    }
+
+    fn register_command(&self, command: CommandDefinition) {
+        let registered = RegisteredCommand::from_wit(self.index, &self.name, command);
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .register_command(registered);
+    }
+
+    fn subscribe(&self, event: String) {
+        let mut state = self.shared.state.lock().unwrap();
+        let events = &mut state.registrations_mut(self.index).events;
+        if !events.contains(&event) {
+            events.push(event);
+        }
+    }
+
+    fn subscribes(&self, event: &str) -> bool {
+        let state = self.shared.state.lock().unwrap();
+        state
+            .registrations
+            .get(self.index)
+            .is_some_and(|r| r.events.iter().any(|e| e == event))
+    }
+
+    fn register_flag(&self, flag: FlagSpec) {
+        let mut state = self.shared.state.lock().unwrap();
+        if let Some(default) = &flag.default {
+            state
+                .flag_values
+                .entry(flag.name.clone())
+                .or_insert_with(|| default.clone());
+        }
+        // A name registered again replaces its earlier definition.
+        let flags = &mut state.registrations_mut(self.index).flags;
+        flags.retain(|f| f["name"] != json!(flag.name));
+        flags.push(json!({
+            "name": flag.name, "description": flag.description, "type": flag.kind, "default": flag.default,
+        }));
+    }
+
+    fn register_shortcut(&self, shortcut: String, description: Option<String>) {
+        let mut state = self.shared.state.lock().unwrap();
+        let shortcuts = &mut state.registrations_mut(self.index).shortcuts;
+        shortcuts.retain(|s| s["shortcut"] != json!(shortcut));
+        shortcuts.push(json!({ "shortcut": shortcut, "description": description }));
+    }
+
+    fn register_message_renderer(&self, custom_type: String) {
+        let mut state = self.shared.state.lock().unwrap();
+        let renderers = &mut state.registrations_mut(self.index).message_renderers;
+        if !renderers.contains(&custom_type) {
+            renderers.push(custom_type);
+        }
+    }
+
+    fn register_provider(&self, name: String, config: Value) {
+        let mut state = self.shared.state.lock().unwrap();
+        let providers = &mut state.registrations_mut(self.index).providers;
+        providers.retain(|p| p["name"] != json!(name));
+        providers.push(json!({ "name": name, "config": config }));
+    }
+
+    fn unregister_provider(&self, name: &str) {
+        let mut state = self.shared.state.lock().unwrap();
+        state
+            .registrations_mut(self.index)
+            .providers
+            .retain(|p| p["name"] != json!(name));
+    }
+
+    fn flag(&self, name: &str) -> Option<Value> {
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .flag_values
+            .get(name)
+            .cloned()
+    }
+
+    fn forget_registrations(&self) -> Vec<String> {
+        let mut state = self.shared.state.lock().unwrap();
+        let index = self.index;
+        let own: Vec<String> = state
+            .tools
+            .iter()
+            .filter(|t| t.source == ToolSource::Extension(index))
+            .map(|t| t.name.clone())
+            .collect();
+        let inactive = own
+            .iter()
+            .filter(|n| !state.active_tools.contains(n))
+            .cloned()
+            .collect();
+        state.forget_extension(index);
+        inactive
+    }
+
+    fn settle_active_tools(&self, inactive: &[String]) {
+        let mut state = self.shared.state.lock().unwrap();
+        let mut active = std::mem::take(&mut state.active_tools);
+        active.retain(|n| !inactive.contains(n) && state.tool(n).is_some());
+        state.active_tools = active;
+    }
+
+    fn send_message(&self, message: Value, options: Value) -> Result<(), String> {
+        let custom_type = message
+            .get("customType")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let custom = messages::custom_message(&message);
+        let deliver_as = options.get("deliverAs").and_then(Value::as_str);
+        let mut state = self.shared.state.lock().unwrap();
+        let agent = &mut state.agent;
+        // pi's sendCustomMessage: queue while a run streams, start a turn when asked to,
+        // otherwise just record the message in the context and the session.
+        if deliver_as == Some("nextTurn") {
+            agent.next_turn.push(custom);
+        } else if agent.streaming {
+            if deliver_as == Some("followUp") {
+                agent.follow_up.push_back(custom);
+            } else {
+                agent.steering.push_back(custom);
+            }
+        } else if options.get("triggerTurn") == Some(&json!(true)) {
+            agent.requests.push_back(AgentRequest::CustomTurn(custom));
+        } else {
+            self.entry_budget()?;
+            agent.messages.push(custom.clone());
+            let entry = state
+                .store
+                .append_custom_message_entry(
+                    custom_type,
+                    custom["content"].clone(),
+                    custom["display"] != json!(false),
+                    Some(custom["details"].clone()).filter(|d| !d.is_null()),
+                )
+                .map_err(|e| format!("sendMessage: {e:#}"))?;
+            drop(state);
+            self.appended(entry);
+            self.shared.emit(SessionEvent::Agent(
+                json!({ "type": "message_start", "message": custom }),
+            ));
+            self.shared.emit(SessionEvent::Agent(
+                json!({ "type": "message_end", "message": custom }),
+            ));
+        }
+        Ok(())
+    }
+
+    fn send_user_message(&self, content: Value, options: Value) -> Result<(), String> {
+        // pi normalises the content to text (text blocks joined by newlines) plus images.
+        let (text, images) = match content {
+            Value::String(text) => (text, Vec::new()),
+            Value::Array(blocks) => {
+                let (texts, images): (Vec<Value>, Vec<Value>) =
+                    blocks.into_iter().partition(|b| b["type"] == "text");
+                let text: Vec<&str> = texts.iter().filter_map(|b| b["text"].as_str()).collect();
+                (text.join("\n"), images)
+            }
+            _ => {
+                return Err(
+                    "sendUserMessage: content must be a string or an array of content blocks"
+                        .into(),
+                );
+            }
+        };
+        let deliver_as = options
+            .get("deliverAs")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .requests
+            .push_back(AgentRequest::UserMessage {
+                text,
+                images,
+                deliver_as,
+                source: "extension",
+                respond: None,
+            });
+        Ok(())
+    }
+
+    fn append_entry(&self, custom_type: String, data: Value) -> Result<(), String> {
+        // Counted per extension: one that fills its share leaves the others theirs.
+        self.entry_budget()?;
+        let mut state = self.shared.state.lock().unwrap();
+        let entry = state
+            .store
+            .append_custom_entry(&custom_type, Some(data).filter(|d| !d.is_null()))
+            .map_err(|e| format!("appendEntry: {e:#}"))?;
+        drop(state);
+        self.appended(entry);
+        Ok(())
+    }
+
+    fn set_session_name(&self, name: String) -> Result<(), String> {
+        self.entry_budget()
+            .map_err(|e| format!("setSessionName: {e}"))?;
+        let mut state = self.shared.state.lock().unwrap();
+        let entry = state
+            .store
+            .append_session_info(&name)
+            .map_err(|e| format!("setSessionName: {e:#}"))?;
+        drop(state);
+        self.appended(entry);
+        self.shared.emit(SessionEvent::Agent(
+            json!({ "type": "session_info_changed", "name": name }),
+        ));
+        Ok(())
+    }
+
+    fn session_name(&self) -> Option<String> {
+        self.shared.state.lock().unwrap().store.get_session_name()
+    }
+
+    fn set_label(&self, entry_id: String, label: Option<String>) -> Result<(), String> {
+        self.entry_budget().map_err(|e| format!("setLabel: {e}"))?;
+        let mut state = self.shared.state.lock().unwrap();
+        if state.store.get_entry(&entry_id).is_none() {
+            return Err(format!("setLabel: no entry with id {entry_id:?}"));
+        }
+        let entry = state
+            .store
+            .append_label_change(&entry_id, label.as_deref())
+            .map_err(|e| format!("setLabel: {e:#}"))?;
+        drop(state);
+        self.appended(entry);
+        Ok(())
+    }
+
+    fn session_read(&self, method: &str, args: Value) -> Result<Value, String> {
+        let arg = |i: usize| args.get(i).and_then(Value::as_str).map(str::to_owned);
+        // UI reads and updates that the ui-update variant cannot express.
+        match method {
+            "ui:theme" => return Ok(terminal_theme()),
+            // `setEditorText(undefined)`: pi sends the request without a text.
+            "ui:clearEditorText" => {
+                if self.shared.has_ui {
+                    self.ui_event(UiRequest::SetEditorText { text: None });
+                }
+                return Ok(Value::Null);
+            }
+            _ => {}
+        }
+        let mut state = self.shared.state.lock().unwrap();
+        // Session control from a command context: queued, run when the command returns.
+        if let Some(action) = method.strip_prefix("action:") {
+            const ACTIONS: [&str; 5] = [
+                "newSession",
+                "fork",
+                "switchSession",
+                "navigateTree",
+                "reload",
+            ];
+            if !ACTIONS.contains(&action) {
+                return Err(format!("ctx.{action} is not a session action"));
+            }
+            state.agent.requests.push_back(AgentRequest::SessionAction {
+                action: action.to_owned(),
+                args: args.get(0).cloned().unwrap_or(Value::Null),
+            });
+            return Ok(Value::Null);
+        }
+        let store = &state.store;
+        let list = |entries: Vec<&Value>| Value::Array(entries.into_iter().cloned().collect());
+        Ok(match method {
+            "getEntries" => Value::Array(store.get_entries().to_vec()),
+            "buildContextEntries" | "buildSessionContext" => {
+                store.build_session_context().to_json()
+            }
+            "getBranch" => list(store.get_branch(arg(0).as_deref())),
+            "getLeafId" => json!(store.get_leaf_id()),
+            "getLeafEntry" => store.get_leaf_entry().cloned().unwrap_or(Value::Null),
+            "getEntry" => arg(0)
+                .and_then(|id| store.get_entry(&id).cloned())
+                .unwrap_or(Value::Null),
+            "getLabel" => json!(arg(0).and_then(|id| store.get_label(&id).map(str::to_owned))),
+            "getChildren" => list(store.get_children(arg(0).as_deref().unwrap_or_default())),
+            // A host path is the operator's business: extensions see no file location.
+            "getSessionFile" | "getSessionDir" => Value::Null,
+            "getSessionId" => json!(store.get_session_id()),
+            "getSessionName" => json!(store.get_session_name()),
+            // The parent's location is a host path: extensions see its file name only.
+            "getHeader" => {
+                let mut header = store.get_header().clone();
+                if let Some(parent) = header["parentSession"].as_str() {
+                    let name = std::path::Path::new(parent)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned());
+                    header["parentSession"] = json!(name);
+                }
+                header
+            }
+            "getCwd" => json!(self.shared.cwd),
+            // pi's tree nests as deep as the longest chain; building and serialising it
+            // recurses, so a session an extension grew very long is refused, not a crash.
+            "getTree" if store.get_entries().len() > MAX_TREE_ENTRIES => {
+                return Err(format!(
+                    "sessionManager.getTree: the session has more than {MAX_TREE_ENTRIES} entries; use getEntries() or getBranch()"
+                ));
+            }
+            "getTree" => store.get_tree().to_json(),
+            other => {
+                return Err(format!(
+                    "sessionManager.{other} is not available to extensions"
+                ));
+            }
+        })
+    }
+
+    fn active_tools(&self) -> Vec<String> {
+        self.shared.state.lock().unwrap().active_tool_names()
+    }
+
+    fn all_tools(&self) -> Value {
+        let state = self.shared.state.lock().unwrap();
+        let tools: Vec<Value> = state
+            .tools
+            .iter()
+            .map(|t| {
+                let source_info = match t.source {
+                    ToolSource::Builtin => {
+                        json!({ "path": format!("<builtin:{}>", t.name), "source": "builtin" })
+                    }
+                    ToolSource::Extension(_) => {
+                        json!({ "path": format!("extension:{}", t.extension_name), "source": "extension" })
+                    }
+                };
+                json!({
+                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                    "sourceInfo": source_info,
+                })
+            })
+            .collect();
+        Value::Array(tools)
+    }
+
+    fn set_active_tools(&self, names: Vec<String>) {
+        let mut state = self.shared.state.lock().unwrap();
+        // pi ignores names it does not know.
+        let mut known: Vec<String> = Vec::new();
+        for name in names {
+            if state.tool(&name).is_some() && !known.contains(&name) {
+                known.push(name);
+            }
+        }
+        state.active_tools = known;
+    }
+
+    fn commands(&self) -> Value {
+        self.shared.state.lock().unwrap().commands_json()
+    }
+
+    fn model(&self) -> Option<Value> {
+        self.shared.state.lock().unwrap().model.clone()
+    }
+
+    fn set_model(&self, _model: Value) -> bool {
+        // No model registry in this host yet: pi answers false for a model it cannot use.
+        false
+    }
+
+    fn thinking_level(&self) -> String {
+        self.shared.state.lock().unwrap().thinking_level.clone()
+    }
+
+    fn set_thinking_level(&self, level: String) -> Result<(), String> {
+        const LEVELS: [&str; 6] = ["off", "minimal", "low", "medium", "high", "xhigh"];
+        if !LEVELS.contains(&level.as_str()) {
+            return Err(format!(
+                "unknown thinking level {level:?}; one of {LEVELS:?}"
+            ));
+        }
+        self.entry_budget()
+            .map_err(|e| format!("setThinkingLevel: {e}"))?;
+        let mut state = self.shared.state.lock().unwrap();
+        let previous = std::mem::replace(&mut state.thinking_level, level.clone());
+        if previous == level {
+            return Ok(());
+        }
+        // As pi: recorded, clients told, extensions get thinking_level_select (after this call).
+        state
+            .store
+            .append_thinking_level_change(&level)
+            .map_err(|e| format!("setThinkingLevel: {e:#}"))?;
+        self.entries_appended.fetch_add(1, Ordering::Relaxed);
+        state.agent.requests.push_back(AgentRequest::Event {
+            name: "thinking_level_select".into(),
+            event: json!({ "type": "thinking_level_select", "level": level, "previousLevel": previous }),
+        });
+        drop(state);
+        self.shared.emit(SessionEvent::Agent(
+            json!({ "type": "thinking_level_changed", "level": level }),
+        ));
+        Ok(())
+    }
+
+    fn emit_bus_event(&self, channel: String, data: String) {
+        let mut state = self.shared.state.lock().unwrap();
+        if state.bus.len() < 10_000 {
+            state.bus.push_back((self.index, channel, data));
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        !self.shared.state.lock().unwrap().agent.streaming
+    }
+
+    fn abort(&self) {
+        self.shared.abort.send_replace(true);
+    }
+
+    fn has_pending_messages(&self) -> bool {
+        let state = self.shared.state.lock().unwrap();
+        !state.agent.steering.is_empty() || !state.agent.follow_up.is_empty()
+    }
+
+    fn request_shutdown(&self) {
+        self.shared.state.lock().unwrap().shutdown_requested = true;
+    }
+
+    fn context_usage(&self) -> Option<Value> {
+        self.shared.state.lock().unwrap().context_usage()
+    }
+
+    fn system_prompt(&self) -> String {
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .system_prompt
+            .clone()
+    }
+
+    fn compact(&self, instructions: Option<String>, callback: Option<u64>) {
+        let reply_to = callback.map(|id| (self.index, id));
+        let mut state = self.shared.state.lock().unwrap();
+        state.agent.requests.push_back(AgentRequest::Compact {
+            instructions,
+            reply_to,
+        });
+    }
+
+    fn update_ui(&self, request: &UiRequest) {
+        let mut state = self.shared.state.lock().unwrap();
+        match request {
+            UiRequest::SetStatus {
+                key,
+                text: Some(text),
+            } => {
+                state.statuses.insert(key.clone(), text.clone());
+            }
+            UiRequest::SetStatus { key, text: None } => {
+                state.statuses.remove(key);
+            }
+            UiRequest::SetWidget {
+                key,
+                lines: Some(lines),
+                ..
+            } => {
+                state.widgets.insert(key.clone(), lines.clone());
+            }
+            UiRequest::SetWidget {
+                key, lines: None, ..
+            } => {
+                state.widgets.remove(key);
+            }
+            UiRequest::SetTitle { title } => state.title = Some(title.clone()),
+            _ => {}
+        }
+    }
+
+    fn show_ui(&self, request: UiRequest) {
+        self.ui_event(request);
+    }
+
+    fn editor_text(&self) -> String {
+        // pi's RPC mode cannot read a remote editor synchronously and answers "".
+        String::new()
+    }
+
+    fn tool_update(&self, tool_call_id: &str, partial: Value) {
+        super::tool_calls::report_update(&self.shared, tool_call_id, partial);
+    }
+
+    fn dialog(&self, request: UiRequest) -> BoxFuture<'static, DialogAnswer> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let timeout = request.timeout_ms();
+        let answer = self.shared.dialogs.answer(&id, &request);
+        self.shared.emit(SessionEvent::ExtensionUiRequest {
+            id: id.clone(),
+            request,
+        });
+        let shared = self.shared.clone();
+        async move {
+            let answer = match timeout {
+                Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()), answer)
+                    .await
+                    .unwrap_or_else(|_| DialogAnswer::cancelled()),
+                None => answer.await,
+            };
+            shared.emit(SessionEvent::ExtensionUiResponse {
+                id,
+                answer: answer.clone(),
+            });
+            answer
+        }
+        .boxed()
+    }
+
+    fn work(
+        &self,
+        grants: &Arc<Grants>,
+        work: HostWork,
+    ) -> BoxFuture<'static, Result<ExecResult, String>> {
+        let grants = grants.clone();
+        let cwd = self.shared.cwd.clone();
+        match work {
+            // fetch is carried out by the host under the network capability.
+            HostWork::Fetch(request) => async move {
+                let response = pichamber_access::net::fetch(&grants, &request).await?;
+                Ok(stdout_only(response.to_string()))
+            }
+            .boxed(),
+            // pi's built-in tools are offered to extensions as host-provided programs.
+            HostWork::BuiltinTool {
+                tool,
+                request,
+                update_id,
+            } => {
+                let shared = self.shared.clone();
+                async move {
+                    let on_update = move |partial: Value| {
+                        if let Some(id) = &update_id {
+                            super::tool_calls::report_update(&shared, id, partial);
+                        }
+                    };
+                    let cwd = std::path::PathBuf::from(request.cwd.as_deref().unwrap_or(&cwd));
+                    let args = request.args.first().map(String::as_str);
+                    let result =
+                        pichamber_tools::for_extension::run(&grants, &tool, args, &cwd, &on_update)
+                            .await?;
+                    Ok(stdout_only(result.to_string()))
+                }
+                .boxed()
+            }
+            HostWork::Program(request) => async move {
+                let output = grants.run_program(program_request(request), cwd).await?;
+                Ok(ExecResult {
+                    stdout: output.stdout,
+                    stderr: output.stderr,
+                    code: output.code,
+                    killed: output.killed,
+                })
+            }
+            .boxed(),
+        }
+    }
+}
+
+fn program_request(request: ExecRequest) -> ProgramRequest {
+    ProgramRequest {
+        command: request.command,
+        args: request.args,
+        cwd: request.cwd,
+        timeout_ms: request.timeout_ms,
+    }
+}
+
+fn stdout_only(stdout: String) -> ExecResult {
+    ExecResult {
+        stdout,
+        stderr: String::new(),
+        code: 0,
+        killed: false,
+    }
+}
+
+/// The theme pi would pick in this terminal: `dark` unless COLORFGBG says the background is
+/// light, and truecolor unless the terminal is known to lack it (pi's detection, from the
+/// host's environment, which the extension itself cannot read).
+fn terminal_theme() -> Value {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let name = match var("COLORFGBG").split(';').nth(1).map(str::parse::<u32>) {
+        Some(Ok(bg)) if bg >= 8 => "light",
+        _ => "dark",
+    };
+    let term = var("TERM");
+    let colorterm = var("COLORTERM");
+    let truecolor = colorterm == "truecolor"
+        || colorterm == "24bit"
+        || !var("WT_SESSION").is_empty()
+        || !(term.is_empty()
+            || term == "dumb"
+            || term == "linux"
+            || var("TERM_PROGRAM") == "Apple_Terminal"
+            || term == "screen"
+            || term.starts_with("screen-")
+            || term.starts_with("screen."));
+    json!({ "name": name, "colorMode": if truecolor { "truecolor" } else { "256color" } })
+}

@@ -1,0 +1,419 @@
+//! The state one session shares with its extension instances: the session store (entries in
+//! pi's file format), registrations, flag values, UI state, the agent's context and queues,
+//! and the event-bus queue.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::dialogs::DialogResponder;
+use super::events::{EventSink, SessionEvent};
+use super::store::SessionStore;
+use pichamber_runtime::wit::{CommandDefinition, ToolDefinition};
+
+/// Facts and services shared by the session and all of its extension instances.
+pub struct SessionShared {
+    pub id: String,
+    pub cwd: String,
+    pub has_ui: bool,
+    /// What `ctx.mode` reports: pichamber implements pi's RPC-mode semantics.
+    pub mode: String,
+    pub sink: EventSink,
+    pub dialogs: Arc<dyn DialogResponder>,
+    pub state: Mutex<SessionState>,
+    /// Set by `ctx.abort()` (or a client) to stop the running turn: the model stream ends as
+    /// "aborted" and no further turn starts.
+    pub abort: tokio::sync::watch::Sender<bool>,
+    /// Stops the user's running shell command (RPC `abort_bash`).
+    pub bash_abort: tokio::sync::watch::Sender<bool>,
+    /// Cancels the wait before an automatic retry (RPC `abort_retry`, `abort`).
+    pub retry_abort: tokio::sync::watch::Sender<bool>,
+}
+
+impl SessionShared {
+    pub fn emit(&self, event: SessionEvent) {
+        (self.sink)(&event);
+    }
+}
+
+/// Where a tool's code lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSource {
+    /// One of pi's built-in tools, run by the host inside the workspace.
+    Builtin,
+    /// Registered by the extension at this index (load order); runs in its instance.
+    Extension(usize),
+}
+
+#[derive(Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisteredTool {
+    #[serde(skip)]
+    pub source: ToolSource,
+    pub extension_name: String,
+    pub name: String,
+    pub label: String,
+    pub description: String,
+    pub parameters: Value,
+    pub prompt_snippet: Option<String>,
+    pub prompt_guidelines: Vec<String>,
+    pub has_prepare_arguments: bool,
+    pub execution_mode: Option<String>,
+    /// The parameter schema, compiled on the tool's first call and kept (a run that never
+    /// calls a tool compiles nothing).
+    #[serde(skip)]
+    pub validator: LazyValidator,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegisteredTool {
+    pub fn from_wit(
+        extension: usize,
+        extension_name: &str,
+        def: ToolDefinition,
+        parameters: Value,
+    ) -> Self {
+        Self {
+            source: ToolSource::Extension(extension),
+            extension_name: extension_name.to_owned(),
+            name: def.name,
+            label: def.label,
+            description: def.description,
+            validator: LazyValidator::default(),
+            parameters,
+            prompt_snippet: def.prompt_snippet,
+            prompt_guidelines: def.prompt_guidelines,
+            has_prepare_arguments: def.has_prepare_arguments,
+            execution_mode: def.execution_mode,
+        }
+    }
+}
+
+/// A tool's compiled parameter schema, made on first use and shared by the tool's copies.
+/// `None` inside when the schema does not compile: pi does not reject such tools, it just
+/// cannot validate their arguments.
+#[derive(Clone, Default)]
+pub struct LazyValidator(Arc<std::sync::OnceLock<Option<jsonschema::Validator>>>);
+
+impl LazyValidator {
+    pub fn get(&self, schema: &Value) -> Option<&jsonschema::Validator> {
+        self.0
+            .get_or_init(|| jsonschema::validator_for(schema).ok())
+            .as_ref()
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisteredCommand {
+    #[serde(skip)]
+    pub extension: usize,
+    pub extension_name: String,
+    /// The name the extension registered (what its own instance knows it by).
+    pub name: String,
+    /// What users type: the name, or `name:N` when several extensions registered it (pi's
+    /// invocation names).
+    pub invocation_name: String,
+    pub description: Option<String>,
+    pub has_argument_completions: bool,
+}
+
+impl RegisteredCommand {
+    pub fn from_wit(extension: usize, extension_name: &str, def: CommandDefinition) -> Self {
+        Self {
+            extension,
+            extension_name: extension_name.to_owned(),
+            invocation_name: def.name.clone(),
+            name: def.name,
+            description: def.description,
+            has_argument_completions: def.has_argument_completions,
+        }
+    }
+}
+
+/// Everything else an extension registered (recorded; TUI-only ones stay inert).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OtherRegistrations {
+    pub events: Vec<String>,
+    pub flags: Vec<Value>,
+    pub shortcuts: Vec<Value>,
+    pub message_renderers: Vec<String>,
+    pub providers: Vec<Value>,
+}
+
+pub struct SessionState {
+    /// The session's entries, in pi's file format (in memory, or a file with --session).
+    pub store: SessionStore,
+    pub flag_values: BTreeMap<String, Value>,
+    pub thinking_level: String,
+    pub model: Option<Value>,
+    pub tools: Vec<RegisteredTool>,
+    /// The tools the model sees, in order. pi's default: read, bash, edit, write, plus every
+    /// extension tool as it registers; `setActiveTools` replaces the list.
+    pub active_tools: Vec<String>,
+    pub commands: Vec<RegisteredCommand>,
+    /// Per extension (load order).
+    pub registrations: Vec<OtherRegistrations>,
+    pub statuses: BTreeMap<String, String>,
+    pub widgets: BTreeMap<String, Vec<String>>,
+    pub title: Option<String>,
+    pub editor_text: String,
+    /// Event-bus messages waiting for delivery to the other extensions: (from, channel, data).
+    pub bus: VecDeque<(usize, String, String)>,
+    /// An extension called ctx.shutdown().
+    pub shutdown_requested: bool,
+    pub agent: AgentState,
+    /// Prompt templates and skills.
+    pub resources: super::resources::Resources,
+}
+
+/// The agent's side of the session: its context messages, whether a run is streaming, and the
+/// queues pi keeps for messages that arrive meanwhile.
+#[derive(Default)]
+pub struct AgentState {
+    /// The context the model sees next (pi's `agent.state.messages`).
+    pub messages: Vec<Value>,
+    pub streaming: bool,
+    pub system_prompt: String,
+    /// Delivered after the current turn's tool calls, before the next model call.
+    pub steering: VecDeque<Value>,
+    /// Delivered when the agent would otherwise stop.
+    pub follow_up: VecDeque<Value>,
+    /// Texts of queued user messages, as pi lists them in `queue_update` (removed when the
+    /// message starts).
+    pub queued_steering: Vec<String>,
+    pub queued_follow_up: Vec<String>,
+    /// Injected with the next user prompt (`deliverAs: "nextTurn"`).
+    pub next_turn: Vec<Value>,
+    /// Work extensions asked for that needs the session itself (a new prompt, a triggered
+    /// turn); run by the session between steps because an extension cannot re-enter it.
+    pub requests: VecDeque<AgentRequest>,
+    /// Partial results of running tools (`onUpdate`), for `tool_execution_update`.
+    pub tool_updates: Vec<(String, Value)>,
+    /// Tool calls executing now: id → (tool name, arguments as the model sent them).
+    pub running_tools: BTreeMap<String, (String, Value)>,
+    pub steering_mode: super::agent_loop::QueueMode,
+    pub follow_up_mode: super::agent_loop::QueueMode,
+    pub auto_compaction: bool,
+    pub compacting: bool,
+    /// Automatic retry of transient model errors (RPC `set_auto_retry` toggles `enabled`).
+    pub retry: super::retry::RetrySettings,
+    /// The retry attempt of the current series (0: none).
+    pub retry_attempt: u64,
+    /// Waiting before a retry.
+    pub retrying: bool,
+    /// The last assistant message's usage, for `ctx.getContextUsage()`.
+    pub last_usage: Option<Value>,
+    pub context_window: Option<u64>,
+}
+
+/// Called once with the outcome of a queued prompt (an RPC client's response).
+pub type Responder = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+pub enum AgentRequest {
+    /// A prompt that arrived while the session was busy or from outside it:
+    /// `pi.sendUserMessage` (source "extension") or an RPC client's prompt (source "rpc").
+    /// It runs through `input` like any prompt.
+    UserMessage {
+        text: String,
+        images: Vec<Value>,
+        deliver_as: Option<String>,
+        source: &'static str,
+        respond: Option<Responder>,
+    },
+    /// `pi.sendMessage(.., { triggerTurn: true })` while idle: a turn on a custom message.
+    CustomTurn(Value),
+    /// `ctx.compact({ customInstructions, onComplete, onError })`.
+    Compact {
+        instructions: Option<String>,
+        /// Whose callbacks hear the outcome: (extension index, the guest's callback id).
+        reply_to: Option<(usize, u64)>,
+    },
+    /// A command context's newSession / fork / switchSession / navigateTree / reload, run
+    /// when the command returns.
+    SessionAction { action: String, args: Value },
+    /// An event for the extensions that a host call caused (pi emits it without waiting).
+    Event { name: String, event: Value },
+}
+
+impl SessionState {
+    pub fn new(store: SessionStore) -> Self {
+        Self {
+            store,
+            flag_values: BTreeMap::new(),
+            thinking_level: "off".into(),
+            model: None,
+            tools: Vec::new(),
+            active_tools: Vec::new(),
+            commands: Vec::new(),
+            registrations: Vec::new(),
+            statuses: BTreeMap::new(),
+            widgets: BTreeMap::new(),
+            title: None,
+            editor_text: String::new(),
+            bus: VecDeque::new(),
+            shutdown_requested: false,
+            agent: AgentState::default(),
+            resources: Default::default(),
+        }
+    }
+
+    pub fn registrations_mut(&mut self, extension: usize) -> &mut OtherRegistrations {
+        if self.registrations.len() <= extension {
+            self.registrations
+                .resize_with(extension + 1, Default::default);
+        }
+        &mut self.registrations[extension]
+    }
+
+    /// Drops what one extension registered (tools, commands, subscriptions, flags, ...): it
+    /// failed to load, or it restarts and registers again. Names several extensions shared
+    /// are numbered again.
+    pub fn forget_extension(&mut self, extension: usize) {
+        self.tools
+            .retain(|t| t.source != ToolSource::Extension(extension));
+        let names: Vec<String> = self
+            .commands
+            .iter()
+            .filter(|c| c.extension == extension)
+            .map(|c| c.name.clone())
+            .collect();
+        self.commands.retain(|c| c.extension != extension);
+        for name in names {
+            self.renumber_commands(&name);
+        }
+        if let Some(r) = self.registrations.get_mut(extension) {
+            *r = Default::default();
+        }
+    }
+
+    pub fn active_tool_names(&self) -> Vec<String> {
+        self.active_tools.clone()
+    }
+
+    /// Adds or replaces a tool; a new name becomes active, as in pi. An extension's tool
+    /// replaces a built-in of the same name and its own earlier registration, but not another
+    /// extension's: as in pi, the first extension to register a name keeps it (so a later
+    /// one cannot take over calls meant for it). Returns false when the tool was not taken.
+    pub fn register_tool(&mut self, tool: RegisteredTool) -> bool {
+        let name = tool.name.clone();
+        if let Some(existing) = self.tools.iter().find(|t| t.name == name)
+            && let (ToolSource::Extension(owner), ToolSource::Extension(new)) =
+                (existing.source, tool.source)
+            && owner != new
+        {
+            return false;
+        }
+        let existed = self.tools.iter().any(|t| t.name == name);
+        self.tools.retain(|t| t.name != name);
+        self.tools.push(tool);
+        if !existed && !self.active_tools.contains(&name) {
+            self.active_tools.push(name);
+        }
+        true
+    }
+
+    /// Adds or replaces (same extension, same name) a command, then gives every command pi's
+    /// invocation name: a name several extensions registered becomes `name:1`, `name:2`, ...
+    /// in load order.
+    pub fn register_command(&mut self, command: RegisteredCommand) {
+        let name = command.name.clone();
+        self.commands
+            .retain(|c| !(c.extension == command.extension && c.name == name));
+        self.commands.push(command);
+        self.renumber_commands(&name);
+    }
+
+    /// Gives the commands named `name` their invocation names. Only the commands of this
+    /// name change (linear: thousands of registrations stay cheap); they are numbered in load
+    /// order.
+    fn renumber_commands(&mut self, name: &str) {
+        let mut same: Vec<usize> = (0..self.commands.len())
+            .filter(|&i| self.commands[i].name == name)
+            .collect();
+        same.sort_by_key(|&i| self.commands[i].extension);
+        let numbered = same.len() > 1;
+        for (n, i) in same.into_iter().enumerate() {
+            self.commands[i].invocation_name = if numbered {
+                format!("{name}:{}", n + 1)
+            } else {
+                name.to_owned()
+            };
+        }
+    }
+
+    pub fn command(&self, invocation: &str) -> Option<&RegisteredCommand> {
+        self.commands
+            .iter()
+            .find(|c| c.invocation_name == invocation)
+    }
+
+    /// pi's `ctx.getContextUsage()`: the last assistant's reported usage plus an estimate of
+    /// what came after it, against the model's context window.
+    pub fn context_usage(&self) -> Option<Value> {
+        let window = self.agent.context_window.filter(|w| *w > 0)?;
+        // After a compaction the last reported usage measured the old, larger context: the
+        // size is unknown until a model answers again (pi says null, not a guess).
+        let branch = self.store.get_branch(None);
+        if let Some(at) = branch.iter().rposition(|e| e["type"] == "compaction") {
+            let answered = branch[at + 1..].iter().any(|e| {
+                let m = &e["message"];
+                e["type"] == "message"
+                    && m["role"] == "assistant"
+                    && m["stopReason"] != "aborted"
+                    && m["stopReason"] != "error"
+                    && super::compaction::estimate_context_tokens(std::slice::from_ref(m))
+                        .usage_tokens
+                        > 0
+            });
+            if !answered {
+                return Some(json!({ "tokens": null, "contextWindow": window, "percent": null }));
+            }
+        }
+        let tokens = super::compaction::estimate_context_tokens(&self.agent.messages).tokens;
+        Some(json!({
+            "tokens": tokens,
+            "contextWindow": window,
+            "percent": tokens as f64 / window as f64 * 100.0,
+        }))
+    }
+
+    /// Whether any extension subscribed to `event`.
+    pub fn has_handlers(&self, event: &str) -> bool {
+        self.registrations
+            .iter()
+            .any(|r| r.events.iter().any(|e| e == event))
+    }
+
+    /// The commands as pi lists them (`get_commands`, `pi.getCommands()`): the extensions'
+    /// registered commands, then prompt templates, then skills.
+    pub fn commands_json(&self) -> Value {
+        Value::Array(
+            self.commands
+                .iter()
+                .map(|c| {
+                    json!({
+                        "name": c.invocation_name, "description": c.description, "source": "extension",
+                        "sourceInfo": { "path": format!("extension:{}", c.extension_name), "source": "extension" },
+                    })
+                })
+                .chain(self.resources.commands_json())
+                .collect(),
+        )
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}

@@ -1,0 +1,626 @@
+//! Tool calls as pi's agent loop runs them (pi-agent-core agent-loop.js):
+//!
+//! preflight, in source order: `tool_execution_start`, `prepareArguments`, validation against
+//! the tool's JSON schema (with pi's coercion of strings to numbers / booleans), then the
+//! `tool_call` gate, whose handlers may block the call or rewrite its input;
+//! execution; `tool_result` middleware; `tool_execution_end`; a toolResult message each.
+//!
+//! Parallel mode (pi's default): every call is preflighted first, then executed; built-in
+//! tools run concurrently on the host, extension tools one after another (an instance runs
+//! one call at a time); result messages follow in source order. A tool with
+//! `executionMode: "sequential"` makes the whole batch sequential, as in pi.
+
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::{Value, json};
+
+use super::Session;
+use super::events::SessionEvent;
+use super::messages::{self, error_result, now_ms};
+use super::state::{RegisteredTool, SessionShared, ToolSource};
+use pichamber_tools::{self as tools, ToolOutput};
+
+/// How a batch of tool calls runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolExecution {
+    #[default]
+    Parallel,
+    Sequential,
+}
+
+/// A call after preflight, ready to run.
+struct Prepared {
+    call: Value,
+    id: String,
+    name: String,
+    source: ToolSource,
+    args: Value,
+}
+
+/// A call's final result.
+struct Finalized {
+    call: Value,
+    result: Value,
+    is_error: bool,
+}
+
+enum Preflight {
+    /// Ended before execution (unknown tool, invalid arguments, blocked).
+    Immediate(Finalized),
+    Ready(Prepared),
+}
+
+type BuiltinTask = tokio::task::JoinHandle<Result<ToolOutput, String>>;
+type BuiltinJoin = Result<Result<ToolOutput, String>, tokio::task::JoinError>;
+
+/// A built-in tool's outcome as a result value: an Err is pi's thrown error.
+fn builtin_result(name: &str, joined: BuiltinJoin) -> (Value, bool) {
+    match joined {
+        Ok(Ok(output)) => {
+            let mut result = json!({ "content": output.content });
+            if !output.details.is_null() {
+                result["details"] = output.details;
+            }
+            (result, false)
+        }
+        Ok(Err(message)) => (error_result(&message), true),
+        Err(e) => (error_result(&format!("tool {name} failed: {e}")), true),
+    }
+}
+
+enum Running {
+    Builtin(Prepared, BuiltinTask),
+    Extension(Prepared),
+}
+
+impl Session {
+    /// Runs an assistant message's tool calls; returns the toolResult messages in source order
+    /// and whether every call asked to terminate the run.
+    pub(super) async fn execute_tool_calls(&mut self, assistant: &Value) -> (Vec<Value>, bool) {
+        let calls = messages::tool_calls(assistant);
+        let sequential = self.settings.tool_execution == ToolExecution::Sequential || {
+            let state = self.shared.state.lock().unwrap();
+            calls.iter().any(|c| {
+                c["name"]
+                    .as_str()
+                    .and_then(|n| state.tool(n))
+                    .is_some_and(|t| t.execution_mode.as_deref() == Some("sequential"))
+            })
+        };
+        let mut finalized = Vec::new();
+        let mut results = Vec::new();
+        if sequential {
+            for call in calls {
+                self.tool_execution_start(&call).await;
+                let done = match self.preflight(&call, true).await {
+                    Preflight::Immediate(f) => f,
+                    Preflight::Ready(p) => {
+                        let running = self.start_tool(p);
+                        self.finish(running).await
+                    }
+                };
+                self.tool_execution_end(&done).await;
+                results.push(self.deliver_message(result_message(&done)).await);
+                finalized.push(done);
+            }
+        } else {
+            // Preflight in order; built-in tools start running at once.
+            let mut slots: Vec<Option<Finalized>> = Vec::new();
+            let mut extension_calls = Vec::new();
+            let mut builtins = FuturesUnordered::new();
+            for (i, call) in calls.into_iter().enumerate() {
+                slots.push(None);
+                self.tool_execution_start(&call).await;
+                match self.preflight(&call, true).await {
+                    Preflight::Immediate(f) => {
+                        self.tool_execution_end(&f).await;
+                        slots[i] = Some(f);
+                    }
+                    Preflight::Ready(p) => match self.start_tool(p) {
+                        Running::Builtin(p, task) => {
+                            builtins.push(async move { (i, p, task.await) })
+                        }
+                        Running::Extension(p) => extension_calls.push((i, p)),
+                    },
+                }
+            }
+            // Calls end as they finish (pi's tool_execution_end order): extension tools run
+            // one at a time in their instances while built-in ones finish around them.
+            for (i, p) in extension_calls {
+                while let Some(Some((j, p, joined))) = builtins.next().now_or_never() {
+                    slots[j] = Some(self.end_builtin(p, joined).await);
+                }
+                let (result, is_error) = self.execute_extension_tool(&p).await;
+                let f = self.finalize(p, result, is_error).await;
+                self.tool_execution_end(&f).await;
+                slots[i] = Some(f);
+            }
+            while let Some((j, p, joined)) = builtins.next().await {
+                slots[j] = Some(self.end_builtin(p, joined).await);
+            }
+            finalized.extend(slots.into_iter().flatten());
+            for done in &finalized {
+                results.push(self.deliver_message(result_message(done)).await);
+            }
+        }
+        let terminate = !finalized.is_empty()
+            && finalized
+                .iter()
+                .all(|f| f.result["terminate"] == json!(true));
+        (results, terminate)
+    }
+
+    async fn tool_execution_start(&mut self, call: &Value) {
+        self.agent_event(json!({
+            "type": "tool_execution_start",
+            "toolCallId": call["id"], "toolName": call["name"], "args": call["arguments"],
+        }))
+        .await;
+    }
+
+    async fn tool_execution_end(&mut self, done: &Finalized) {
+        self.agent_event(json!({
+            "type": "tool_execution_end",
+            "toolCallId": done.call["id"], "toolName": done.call["name"],
+            "result": done.result, "isError": done.is_error,
+        }))
+        .await;
+    }
+
+    /// Preflight: find the tool (active tools only when the model called it), prepare and
+    /// validate its arguments, run the `tool_call` gate.
+    async fn preflight(&mut self, call: &Value, active_only: bool) -> Preflight {
+        let name = call["name"].as_str().unwrap_or_default().to_owned();
+        let id = call["id"].as_str().unwrap_or_default().to_owned();
+        let immediate = |message: &str| {
+            Preflight::Immediate(Finalized {
+                call: call.clone(),
+                result: error_result(message),
+                is_error: true,
+            })
+        };
+        let tool: Option<RegisteredTool> = {
+            let state = self.shared.state.lock().unwrap();
+            state
+                .tool(&name)
+                .filter(|_| !active_only || state.active_tools.contains(&name))
+                .cloned()
+        };
+        let Some(tool) = tool else {
+            return immediate(&format!("Tool {name} not found"));
+        };
+        let mut args = call["arguments"].clone();
+        match tool.source {
+            ToolSource::Builtin => args = tools::prepare_arguments(&name, args),
+            ToolSource::Extension(owner) if tool.has_prepare_arguments => {
+                match self.extensions[owner].prepare_arguments(&name, &args).await {
+                    Ok(prepared) => args = serde_json::from_str(&prepared).unwrap_or(args),
+                    Err(e) => return immediate(&e.to_string()),
+                }
+            }
+            ToolSource::Extension(_) => {}
+        }
+        let args = match validate_arguments(&tool, &args) {
+            Ok(a) => a,
+            Err(message) => return immediate(&message),
+        };
+        let mut args = args;
+        if self.has_handlers("tool_call") {
+            let gate = self
+                .emit_with_event(
+                    "tool_call",
+                    json!({ "type": "tool_call", "toolName": name, "toolCallId": id, "input": args }),
+                )
+                .await;
+            match gate {
+                Err(e) => return immediate(&e),
+                Ok((r, _)) if r["block"] == json!(true) => {
+                    let reason = r["reason"]
+                        .as_str()
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or("Tool execution was blocked");
+                    return immediate(reason);
+                }
+                // Handlers may have rewritten the input; the tool runs with what they left.
+                Ok((_, event)) => {
+                    if let Some(input) = event.get("input") {
+                        args = input.clone();
+                    }
+                }
+            }
+        }
+        Preflight::Ready(Prepared {
+            call: call.clone(),
+            id,
+            name,
+            source: tool.source,
+            args,
+        })
+    }
+
+    /// Starts a prepared call: built-in tools begin running on the host at once.
+    fn start_tool(&mut self, prepared: Prepared) -> Running {
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .running_tools
+            .insert(
+                prepared.id.clone(),
+                (prepared.name.clone(), prepared.call["arguments"].clone()),
+            );
+        match (prepared.source, self.workspace.clone()) {
+            (ToolSource::Builtin, Some(workspace)) => {
+                let shared = self.shared.clone();
+                let (name, id, args) = (
+                    prepared.name.clone(),
+                    prepared.id.clone(),
+                    prepared.args.clone(),
+                );
+                let cancel = self.shared.abort.subscribe();
+                let task = tokio::spawn(async move {
+                    let on_update = move |partial: Value| report_update(&shared, &id, partial);
+                    tools::execute(&name, &args, &workspace, cancel, &on_update).await
+                });
+                Running::Builtin(prepared, task)
+            }
+            _ => Running::Extension(prepared),
+        }
+    }
+
+    /// Waits for / runs a started call, then `tool_execution_update`s and `tool_result`.
+    async fn finish(&mut self, running: Running) -> Finalized {
+        match running {
+            Running::Builtin(p, task) => {
+                let (result, is_error) = builtin_result(&p.name, task.await);
+                self.finalize(p, result, is_error).await
+            }
+            Running::Extension(p) => {
+                let (result, is_error) = self.execute_extension_tool(&p).await;
+                self.finalize(p, result, is_error).await
+            }
+        }
+    }
+
+    async fn end_builtin(&mut self, p: Prepared, joined: BuiltinJoin) -> Finalized {
+        let (result, is_error) = builtin_result(&p.name, joined);
+        let f = self.finalize(p, result, is_error).await;
+        self.tool_execution_end(&f).await;
+        f
+    }
+
+    /// A call's raw result through `tool_execution_update` and the `tool_result` middleware.
+    async fn finalize(&mut self, prepared: Prepared, result: Value, is_error: bool) -> Finalized {
+        let (mut result, mut is_error) = (result, is_error);
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .running_tools
+            .remove(&prepared.id);
+        self.dispatch_tool_updates(&prepared).await;
+        // A message the tool sent (sendUserMessage with deliverAs) is queued before the call
+        // ends, as pi queues it while the tool's promise settles.
+        self.queue_streaming_requests().await;
+        if self.has_handlers("tool_result") {
+            let mut event = json!({
+                "type": "tool_result", "toolName": prepared.name, "toolCallId": prepared.id,
+                "input": prepared.args, "content": result["content"],
+            });
+            // pi leaves `details` out when the tool gave none.
+            if let Some(details) = result.get("details") {
+                event["details"] = details.clone();
+            }
+            event["isError"] = json!(is_error);
+            let patched = self.emit("tool_result", event).await;
+            if let Some(p) = patched.ok().filter(|p| !p.is_null()) {
+                if !p["content"].is_null() {
+                    result["content"] = p["content"].clone();
+                }
+                if !p["details"].is_null() {
+                    result["details"] = p["details"].clone();
+                }
+                if let Some(e) = p["isError"].as_bool() {
+                    is_error = e;
+                }
+            }
+        }
+        Finalized {
+            call: prepared.call,
+            result,
+            is_error,
+        }
+    }
+
+    async fn execute_extension_tool(&mut self, p: &Prepared) -> (Value, bool) {
+        let ToolSource::Extension(owner) = p.source else {
+            return (
+                error_result(&format!(
+                    "Tool {} is a built-in tool, and built-in tools are off in this session (--no-builtin-tools)",
+                    p.name
+                )),
+                true,
+            );
+        };
+        let ctx = self.ctx();
+        let executed = self.extensions[owner]
+            .execute_tool(&p.name, &p.id, &p.args, &ctx)
+            .await;
+        self.flush_bus().await;
+        match executed {
+            Ok(r) => {
+                let mut result = json!({
+                    "content": serde_json::from_str::<Value>(&r.content).unwrap_or(json!([])),
+                });
+                if let Some(details) = r.details.and_then(|d| serde_json::from_str(&d).ok()) {
+                    result["details"] = details;
+                }
+                if r.terminate {
+                    result["terminate"] = json!(true);
+                }
+                (result, r.is_error)
+            }
+            Err(e) => {
+                let name = self.extensions[owner].name.clone();
+                self.error(&name, &format!("tool:{}", p.name), &e);
+                (error_result(&e.to_string()), true)
+            }
+        }
+    }
+
+    /// Gives extensions the partial results a tool reported while it ran.
+    async fn dispatch_tool_updates(&mut self, p: &Prepared) {
+        let updates: Vec<Value> = {
+            let mut state = self.shared.state.lock().unwrap();
+            let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut state.agent.tool_updates)
+                .into_iter()
+                .partition(|(id, _)| *id == p.id);
+            state.agent.tool_updates = others;
+            mine.into_iter().map(|(_, partial)| partial).collect()
+        };
+        if updates.is_empty() || !self.has_handlers("tool_execution_update") {
+            return;
+        }
+        for partial in updates {
+            let _ = self
+                .emit(
+                    "tool_execution_update",
+                    json!({
+                        "type": "tool_execution_update", "toolCallId": p.id, "toolName": p.name,
+                        "args": p.call["arguments"], "partialResult": partial,
+                    }),
+                )
+                .await;
+        }
+    }
+
+    /// Runs one tool directly (`pichamber run --tool`): the same preflight, execution and
+    /// `tool_result` middleware as a model's call, without the execution events.
+    pub async fn execute_tool(&mut self, tool: &str, args: Value) -> super::ToolOutcome {
+        self.next_call += 1;
+        let call = json!({
+            "type": "toolCall", "id": format!("call_{}", self.next_call),
+            "name": tool, "arguments": args,
+        });
+        let known = self.shared.state.lock().unwrap().tool(tool).is_some();
+        let done = if known {
+            match self.preflight(&call, false).await {
+                Preflight::Immediate(f) => f,
+                Preflight::Ready(p) => {
+                    let running = self.start_tool(p);
+                    self.finish(running).await
+                }
+            }
+        } else {
+            let names: Vec<String> = {
+                let state = self.shared.state.lock().unwrap();
+                state.tools.iter().map(|t| t.name.clone()).collect()
+            };
+            Finalized {
+                call: call.clone(),
+                result: error_result(&format!(
+                    "Tool {tool} not found (registered tools: {})",
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                )),
+                is_error: true,
+            }
+        };
+        let outcome = super::ToolOutcome {
+            tool_call_id: done.call["id"].as_str().unwrap_or_default().to_owned(),
+            content: done.result["content"].clone(),
+            details: done.result.get("details").cloned().unwrap_or(Value::Null),
+            is_error: done.is_error,
+            terminate: done.result["terminate"] == json!(true),
+        };
+        self.shared.emit(SessionEvent::ToolResult {
+            tool_call_id: outcome.tool_call_id.clone(),
+            tool_name: tool.to_owned(),
+            content: outcome.content.clone(),
+            details: outcome.details.clone(),
+            is_error: outcome.is_error,
+        });
+        outcome
+    }
+}
+
+/// A tool's partial result: reported to clients now, kept for the extensions'
+/// `tool_execution_update` once the call returns.
+pub(crate) fn report_update(shared: &SessionShared, id: &str, partial: Value) {
+    let event = {
+        let mut state = shared.state.lock().unwrap();
+        let (name, args) = state
+            .agent
+            .running_tools
+            .get(id)
+            .cloned()
+            .unwrap_or((String::new(), Value::Null));
+        if state.agent.tool_updates.len() < MAX_KEPT_UPDATES {
+            state
+                .agent
+                .tool_updates
+                .push((id.to_owned(), partial.clone()));
+        }
+        json!({
+            "type": "tool_execution_update", "toolCallId": id, "toolName": name,
+            "args": args, "partialResult": partial,
+        })
+    };
+    shared.emit(SessionEvent::Agent(event));
+}
+
+/// Partial results kept per session for extensions (clients get every one live).
+const MAX_KEPT_UPDATES: usize = 1000;
+
+fn result_message(done: &Finalized) -> Value {
+    let mut message = json!({
+        "role": "toolResult",
+        "toolCallId": done.call["id"],
+        "toolName": done.call["name"],
+        "content": done.result["content"],
+    });
+    if let Some(details) = done.result.get("details").filter(|d| !d.is_null()) {
+        message["details"] = details.clone();
+    }
+    message["isError"] = json!(done.is_error);
+    message["timestamp"] = json!(now_ms());
+    message
+}
+
+/// Validates a call's arguments against the tool's schema after pi's coercions (TypeBox's
+/// Value.Convert: "5" → 5 for a number, "true" → true for a boolean, 5 → "5" for a string).
+/// The error lists each problem as pi formats it.
+pub fn validate_arguments(tool: &RegisteredTool, args: &Value) -> Result<Value, String> {
+    let Some(validator) = tool.validator.get(&tool.parameters) else {
+        return Ok(args.clone());
+    };
+    let coerced = coerce(&tool.parameters, args.clone());
+    let problems: Vec<String> = validator
+        .iter_errors(&coerced)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let path = path.trim_start_matches('/').replace('/', ".");
+            let path = match (&e.kind(), path.is_empty()) {
+                (jsonschema::error::ValidationErrorKind::Required { property }, _) => {
+                    let property = property.as_str().map(str::to_owned).unwrap_or_default();
+                    if path.is_empty() {
+                        property
+                    } else {
+                        format!("{path}.{property}")
+                    }
+                }
+                (_, true) => "root".to_owned(),
+                _ => path,
+            };
+            format!("  - {path}: {e}")
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(coerced);
+    }
+    Err(format!(
+        "Validation failed for tool \"{}\":\n{}\n\nReceived arguments:\n{}",
+        tool.name,
+        problems.join("\n"),
+        serde_json::to_string_pretty(args).unwrap_or_default()
+    ))
+}
+
+fn coerce(schema: &Value, value: Value) -> Value {
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let wants = |t: &str| types.contains(&t);
+    match value {
+        Value::Object(map) if schema["properties"].is_object() => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let v = match schema["properties"].get(&k) {
+                        Some(s) => coerce(s, v),
+                        None => v,
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) if schema["items"].is_object() => Value::Array(
+            items
+                .into_iter()
+                .map(|v| coerce(&schema["items"], v))
+                .collect(),
+        ),
+        Value::String(s) if !wants("string") => {
+            if wants("integer")
+                && let Ok(n) = s.trim().parse::<i64>()
+            {
+                json!(n)
+            } else if wants("number")
+                && let Ok(n) = s.trim().parse::<f64>()
+                && n.is_finite()
+            {
+                // JavaScript has one number type: "5" becomes 5, not 5.0.
+                if n.fract() == 0.0 && n.abs() < 9e15 {
+                    json!(n as i64)
+                } else {
+                    json!(n)
+                }
+            } else if wants("boolean") && (s == "true" || s == "false") {
+                json!(s == "true")
+            } else {
+                Value::String(s)
+            }
+        }
+        Value::Number(n) if wants("string") && types.len() == 1 => Value::String(n.to_string()),
+        Value::Bool(b) if wants("string") && types.len() == 1 => Value::String(b.to_string()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(schema: Value) -> RegisteredTool {
+        RegisteredTool {
+            source: ToolSource::Builtin,
+            extension_name: String::new(),
+            name: "t".into(),
+            label: "t".into(),
+            description: String::new(),
+            validator: Default::default(),
+            parameters: schema,
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            has_prepare_arguments: false,
+            execution_mode: None,
+        }
+    }
+
+    #[test]
+    fn coerces_like_typebox_then_validates() {
+        let t = tool(json!({
+            "type": "object",
+            "properties": { "n": { "type": "number" }, "b": { "type": "boolean" }, "s": { "type": "string" } },
+            "required": ["n"],
+        }));
+        let ok = validate_arguments(&t, &json!({ "n": "5", "b": "true", "s": 7 })).unwrap();
+        assert_eq!(ok, json!({ "n": 5, "b": true, "s": "7" }));
+        let err = validate_arguments(&t, &json!({ "b": "maybe" })).unwrap_err();
+        assert!(
+            err.starts_with("Validation failed for tool \"t\":\n  - n: "),
+            "{err}"
+        );
+        assert!(err.contains("  - b: "), "{err}");
+        assert!(
+            err.ends_with("Received arguments:\n{\n  \"b\": \"maybe\"\n}"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! pi's built-in tools run *for an extension* (`createReadTool(cwd).execute(...)` inside its
+//! code): with the extension's grants rather than the agent's workspace. The file tools work
+//! in `cwd`, which one of its granted trees must cover; bash needs `bash` granted as a program
+//! and runs with the scrubbed environment, confined to the grants as a granted program is.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{ExecOptions, Workspace};
+use pichamber_access::Grants;
+
+/// Runs `tool` with `args` (JSON text) in `cwd`; answers the tool's `{ content, details }`,
+/// or its error.
+pub async fn run(
+    grants: &Grants,
+    tool: &str,
+    args: Option<&str>,
+    cwd: &Path,
+    on_update: &(dyn Fn(Value) + Send + Sync),
+) -> Result<Value, String> {
+    grants.check_builtin_tool(tool, cwd)?;
+    let args: Value = args
+        .and_then(|a| serde_json::from_str(a).ok())
+        .ok_or_else(|| format!("the built-in {tool} tool got no JSON arguments"))?;
+    let workspace = Workspace::open(cwd).map_err(|e| {
+        format!(
+            "the built-in {tool} tool cannot open {}: {e}",
+            cwd.display()
+        )
+    })?;
+    let confinement = match tool {
+        "bash" => grants.program_confinement("bash")?,
+        _ => None,
+    };
+    let options = ExecOptions {
+        model_accepts_images: None,
+        env: Some(grants.program_env()),
+        confinement,
+    };
+    let (_never, cancel) = tokio::sync::watch::channel(false);
+    let args = super::prepare_arguments(tool, args);
+    let output = super::execute_with(tool, &args, &workspace, &options, cancel, on_update).await?;
+    let mut result = json!({ "content": output.content });
+    if !output.details.is_null() {
+        result["details"] = output.details;
+    }
+    Ok(result)
+}
