@@ -9,7 +9,7 @@ and their ratios.
 
     python3 tests/bench/agent_turn.py [--runs N] [--pichamber PATH]
 
-Needs a release build (cargo build --release), real pi in tests/oracle
+Needs the dist build (cargo build --profile dist: the size-optimised release), real pi in tests/oracle
 (npm ci --prefix tests/oracle) and GNU time (apt-get install time).
 """
 
@@ -106,10 +106,10 @@ def run_once(spec, pichamber, script_path, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "dist", "pichamber"))
     args = parser.parse_args()
     pi = os.path.join(ORACLE, ".bin", "pi")
-    for needed, how in [(args.pichamber, "cargo build --release"), (pi, "npm ci --prefix tests/oracle"),
+    for needed, how in [(args.pichamber, "cargo build --profile dist"), (pi, "npm ci --prefix tests/oracle"),
                         (TIME, "apt-get install time")]:
         if not os.path.exists(needed):
             raise SystemExit(f"missing {needed}: run `{how}` first")

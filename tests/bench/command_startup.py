@@ -7,7 +7,7 @@ several times each, and prints median wall time, peak RSS and the ratios.
 
     python3 tests/bench/command_startup.py [--runs N] [--pichamber PATH]
 
-Needs a release build (cargo build --release), real pi in tests/oracle
+Needs the dist build (cargo build --profile dist: the size-optimised release), real pi in tests/oracle
 (npm ci --prefix tests/oracle) and GNU time (apt-get install time), which measures the peak
 resident memory of each process. Wall time is measured around each process, so it includes
 the same small overhead of GNU time for both.
@@ -87,11 +87,11 @@ def drive_pi(argv, env, cwd):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "dist", "pichamber"))
     args = parser.parse_args()
     pi = os.path.join(ORACLE, ".bin", "pi")
     for needed, how in [
-        (args.pichamber, "cargo build --release"),
+        (args.pichamber, "cargo build --profile dist"),
         (pi, "npm ci --prefix tests/oracle"),
         (TIME, "apt-get install time"),
     ]:
