@@ -118,6 +118,18 @@ fn bad_input_gives_clear_errors() {
             stderr(&out)
         );
     }
+    // A one-line file without a final newline is not taken for a torn session and replaced.
+    for text in ["one line of notes", "{\"not\": \"a session"] {
+        let notes = write(&dir, "one-line.txt", text);
+        let out = common::pichamber(&["run", &ext, "--session", &notes, "--command", "/ask"]);
+        assert!(!out.status.success(), "{text:?}: the run went on");
+        assert!(
+            stderr(&out).contains("is not a pi session file"),
+            "{text:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(std::fs::read_to_string(&notes).unwrap(), text, "left alone");
+    }
 }
 
 #[test]

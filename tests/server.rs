@@ -43,12 +43,13 @@ fn start_with(extra: &str) -> Server {
     start_in(tempfile::tempdir().unwrap(), extra)
 }
 
-/// [`start_with`] in a folder of its own (the data folder is `data` in it).
+/// [`start_with`] in a folder of its own (the data folder is `data` in it, named relative to
+/// the config file, which the server is given by a relative path).
 fn start_in(dir: tempfile::TempDir, extra: &str) -> Server {
     let config = format!(
         r#"
 listen = "127.0.0.1:0"
-data_dir = {data:?}
+data_dir = "data"
 extensions = [{card:?}]
 
 [[users]]
@@ -62,7 +63,6 @@ token = "{BOB}"
 
 {extra}
 "#,
-        data = dir.path().join("data").to_string_lossy(),
         card = ext("extensions/card-demo"),
         dialogs = ext("extensions/dialogs"),
         fixture = ext("tests/fixtures/gui/gui-fixture.js"),
@@ -70,13 +70,12 @@ token = "{BOB}"
     start_config(dir, &config)
 }
 
-/// `pichamber serve` with this config, written to `serve.toml` in `dir`.
+/// `pichamber serve --config serve.toml` in `dir`, with this config written there.
 fn start_config(dir: tempfile::TempDir, config: &str) -> Server {
-    let path = dir.path().join("serve.toml");
-    std::fs::write(&path, config).unwrap();
+    std::fs::write(dir.path().join("serve.toml"), config).unwrap();
     let mut child = Command::new(common::bin())
-        .args(["serve", "--config"])
-        .arg(&path)
+        .args(["serve", "--config", "serve.toml"])
+        .current_dir(dir.path())
         .env("PICHAMBER_CACHE_DIR", common::cache_dir())
         .env_remove("PICHAMBER_LOG")
         .stdin(Stdio::null())

@@ -119,8 +119,12 @@ impl ServerConfig {
             .with_context(|| format!("cannot read the config {}", path.display()))?;
         let mut config = Self::parse(&text, path.extension().is_some_and(|e| e == "toml"))
             .with_context(|| format!("config {}", path.display()))?;
-        // Relative paths in the file are relative to the file.
-        let base = path.parent().unwrap_or(Path::new("."));
+        // Relative paths in the file are relative to the file, and made absolute: the server
+        // compares them with the absolute paths of the files it opens (a closed session's
+        // file is moved out of `data_dir` only when it lies inside it).
+        let path = std::path::absolute(path)
+            .with_context(|| format!("cannot locate the config {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("/"));
         let resolve = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -353,6 +357,14 @@ unconfined_run = true
             dir.path().join("extensions/card-demo")
         );
         assert_eq!(config.data_dir.clone().unwrap(), dir.path().join("data"));
+        // A config named by a relative path gives absolute paths all the same.
+        let near = tempfile::tempdir_in(".").unwrap();
+        std::fs::write(near.path().join("serve.toml"), TOML).unwrap();
+        let name = near.path().file_name().unwrap();
+        let relative = ServerConfig::load(&Path::new(name).join("serve.toml")).unwrap();
+        let data = relative.data_dir.unwrap();
+        assert!(data.is_absolute(), "{}", data.display());
+        assert_eq!(data, std::path::absolute(near.path()).unwrap().join("data"));
         let access = config
             .access_for(
                 &config.users[1],

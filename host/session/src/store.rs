@@ -353,6 +353,15 @@ impl SessionStore {
         let mut records = parsed.records;
         let dir = path.parent().map(Path::to_path_buf);
 
+        if records.is_empty() && report.skipped_lines.is_empty() && !is_torn_header(&bytes) {
+            // No complete line, and what is there is not the start of a session header (pi
+            // writes `{"type":"session",...` first): a file of something else, such as a
+            // one-line note without a final newline. It is left as it is.
+            bail!(
+                "{} is not a pi session file: it holds no complete line and does not begin with a session header; nothing was changed",
+                path.display()
+            );
+        }
         if records.is_empty() && report.skipped_lines.is_empty() {
             // Nothing to keep: start a fresh session in this very file, as pi does.
             let cwd = current_dir_string();
@@ -1144,6 +1153,14 @@ fn new_header(cwd: &str, parent_session: Option<&str>) -> Value {
 
 /// The format version of a session file whose records were parsed, after checking that the
 /// first record is a session header.
+/// Whether a file with no complete line is empty or a session header cut off while it was
+/// written (a prefix of `{"type":"session"`, or longer and starting with it).
+fn is_torn_header(bytes: &[u8]) -> bool {
+    const HEADER_START: &[u8] = br#"{"type":"session""#;
+    let text = bytes.trim_ascii();
+    text.is_empty() || HEADER_START.starts_with(text) || text.starts_with(HEADER_START)
+}
+
 fn header_version(path: &Path, records: &[(usize, Value)]) -> Result<f64> {
     let Some((first_line, first)) = records.first() else {
         bail!(
@@ -1942,6 +1959,21 @@ mod tests {
         let lines = file_lines(&path);
         assert_eq!(lines[0]["type"], "session");
         assert_eq!(lines.len(), 2);
+    }
+
+    #[test]
+    fn a_one_line_file_that_is_not_a_session_header_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        for text in ["my notes, no final newline", "{\"hello\":1", "42"] {
+            let path = dir.path().join("notes.txt");
+            fs::write(&path, text).unwrap();
+            let error = SessionStore::open(&path, SyncPolicy::None).unwrap_err();
+            assert!(
+                format!("{error:#}").contains("is not a pi session file"),
+                "{text}: {error:#}"
+            );
+            assert_eq!(fs::read_to_string(&path).unwrap(), text, "left as it was");
+        }
     }
 
     #[test]
