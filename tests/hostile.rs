@@ -1806,6 +1806,10 @@ fn thousands_of_registrations_do_not_disturb_the_session() {
         "--cwd",
         &sb.ws(),
         "--ui",
+        // A debug build on a loaded machine may take seconds for the 25 000 registrations:
+        // the per-call time limit is not what this case is about.
+        "--call-timeout",
+        "300",
         "--command",
         "/attack",
         "--command",
@@ -1818,21 +1822,23 @@ fn thousands_of_registrations_do_not_disturb_the_session() {
         "/bystander",
     ]);
     // All kept (each kind stays under its cap of 10 000); the only error is the stream of
-    // 5000 status updates going over the UI volume budget (1000 a second).
+    // 5000 status updates going over the UI volume budget: 1000 a second or, on a machine
+    // slow enough to stay under that rate, 2000 in one call.
     let errors: Vec<(&Value, &Value)> = run
         .errors()
         .into_iter()
         .map(|e| (&e["event"], &e["error"]))
         .collect();
-    assert_eq!(
-        errors,
-        [(
-            &json!("limit:ui"),
-            &json!(
-                "UI updates over its limit: more than 1000 updates or 2 MiB per second; the rest is dropped"
-            )
-        )],
-        "{}",
+    let per_second = json!(
+        "UI updates over its limit: more than 1000 updates or 2 MiB per second; the rest is dropped"
+    );
+    let per_call = json!(
+        "UI updates over its limit: more than 2000 updates or 4 MiB in one call; the rest is dropped"
+    );
+    assert!(
+        errors == [(&json!("limit:ui"), &per_second)]
+            || errors == [(&json!("limit:ui"), &per_call)],
+        "{errors:?}\n{}",
         run.dump()
     );
     let report = run.report();
@@ -2075,35 +2081,45 @@ fn a_handler_that_never_resolves_ends_at_the_deadline() {
 }
 
 #[test]
-fn time_awaiting_a_granted_program_is_not_charged_to_the_wall_budget() {
+fn time_awaiting_a_granted_program_is_charged_to_the_wall_budget() {
     let sb = Sandbox::new();
-    // The program takes 2 s, the wall budget is 1 s: the program has its own timeout, so the
-    // call goes on; a timer awaited as long is stopped.
-    let run = run_within(
-        &[
-            &fixture("never-resolves.ts"),
-            "--cwd",
-            &sb.ws(),
-            "--allow-run=sleep",
-            "--call-wall-timeout",
-            "1",
-            "--command",
-            "/awaits-program",
-            "--command",
-            "/far-timer",
-        ],
-        &[],
-        Duration::from_secs(60),
-    );
+    // The program takes 2 s. Within a 10 s wall budget it finishes; with a 1 s budget the
+    // call holding it is stopped (the extension chose the program's timeout, not the
+    // operator: its time is the call's).
+    let run = |wall: &str| {
+        run_within(
+            &[
+                &fixture("never-resolves.ts"),
+                "--cwd",
+                &sb.ws(),
+                "--allow-run=sleep",
+                "--call-wall-timeout",
+                wall,
+                "--command",
+                "/awaits-program",
+            ],
+            &[],
+            Duration::from_secs(60),
+        )
+    };
+    let roomy = run("10");
     assert_eq!(
-        run.entries("program-done"),
+        roomy.entries("program-done"),
         [&json!({ "code": 0, "killed": false })],
         "{}",
-        run.dump()
+        roomy.dump()
     );
-    let errors = run.errors_of("never-resolves");
+    assert!(roomy.errors_of("never-resolves").is_empty());
+    let tight = run("1");
+    assert!(tight.entries("program-done").is_empty(), "{}", tight.dump());
+    let errors = tight.errors_of("never-resolves");
     assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0].contains("--call-wall-timeout"), "{}", errors[0]);
+    assert!(
+        errors[0].contains("did not finish within 1.0s")
+            && errors[0].contains("--call-wall-timeout"),
+        "{}",
+        errors[0]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2779,4 +2795,512 @@ fn terminal_control_sequences_never_reach_the_terminal() {
         !text.lines().any(|l| l.starts_with("error: forged")),
         "{text}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The build reads only the extension's package (issue 14, class 1)
+
+/// Writes `files` (path relative to the sandbox, content) into the sandbox.
+fn write_tree(sb: &Sandbox, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        let path = sb.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// `pichamber build EXT -o OUT`: (exit success, stdout + stderr, whether OUT was written).
+fn build(ext: &str, out: &Path) -> (bool, String, bool) {
+    let output = common::pichamber(&["build", ext, "-o", &out.to_string_lossy()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text, out.exists())
+}
+
+#[test]
+fn a_build_refuses_every_file_outside_the_package_and_bundles_no_secret() {
+    let sb = Sandbox::new();
+    let secret = format!("export default {:?};\n", sb.canary);
+    write_tree(&sb, &[("elsewhere/secret.js", &secret)]);
+    let absolute = sb.path("elsewhere/secret.js");
+    // Each case: what it tries, the package's files, and what the message must name.
+    type Case = (&'static str, Vec<(String, String)>, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            "a relative import climbing out",
+            vec![("ext/index.ts".into(), "import s from '../elsewhere/secret.js';\nexport default (pi: any) => { console.log(s); };\n".into())],
+            "'../elsewhere/secret.js'",
+        ),
+        (
+            "an absolute import",
+            vec![("ext/index.ts".into(), format!("import s from {absolute:?};\nexport default (pi: any) => {{ console.log(s); }};\n"))],
+            "outside the extension's package",
+        ),
+        (
+            "a require probing a host file inside try",
+            vec![(
+                "ext/index.js".into(),
+                "let s = null;\ntry { s = require('../elsewhere/secret.js'); } catch (e) {}\nmodule.exports = function (pi) { console.log(s); };\n".into(),
+            )],
+            "'../elsewhere/secret.js'",
+        ),
+        (
+            "a symlink inside the package",
+            vec![("ext/index.ts".into(), "import s from './link.js';\nexport default (pi: any) => { console.log(s); };\n".into())],
+            "'./link.js'",
+        ),
+        (
+            "a package whose export is a symlink out of it",
+            vec![
+                ("ext/index.ts".into(), "import s from 'sly/secret';\nexport default (pi: any) => { console.log(s); };\n".into()),
+                ("ext/node_modules/sly/package.json".into(), r#"{"name":"sly","exports":{"./secret":"./secret.js"}}"#.into()),
+            ],
+            "'sly/secret'",
+        ),
+        (
+            "a node_modules link to a folder outside the workspace",
+            vec![("ext/index.ts".into(), "import s from 'evil/secret.js';\nexport default (pi: any) => { console.log(s); };\n".into())],
+            "not a package named evil in the same workspace",
+        ),
+        (
+            "a require that does not resolve, outside try",
+            vec![("ext/index.js".into(), "const x = require('no-such-package');\nmodule.exports = function (pi) {};\n".into())],
+            "a require outside try/catch must resolve",
+        ),
+    ];
+    for (i, (what, files, names)) in cases.into_iter().enumerate() {
+        let _ = std::fs::remove_dir_all(sb.root.join("ext"));
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        write_tree(&sb, &files);
+        if what.starts_with("a symlink") {
+            std::os::unix::fs::symlink(sb.path("elsewhere/secret.js"), sb.root.join("ext/link.js"))
+                .unwrap();
+        }
+        if what.starts_with("a package whose export") {
+            std::os::unix::fs::symlink(
+                sb.path("elsewhere/secret.js"),
+                sb.root.join("ext/node_modules/sly/secret.js"),
+            )
+            .unwrap();
+        }
+        if what.starts_with("a node_modules link") {
+            write_tree(&sb, &[("elsewhere/package.json", r#"{"name":"evil"}"#)]);
+            std::fs::create_dir_all(sb.root.join("ext/node_modules")).unwrap();
+            std::os::unix::fs::symlink(sb.path("elsewhere"), sb.root.join("ext/node_modules/evil"))
+                .unwrap();
+        }
+        let out = sb.root.join(format!("out{i}.wasm"));
+        let (ok, text, written) = build(&sb.path("ext"), &out);
+        assert!(!ok && !written, "{what}: the build went through:\n{text}");
+        assert!(
+            text.contains(names),
+            "{what}: {names:?} missing from:\n{text}"
+        );
+        if !what.contains("does not resolve") {
+            assert!(
+                text.contains("a build reads only the extension's package"),
+                "{what}: the rule is not said:\n{text}"
+            );
+        }
+        assert!(
+            !text.contains(&sb.canary),
+            "{what}: the secret was printed:\n{text}"
+        );
+        let _ = std::fs::remove_file(sb.root.join("elsewhere/package.json"));
+        // `run` builds on the fly the same way.
+        let run = run_pichamber(&[&sb.path("ext"), "--command", "/x"]);
+        assert!(!run.ok, "{what}: run built it");
+        run.assert_absent(&sb.canary);
+    }
+    sb.assert_outside_untouched();
+}
+
+#[test]
+fn an_optional_require_that_does_not_resolve_throws_module_not_found_when_it_runs() {
+    let sb = Sandbox::new();
+    write_tree(
+        &sb,
+        &[(
+            "ext/index.js",
+            "let found = 'loaded';\n\
+             try { require('optional-native-addon'); } catch (e) { found = `${e.code}: ${e.message}`; }\n\
+             let probed = false;\n\
+             try { require.resolve('web-worker'); probed = true; } catch (e) {}\n\
+             function later() { return require('web-worker'); }\n\
+             module.exports = function (pi) {\n\
+               pi.registerCommand('probe', { handler: async () => {\n\
+                 console.log(found);\n\
+                 try { later(); } catch (e) { console.log(`${probed} ${e.code}`); }\n\
+               } });\n\
+             };\n",
+        )],
+    );
+    let run = run_pichamber(&[&sb.path("ext"), "--command", "/probe"]);
+    assert!(run.ok, "{}", run.stderr);
+    let log = run.logs_of("ext");
+    assert_eq!(
+        log[0]["message"],
+        "MODULE_NOT_FOUND: Cannot find module 'optional-native-addon'"
+    );
+    // A name the module probes with require.resolve inside try is optional everywhere in it.
+    assert_eq!(log[1]["message"], "false MODULE_NOT_FOUND");
+}
+
+#[test]
+fn dependencies_beside_the_package_and_workspace_links_build_and_inspect_lists_every_file() {
+    let sb = Sandbox::new();
+    write_tree(
+        &sb,
+        &[
+            // npm's flat layout: the extension and its dependency side by side.
+            (
+                "npm/node_modules/ext/package.json",
+                r#"{"name":"ext","pi":{"extensions":["./index.ts"]}}"#,
+            ),
+            (
+                "npm/node_modules/ext/index.ts",
+                "import dep from 'dep';\nimport util from '@ws/util';\nimport own from './lib/own.js';\n\
+                 export default (pi: any) => { pi.registerCommand('say', { handler: async () => console.log(dep + util + own) }); };\n",
+            ),
+            ("npm/node_modules/ext/lib/own.js", "export default 'c';\n"),
+            (
+                "npm/node_modules/dep/package.json",
+                r#"{"name":"dep","main":"main.js"}"#,
+            ),
+            ("npm/node_modules/dep/main.js", "module.exports = 'a';\n"),
+            // a workspace package linked into the workspace's node_modules
+            (
+                "npm/packages/util/package.json",
+                r#"{"name":"@ws/util","type":"module","main":"index.js"}"#,
+            ),
+            ("npm/packages/util/index.js", "export default 'b';\n"),
+        ],
+    );
+    std::fs::create_dir_all(sb.root.join("npm/node_modules/@ws")).unwrap();
+    std::os::unix::fs::symlink(
+        sb.path("npm/packages/util"),
+        sb.root.join("npm/node_modules/@ws/util"),
+    )
+    .unwrap();
+    let ext = sb.path("npm/node_modules/ext");
+    let out = sb.root.join("ext.wasm");
+    let (ok, text, _) = build(&ext, &out);
+    assert!(ok, "{text}");
+    let run = run_pichamber(&[&out.to_string_lossy(), "--command", "/say"]);
+    assert_eq!(run.logs_of("ext")[0]["message"], "abc", "{}", run.stderr);
+    let inspect = common::pichamber(&["inspect", &out.to_string_lossy()]);
+    let listing = String::from_utf8_lossy(&inspect.stdout);
+    for line in [
+        "  files:        4 bundled",
+        "    index.ts",
+        "    lib/own.js",
+        "    dep/main.js (a dependency outside the package folder)",
+        "    @ws/util/index.js (a dependency outside the package folder)",
+    ] {
+        assert!(
+            listing.lines().any(|l| l == line),
+            "{line:?} missing from:\n{listing}"
+        );
+    }
+    assert!(
+        !listing.contains(&sb.root.to_string_lossy().into_owned()),
+        "a host path is listed:\n{listing}"
+    );
+}
+
+#[test]
+fn a_source_nested_too_deep_is_a_build_error_not_a_crash() {
+    let sb = Sandbox::new();
+    let deep = format!(
+        "const x = {}1{};\nexport default (pi: any) => {{}};\n",
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    write_tree(&sb, &[("ext/index.ts", &deep)]);
+    let out = sb.root.join("deep.wasm");
+    let (ok, text, written) = build(&sb.path("ext"), &out);
+    assert!(!ok && !written, "{text}");
+    assert!(text.contains("index.ts:1:"), "{text}");
+    assert!(
+        text.contains("brackets nest more than 512 levels deep"),
+        "{text}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One extension cannot stall the host or fill its memory (issue 14, class 2)
+
+#[test]
+fn schemas_exponential_to_validate_are_refused_at_registration() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("resource-floods.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/schemas",
+        "--tool",
+        "bystander_echo",
+    ]);
+    let report = run.report();
+    let doubling = report["doubling"]["error"].as_str().unwrap_or_default();
+    assert!(
+        doubling.contains(
+            "registerTool bomb: its parameter schema stands for more than 20000 subschemas"
+        ),
+        "{report}"
+    );
+    let recursive = report["recursive"]["error"].as_str().unwrap_or_default();
+    assert!(recursive.contains("through anyOf/oneOf"), "{report}");
+    run.assert_bystander_tool_served();
+}
+
+#[test]
+fn queued_messages_bus_payloads_and_entry_bytes_are_capped() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("resource-floods.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "300",
+        "--command",
+        "/queue",
+        "--command",
+        "/bus",
+        "--command",
+        "/entries",
+        "--command",
+        "/bystander",
+    ]);
+    let reports = run.entries("report");
+    let queue = reports[0];
+    let next_turn = queue["next-turn"]["error"].as_str().unwrap_or_default();
+    assert!(
+        next_turn.contains(
+            "messages already wait for the next turn; no more can be queued (per-session limit 64)"
+        ),
+        "{queue}"
+    );
+    let big = queue["big"]["error"].as_str().unwrap_or_default();
+    assert!(big.contains("the limit is 1048576 (1 MiB)"), "{queue}");
+    // 40 payloads of 1 MiB: the first 15 fit in the 16 MiB bus, the rest are dropped and
+    // reported once.
+    let bus_errors: Vec<&Value> = run
+        .errors()
+        .into_iter()
+        .filter(|e| e["event"] == "limit:events:flood")
+        .collect();
+    assert_eq!(bus_errors.len(), 1, "{}", run.dump());
+    assert!(
+        bus_errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("this one and later ones over the limit are dropped")
+    );
+    let entries = reports[1];
+    let refused = entries["entry-bytes"]["error"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("session entries would hold more than 64 MiB"),
+        "{entries}"
+    );
+    let appended = entries["appended"].as_u64().unwrap();
+    assert!((60..64).contains(&appended), "{appended} entries of 1 MiB");
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn a_fifo_in_a_read_grant_is_refused_instead_of_blocking_the_call() {
+    let sb = Sandbox::new();
+    let fifo = sb.root.join("granted/pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: mkfifo is not available");
+        return;
+    }
+    let run = run_within(
+        &[
+            &fixture("special-files.ts"),
+            &bystander(),
+            "--cwd",
+            &sb.ws(),
+            "--allow-write",
+            &sb.granted(),
+            "--command",
+            &format!("/fifo {}", sb.granted()),
+            "--command",
+            "/bystander",
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    let report = run.report();
+    for attempt in ["read", "write"] {
+        let error = report[attempt]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("EPERM: operation not permitted, open")
+                && error
+                    .contains("is a FIFO, socket or device: an extension opens only regular files"),
+            "{attempt}: {report}"
+        );
+        assert_eq!(report[attempt]["code"], "EPERM");
+    }
+    run.assert_bystander_command_served();
+}
+
+#[test]
+fn programs_run_no_longer_than_the_operator_allows_and_count_toward_the_wall_limit() {
+    let sb = Sandbox::new();
+    // --run-timeout caps what an extension asks for.
+    let run = run_pichamber(&[
+        &fixture("special-files.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-run",
+        "sleep",
+        "--allow-unconfined-run",
+        "--run-timeout",
+        "1",
+        "--command",
+        "/long-program",
+        "--command",
+        "/bystander",
+    ]);
+    assert_eq!(
+        run.report()["asks-for-more"],
+        json!({ "ok": { "killed": true } })
+    );
+    run.assert_bystander_command_served();
+    // Time a program takes is the call's: the wall limit stops the call it holds.
+    let run = run_pichamber(&[
+        &fixture("special-files.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--allow-run",
+        "sleep",
+        "--allow-unconfined-run",
+        "--call-wall-timeout",
+        "1",
+        "--command",
+        "/wall",
+        "--command",
+        "/bystander",
+    ]);
+    let errors = run.errors_of("special-files");
+    assert!(
+        errors
+            .first()
+            .is_some_and(|e| e.contains("did not finish within 1.0s (per-call wall-clock limit")),
+        "{errors:?}"
+    );
+    assert!(run.entries("not-reached").is_empty());
+    run.assert_bystander_command_served();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extension text reaches no terminal raw (issue 14, class 4)
+
+/// Text with every kind of sequence that drives a terminal: OSC 52 (clipboard), OSC 0
+/// (window title), CSI (clear screen), a C1 CSI, a bell, a direction override.
+const DRIVES_TERMINAL: &str =
+    "\\u001b]52;c;cHduZWQ=\\u0007\\u001b]0;owned\\u0007\\u001b[2J\\u009b31m\\u202egnp.exe";
+
+fn assert_inert(bytes: &[u8], what: &str) {
+    let text = String::from_utf8_lossy(bytes);
+    for raw in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(
+            !text.contains(raw),
+            "{what}: {raw:?} reached the terminal:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn dialogs_asked_on_a_terminal_show_extension_text_inert() {
+    let sb = Sandbox::new();
+    let ext = sb.root.join("asker.js");
+    std::fs::write(
+        &ext,
+        format!(
+            "module.exports = function (pi) {{\n\
+               const t = \"{DRIVES_TERMINAL}\";\n\
+               pi.registerCommand('ask', {{ handler: async (_a, ctx) => {{\n\
+                 await ctx.ui.select(t, [t + '1', t + '2']);\n\
+                 await ctx.ui.confirm(t, t);\n\
+                 await ctx.ui.input(t, t);\n\
+                 await ctx.ui.editor(t, t);\n\
+               }} }});\n\
+             }};\n"
+        ),
+    )
+    .unwrap();
+    // A pseudo-terminal (util-linux `script`), so the dialogs are asked on it.
+    let line = format!(
+        "{} run {} --command /ask",
+        common::bin().display(),
+        ext.display()
+    );
+    let child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!(
+            "SKIPPED: util-linux `script` is not installed (it provides the pseudo-terminal)"
+        );
+        return;
+    };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"1\ny\nhi\n.\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_inert(&out.stdout, "dialogs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\\u{1b}]52;c;cHduZWQ="),
+        "the escape is shown, made visible:\n{text}"
+    );
+    assert!(text.contains("\\u{202e}gnp.exe"), "{text}");
+}
+
+#[test]
+fn a_build_error_quoting_the_extension_shows_its_text_inert() {
+    let sb = Sandbox::new();
+    write_tree(
+        &sb,
+        &[
+            (
+                "ext/index.ts",
+                &format!(
+                    "import x from \"{DRIVES_TERMINAL}\";\nexport default () => {{ console.log(x); }};\n"
+                ),
+            ),
+            (
+                "ext/package.json",
+                &format!("{{\"name\": \"{DRIVES_TERMINAL}\"}}"),
+            ),
+        ],
+    );
+    let out = common::pichamber(&["build", &sb.path("ext"), "-o", &sb.path("x.wasm")]);
+    assert!(!out.status.success());
+    assert_inert(&out.stderr, "build");
+    assert_inert(&out.stdout, "build");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("\\u{1b}]0;owned"), "{text}");
 }

@@ -32,6 +32,14 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
         }
         text
     };
+    // Opening a FIFO blocks until a writer comes, and reading a device may never end: the
+    // host cannot interrupt a blocked WASI call, so only regular files are opened.
+    if matches!(op, "readFile" | "writeFile" | "copyFile") {
+        special_file_refused(&path)?;
+        if op == "copyFile" {
+            special_file_refused(&a.str(1))?;
+        }
+    }
     match op {
         "readFile" => {
             let bytes = fs::read(&path).map_err(fail)?;
@@ -137,6 +145,17 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
             .map(|p| Value::String(p.to_string_lossy().into_owned()))
             .map_err(fail),
         other => Err(format!("ENOSYS: fs.{other} is not supported")),
+    }
+}
+
+/// Refuses a path that names something other than a regular file or a folder (a FIFO, a
+/// socket, a device); a path that does not exist yet is left to the operation.
+fn special_file_refused(path: &str) -> Result<(), String> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() && !meta.is_dir() => Err(format!(
+            "EPERM: operation not permitted, open '{path}' — {path} is a FIFO, socket or device: an extension opens only regular files, which cannot block it"
+        )),
+        _ => Ok(()),
     }
 }
 

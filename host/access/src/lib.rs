@@ -7,11 +7,11 @@
 //! It owns the rules, not their callers: it knows nothing of artifacts, wasm, sessions or the
 //! GUI; the runtime turns grants into a WASI context, the session asks it to run programs.
 
-pub mod approvals;
+mod approvals;
 mod grants;
 pub mod net;
-pub mod policy;
-pub mod request;
+mod policy;
+mod request;
 pub mod sandbox;
 
 pub use approvals::ApprovalStore;

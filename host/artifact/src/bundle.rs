@@ -4,14 +4,14 @@
 //! and node builtins resolve to the guest shim's virtual modules. CommonJS packages are wrapped
 //! so ES modules can import them.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
     Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, Program,
-    StringLiteral,
+    StringLiteral, TryStatement,
 };
 use oxc_ast_visit::{VisitMut, walk_mut};
 use oxc_codegen::Codegen;
@@ -21,6 +21,8 @@ use oxc_semantic::SemanticBuilder;
 use oxc_span::SourceType;
 use oxc_transformer::{TransformOptions, Transformer};
 use serde::Deserialize;
+
+use crate::package_scope::PackageScope;
 
 /// The virtual modules the guest shim provides, shared with the shim's build.
 const VIRTUAL_MODULES_JSON: &str = include_str!("../../../guest-shim/js/virtual-modules.json");
@@ -253,6 +255,19 @@ fn index_file(dir: &Path) -> Option<PathBuf> {
 
 /// Bundles the extension at `input` (a file, a folder with index.ts, or a pi package).
 pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
+    // oxc's passes recurse per level of nesting: a stack with room for [`MAX_NESTING`]
+    // levels in a debug build too (address space only; the pages used are the ones touched).
+    let input = input.to_path_buf();
+    std::thread::Builder::new()
+        .name("pichamber-bundle".into())
+        .stack_size(256 << 20)
+        .spawn(move || bundle_here(&input))
+        .map_err(|e| plain_error(Path::new("."), format!("cannot start the bundler: {e}")))?
+        .join()
+        .unwrap_or_else(|_| Err(plain_error(Path::new("."), "the bundler failed")))
+}
+
+fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let layout = locate(input)?;
     let aliases = virtual_aliases();
     let resolver = Resolver::new(ResolveOptions {
@@ -275,8 +290,8 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
         ..ResolveOptions::default()
     });
 
-    let mut ids = ModuleIds::new(layout.root.clone());
-    let entry_id = ids.id_for(&layout.entry);
+    let mut ids = PackageScope::new(&layout.root);
+    let entry_id = ids.module_id(&layout.entry);
     let mut queue = VecDeque::from([layout.entry.clone()]);
     let mut done: HashMap<PathBuf, ()> = HashMap::new();
     let mut modules = Vec::new();
@@ -292,7 +307,7 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
             }
         }
         modules.push(BundledModule {
-            id: ids.id_for(&path),
+            id: ids.module_id(&path),
             code: module.code,
             map: module.map,
         });
@@ -373,39 +388,6 @@ fn requested_capabilities(
     }
 }
 
-/// Canonical module ids: `/ext/<path inside the package>`; files outside it get an opaque
-/// `/ext/_external/<n>/<file name>` so no host path reaches the guest or error messages.
-struct ModuleIds {
-    root: PathBuf,
-    external: HashMap<PathBuf, String>,
-}
-
-impl ModuleIds {
-    fn new(root: PathBuf) -> Self {
-        Self {
-            root,
-            external: HashMap::new(),
-        }
-    }
-    fn id_for(&mut self, path: &Path) -> String {
-        if let Ok(rel) = path.strip_prefix(&self.root) {
-            return format!("/ext/{}", rel.to_string_lossy().replace('\\', "/"));
-        }
-        let n = self.external.len();
-        self.external
-            .entry(path.to_path_buf())
-            .or_insert_with(|| {
-                format!(
-                    "/ext/_external/{n}/{}",
-                    path.file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                )
-            })
-            .clone()
-    }
-}
-
 struct TransformedModule {
     code: String,
     map: Option<String>,
@@ -440,7 +422,7 @@ fn transform_module(
     layout: &Layout,
     aliases: &BTreeMap<String, String>,
     resolver: &Resolver,
-    ids: &mut ModuleIds,
+    ids: &mut PackageScope,
 ) -> Result<TransformedModule, BuildError> {
     let shown = display_path(path, layout);
     let source =
@@ -466,6 +448,19 @@ fn transform_module(
     } else {
         source_type
     };
+    // The parser and every pass after it recurse once per level of nesting: a source nested
+    // deeper than any real program is refused before it can overflow the stack.
+    if let Err(offset) = check_nesting(&source) {
+        let (line, column) = line_col(&source, offset as u32);
+        return Err(BuildError {
+            file: shown,
+            line,
+            column,
+            message: format!(
+                "brackets nest more than {MAX_NESTING} levels deep here; pichamber refuses sources nested this deep"
+            ),
+        });
+    }
     let parsed = Parser::new(&allocator, &source, source_type).parse();
     if let Some(error) = parsed
         .diagnostics
@@ -519,14 +514,28 @@ fn transform_module(
         requires: Vec::new(),
         error: None,
         in_cjs: is_cjs,
+        try_depth: 0,
+        optional: HashSet::new(),
+        missing: Vec::new(),
     };
     rewriter.visit_program(&mut program);
+    // A require outside try that did not resolve fails the build, unless the module treats
+    // that name as optional elsewhere (required, or probed with require.resolve, inside try).
+    let missing = std::mem::take(&mut rewriter.missing);
+    for (offset, specifier, message) in missing {
+        if !rewriter.optional.contains(&specifier) {
+            rewriter.fail(
+                offset,
+                format!("{message} (a require outside try/catch must resolve)"),
+            );
+        }
+    }
     if let Some(error) = rewriter.error {
         return Err(error);
     }
     let dependencies = rewriter.dependencies;
     let requires = rewriter.requires;
-    let id = ids.id_for(path);
+    let id = ids.module_id(path);
     let generated = Codegen::new()
         .with_options(oxc_codegen::CodegenOptions {
             source_map_path: Some(PathBuf::from(&id)),
@@ -554,6 +563,160 @@ fn transform_module(
         map,
         dependencies,
     })
+}
+
+/// How deep `(`, `[`, `{` and template `${` may nest in one source file.
+pub const MAX_NESTING: usize = 512;
+
+/// Finds where brackets first nest deeper than [`MAX_NESTING`], reading the source as a
+/// tolerant JavaScript lexer: strings, template literals, comments and regular expressions
+/// (told from division by the token before them) are skipped, so brackets inside them do not
+/// count. An approximation is enough: real code nests a few dozen levels.
+fn check_nesting(source: &str) -> Result<(), usize> {
+    let bytes = source.as_bytes();
+    // Open brackets; `true` for a template's `${`, whose `}` returns to the template.
+    let mut stack: Vec<bool> = Vec::new();
+    // Whether a `/` here starts a regular expression (no value just before it).
+    let mut regex_allowed = true;
+    let mut i = 0;
+    let skip_string = |i: &mut usize, quote: u8| {
+        *i += 1;
+        while *i < bytes.len() && bytes[*i] != quote && bytes[*i] != b'\n' {
+            *i += if bytes[*i] == b'\\' { 2 } else { 1 };
+        }
+        *i += 1;
+    };
+    // Skips template text up to its end (`) or to a `${`; true when it stopped at `${`.
+    let skip_template = |i: &mut usize| -> bool {
+        while *i < bytes.len() {
+            match bytes[*i] {
+                b'\\' => *i += 2,
+                b'`' => {
+                    *i += 1;
+                    return false;
+                }
+                b'$' if bytes.get(*i + 1) == Some(&b'{') => {
+                    *i += 2;
+                    return true;
+                }
+                _ => *i += 1,
+            }
+        }
+        false
+    };
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+                continue;
+            }
+            b'/' if regex_allowed => {
+                i += 1;
+                let mut class = false;
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    match bytes[i] {
+                        b'\\' => i += 1,
+                        b'[' => class = true,
+                        b']' => class = false,
+                        b'/' if !class => break,
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                i += 1;
+                regex_allowed = false;
+                continue;
+            }
+            b'\'' | b'"' => {
+                skip_string(&mut i, c);
+                regex_allowed = false;
+                continue;
+            }
+            b'`' => {
+                i += 1;
+                if skip_template(&mut i) {
+                    stack.push(true);
+                    regex_allowed = true;
+                } else {
+                    regex_allowed = false;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                stack.push(false);
+                regex_allowed = true;
+                i += 1;
+            }
+            b')' | b']' | b'}' => {
+                let template = stack.pop().unwrap_or(false);
+                i += 1;
+                if c == b'}' && template {
+                    if skip_template(&mut i) {
+                        stack.push(true);
+                        regex_allowed = true;
+                        if stack.len() > MAX_NESTING {
+                            return Err(i);
+                        }
+                    } else {
+                        regex_allowed = false;
+                    }
+                    continue;
+                }
+                regex_allowed = c == b'}';
+                continue;
+            }
+            _ if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' => {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'$')
+                {
+                    i += 1;
+                }
+                // After a value a `/` divides; after these keywords it starts a regex.
+                regex_allowed = matches!(
+                    &source[start..i],
+                    "return"
+                        | "typeof"
+                        | "instanceof"
+                        | "in"
+                        | "of"
+                        | "new"
+                        | "delete"
+                        | "void"
+                        | "throw"
+                        | "case"
+                        | "do"
+                        | "else"
+                        | "yield"
+                        | "await"
+                );
+                continue;
+            }
+            _ if c.is_ascii_whitespace() => {
+                i += 1;
+                continue;
+            }
+            _ => {
+                regex_allowed = true;
+                i += 1;
+                continue;
+            }
+        }
+        if stack.len() > MAX_NESTING {
+            return Err(i);
+        }
+    }
+    Ok(())
 }
 
 fn looks_commonjs(path: &Path, source: &str, layout: &Layout) -> bool {
@@ -697,7 +860,7 @@ struct SpecifierRewriter<'a, 'b> {
     importer: &'b Path,
     aliases: &'b BTreeMap<String, String>,
     resolver: &'b Resolver,
-    ids: &'b mut ModuleIds,
+    ids: &'b mut PackageScope,
     source: &'b str,
     shown: &'b str,
     dependencies: Vec<PathBuf>,
@@ -705,16 +868,31 @@ struct SpecifierRewriter<'a, 'b> {
     requires: Vec<(String, Option<String>)>,
     error: Option<BuildError>,
     in_cjs: bool,
+    /// How many `try` blocks the visitor is inside: a `require` there may be optional.
+    try_depth: usize,
+    /// Specifiers this module requires or probes (`require.resolve`) inside `try`.
+    optional: HashSet<String>,
+    /// Requires outside `try` that did not resolve: offset, specifier, why.
+    missing: Vec<(u32, String, String)>,
+}
+
+/// Why a specifier did not give a module.
+enum Unresolved {
+    /// Nothing answers to it (no such file or package, a builtin pichamber lacks): an
+    /// optional `require` inside `try` tolerates it, as Node does at run time.
+    Missing(String),
+    /// It names a file the build may not read (see [`PackageScope`]): never tolerated.
+    Refused(String),
 }
 
 impl<'a> SpecifierRewriter<'a, '_> {
     /// Resolves one specifier to a canonical id (and records file dependencies).
-    fn resolve(&mut self, specifier: &str) -> Result<String, String> {
+    fn resolve(&mut self, specifier: &str) -> Result<String, Unresolved> {
         if let Some(id) = self.aliases.get(specifier) {
             return Ok(id.clone());
         }
         if let Some(builtin) = specifier.strip_prefix("node:") {
-            return Err(format!(
+            return Err(Unresolved::Missing(format!(
                 "node:{builtin} is not available inside a pichamber extension (available: {})",
                 self.aliases
                     .keys()
@@ -722,24 +900,29 @@ impl<'a> SpecifierRewriter<'a, '_> {
                     .cloned()
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
+            )));
         }
         for prefix in ["@mariozechner/", "@earendil-works/"] {
             if specifier.starts_with(prefix) {
-                return Err(format!(
+                return Err(Unresolved::Missing(format!(
                     "'{specifier}' is not provided by pichamber; import the package root instead"
-                ));
+                )));
             }
         }
         let dir = self.importer.parent().unwrap_or(Path::new("/"));
         match self.resolver.resolve(dir, specifier) {
             Ok(resolution) => {
+                self.ids
+                    .admit(self.importer, specifier, resolution.path())
+                    .map_err(Unresolved::Refused)?;
                 let path = resolution.full_path();
-                let id = self.ids.id_for(&path);
+                let id = self.ids.module_id(&path);
                 self.dependencies.push(path);
                 Ok(id)
             }
-            Err(e) => Err(format!("cannot resolve '{specifier}': {e}")),
+            Err(e) => Err(Unresolved::Missing(format!(
+                "cannot resolve '{specifier}': {e}"
+            ))),
         }
     }
 
@@ -753,15 +936,21 @@ impl<'a> SpecifierRewriter<'a, '_> {
                 literal.value = id.into();
                 literal.raw = None;
             }
-            Err(message) => {
-                let (line, column) = line_col(self.source, literal.span.start);
-                self.error = Some(BuildError {
-                    file: self.shown.to_owned(),
-                    line,
-                    column,
-                    message,
-                });
+            Err(Unresolved::Missing(message) | Unresolved::Refused(message)) => {
+                self.fail(literal.span.start, message);
             }
+        }
+    }
+
+    fn fail(&mut self, offset: u32, message: String) {
+        if self.error.is_none() {
+            let (line, column) = line_col(self.source, offset);
+            self.error = Some(BuildError {
+                file: self.shown.to_owned(),
+                line,
+                column,
+                message,
+            });
         }
     }
 }
@@ -795,14 +984,85 @@ impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
             && it.arguments.len() == 1
             && let Some(Argument::StringLiteral(literal)) = it.arguments.first()
         {
-            let specifier = literal.value.to_string();
+            let (specifier, offset) = (literal.value.to_string(), literal.span.start);
             if !self.requires.iter().any(|(s, _)| *s == specifier) {
-                // An unresolvable require (an optional dependency) throws when it runs,
-                // as in Node, instead of failing the build.
-                let target = self.resolve(&specifier).ok();
+                if self.try_depth > 0 {
+                    self.optional.insert(specifier.clone());
+                }
+                let target = match self.resolve(&specifier) {
+                    Ok(id) => Some(id),
+                    // An optional dependency (`try { require("x") } catch {}`) throws
+                    // MODULE_NOT_FOUND when it runs, as in Node.
+                    Err(Unresolved::Missing(_)) if self.try_depth > 0 => None,
+                    Err(Unresolved::Missing(message)) => {
+                        self.missing.push((offset, specifier.clone(), message));
+                        None
+                    }
+                    Err(Unresolved::Refused(message)) => {
+                        self.fail(offset, message);
+                        None
+                    }
+                };
                 self.requires.push((specifier, target));
             }
         }
+        // `try { require.resolve("x") } catch {}`: the module probes for x, so x is optional.
+        if self.in_cjs
+            && self.try_depth > 0
+            && let Expression::StaticMemberExpression(member) = &it.callee
+            && matches!(&member.object, Expression::Identifier(id) if id.name == "require")
+            && member.property.name == "resolve"
+            && let Some(Argument::StringLiteral(literal)) = it.arguments.first()
+        {
+            self.optional.insert(literal.value.to_string());
+        }
         walk_mut::walk_call_expression(self, it);
+    }
+
+    fn visit_try_statement(&mut self, it: &mut TryStatement<'a>) {
+        self.try_depth += 1;
+        self.visit_block_statement(&mut it.block);
+        self.try_depth -= 1;
+        if let Some(handler) = &mut it.handler {
+            self.visit_catch_clause(handler);
+        }
+        if let Some(finalizer) = &mut it.finalizer {
+            self.visit_block_statement(finalizer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_counted_outside_strings_comments_templates_and_regexes() {
+        let deep = |n: usize| format!("x = {}1{};", "[".repeat(n), "]".repeat(n));
+        assert_eq!(check_nesting(&deep(MAX_NESTING)), Ok(()));
+        assert!(check_nesting(&deep(MAX_NESTING + 1)).is_err());
+        let braces = "{".repeat(MAX_NESTING + 10);
+        for quiet in [
+            format!("'{braces}'"),
+            format!("\"{braces}\""),
+            format!("// {braces}\n"),
+            format!("/* {braces} */"),
+            format!("`{braces}`"),
+            format!("const r = /{braces}/;"),
+            format!("x = a / b; y = /[{braces}]/g;"),
+        ] {
+            assert_eq!(check_nesting(&quiet), Ok(()), "{quiet}");
+        }
+        // Template substitutions nest like brackets.
+        let nested = format!(
+            "{}x{}",
+            "`${".repeat(MAX_NESTING + 1),
+            "}`".repeat(MAX_NESTING + 1)
+        );
+        assert!(check_nesting(&nested).is_err());
+        assert_eq!(
+            check_nesting("a = `x${ {b: [1]} }y${c}`; d = e / f / g;"),
+            Ok(())
+        );
     }
 }

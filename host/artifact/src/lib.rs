@@ -9,6 +9,7 @@
 //! takes only the type of the capability requests a manifest carries.
 
 pub mod bundle;
+mod package_scope;
 pub mod source_map;
 
 use std::borrow::Cow;
@@ -129,6 +130,25 @@ impl Artifact {
                 root: bundle.root.clone(),
             }),
         }
+    }
+
+    /// Every file the build bundled, as a reviewer reads it: its path in the package, or for
+    /// a dependency found outside the package folder (npm's flat layout, a workspace link)
+    /// `<package>/<path in it>` marked so.
+    pub fn bundled_files(&self) -> Vec<String> {
+        self.modules
+            .iter()
+            .map(|m| {
+                let id = m.id.strip_prefix("/ext/").unwrap_or(&m.id);
+                match id
+                    .strip_prefix("_external/")
+                    .and_then(|r| r.split_once('/'))
+                {
+                    Some((_, path)) => format!("{path} (a dependency outside the package folder)"),
+                    None => id.to_owned(),
+                }
+            })
+            .collect()
     }
 
     /// The component's bytes (reads them from the file when they live there).

@@ -8,10 +8,10 @@
 //!
 //! Built on the session crate's launch; nothing depends on it but the `pichamber` binary.
 
-pub mod expect;
-pub mod report;
-pub mod runner;
-pub mod scenario;
+mod expect;
+mod report;
+mod runner;
+mod scenario;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,18 +50,9 @@ pub struct CheckArgs {
     pub audit: Option<PathBuf>,
 }
 
-/// Text for a terminal: control characters other than newline and tab become U+FFFD
-/// (extension text must not drive the terminal).
+/// Text for a terminal: extension text must not drive it.
 fn terminal_safe(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect()
+    pichamber_session::terminal::escape(text)
 }
 
 fn print(text: &str) {

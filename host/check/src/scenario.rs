@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use pichamber_model::scripted::Turn;
 
-/// The JSON Schema of a scenario file, as published in docs/.
-pub const SCHEMA: &str = include_str!("../../../docs/check-scenario.schema.json");
+/// The JSON Schema of a scenario file, as published in docs/ (checked against the types).
+#[cfg(test)]
+const SCHEMA: &str = include_str!("../../../docs/check-scenario.schema.json");
 
 /// One scenario file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -28,21 +28,12 @@ macro_rules! esay {
     }};
 }
 
-/// Text for a terminal: control characters other than newline and tab (escape sequences
-/// that could clear the screen, move the cursor or set the clipboard) become U+FFFD, and
-/// every continuation line is indented, so text cannot pass for a line of its own (a forged
-/// "error: ..."). Extension text is untrusted; `--json` output is JSON-escaped already.
+/// Text for a terminal: control characters and direction overrides made visible (see
+/// `pichamber_session::terminal`), and every continuation line indented, so text cannot pass
+/// for a line of its own (a forged "error: ..."). Extension text is untrusted; `--json`
+/// output is JSON-escaped already.
 fn terminal_safe(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\n  "),
-            '\t' => out.push(c),
-            c if c.is_control() => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
+    pichamber_session::terminal::escape(text).replace('\n', "\n  ")
 }
 use pichamber_access::Grants;
 use pichamber_artifact::bundle;
@@ -280,10 +271,14 @@ struct LimitArgs {
     /// Seconds one call may run guest code before it is stopped (waiting on dialogs does not count).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     call_timeout: f64,
-    /// Seconds one call may take in all, awaiting timers included (time awaiting dialogs and
-    /// programs, which have their own timeouts, does not count).
+    /// Seconds one call may take in all, awaiting timers, programs and fetches included (time
+    /// awaiting a person's answer to a dialog does not count).
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     call_wall_timeout: f64,
+    /// Seconds a program the extension runs may take: the default and the most an extension
+    /// may ask for with pi.exec's timeout.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    run_timeout: f64,
     /// Memory limit of each extension instance, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     memory_limit: usize,
@@ -348,10 +343,21 @@ pub fn main() -> ExitCode {
         .without_time()
         .with_target(false)
         .init();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    // A server runs one task per session on a thread per core, so one session's work does
+    // not wait for another's; a headless command is one session, on one thread.
+    let serves = match &cli.command {
+        Command::Serve(_) => true,
+        Command::Run(args) => matches
+            .subcommand_matches("run")
+            .is_some_and(|m| serves_gui(args, m)),
+        _ => false,
+    };
+    let mut builder = if serves {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = builder.enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Build(args) => build(args),
@@ -373,7 +379,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            esay!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -385,7 +391,7 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
     let bundle = match bundle::bundle(&args.ext) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("{e}");
+            esay!("{e}");
             return Ok(ExitCode::FAILURE);
         }
     };
@@ -398,7 +404,7 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
     let tmp = output.with_extension("wasm.partial");
     std::fs::write(&tmp, &bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &output).with_context(|| format!("cannot write {}", output.display()))?;
-    eprintln!(
+    esay!(
         "built {} ({} module{}, {} KiB) -> {}",
         artifact.manifest.name,
         artifact.modules.len(),
@@ -499,14 +505,14 @@ fn discovered_extensions(cwd: &Path, trust_project: bool) -> Vec<PathBuf> {
     let agent_dir = discovery::agent_dir();
     let found = discovery::discover(cwd, &agent_dir, trust_project);
     if !found.untrusted.is_empty() {
-        eprintln!(
+        esay!(
             "note: {} project extension(s) in {} not loaded; trust the project with --trust-project to load them",
             found.untrusted.len(),
             cwd.join(".pi").display()
         );
     }
     for missing in &found.missing {
-        eprintln!("warning: configured extension not found: {missing}");
+        esay!("warning: configured extension not found: {missing}");
     }
     found.extensions
 }
@@ -598,7 +604,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
                 SessionStore::open_or_create(path, &cwd.to_string_lossy(), SyncPolicy::EveryEntry)
                     .with_context(|| format!("--session {}", path.display()))?;
             if !report.is_clean() {
-                eprintln!("warning: {}: {report}", path.display());
+                esay!("warning: {}: {report}", path.display());
             }
             Some(store)
         }
@@ -607,6 +613,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
     let instance = InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
         call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
+        run_timeout: Duration::from_secs_f64(args.limits.run_timeout.max(0.01)),
         memory_limit: args.limits.memory_limit.max(16) << 20,
         grants: Arc::new(Grants {
             read: args.grants.allow_read.clone(),
@@ -669,12 +676,19 @@ fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
     files
 }
 
+/// `run` with no step to run headless (and nothing asking for headless output) serves the GUI.
+fn serves_gui(args: &RunArgs, matches: &ArgMatches) -> bool {
+    ordered_steps(args, matches).is_ok_and(|steps| steps.is_empty())
+        && !args.json
+        && !args.no_ui
+        && args.answer.is_empty()
+}
+
 async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
-    let steps = ordered_steps(&args, matches)?;
-    // No step to run headless: serve the GUI instead.
-    if steps.is_empty() && !args.json && !args.no_ui && args.answer.is_empty() {
+    if serves_gui(&args, matches) {
         return run_gui(&args.common).await;
     }
+    let steps = ordered_steps(&args, matches)?;
     let common = &args.common;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let asks_on_terminal = args.answer.is_empty() && !args.ui && !args.no_ui && interactive;
@@ -713,18 +727,18 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
         }
         // A prompt's own error (no model, a busy agent) has no event of its own.
         if let (true, Some(e)) = (is_prompt, &outcome.error) {
-            eprintln!("error: {e}");
+            esay!("error: {e}");
         }
     }
     session.poll().await;
     session.shutdown().await;
     // A scripted run that did not go as scripted is a failed run.
     for problem in scripted.problems() {
-        eprintln!("error: {problem}");
+        esay!("error: {problem}");
         failed.store(true, Ordering::Relaxed);
     }
     if has_ui && scripted.remaining() > 0 && !args.answer.is_empty() {
-        eprintln!(
+        esay!(
             "warning: {} --answer value(s) were not used (no dialog asked for them)",
             scripted.remaining()
         );
@@ -1042,6 +1056,11 @@ fn print_inspection(report: &Value) {
         "  capabilities: {}",
         pichamber_access::Requests::describe_manifest(&m["capabilities"])
     );
+    let files = report["files"].as_array().cloned().unwrap_or_default();
+    say!("  files:        {} bundled", files.len());
+    for file in &files {
+        say!("    {}", file.as_str().unwrap_or_default());
+    }
     if report["loaded"] != json!(true) {
         for e in report["errors"].as_array().into_iter().flatten() {
             say!("  LOAD FAILED:  {}", e.as_str().unwrap_or_default());

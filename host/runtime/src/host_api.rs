@@ -15,6 +15,7 @@ use super::instance::{ExtensionState, WallDeadlineExceeded};
 use super::limits::{Exceeded, Kind};
 use super::pichamber::extension::host::Host;
 use super::pichamber::extension::types;
+use super::schema_cost::check_schema_cost;
 use super::ui::{DialogAnswer, UiRequest};
 use super::wit::{
     Completion, Dialog, DialogAnswer as WitAnswer, FlagType, LogLevel, NotifyKind, Operation,
@@ -134,6 +135,8 @@ impl Host for ExtensionState {
                     tool.name
                 ));
             }
+            check_schema_cost(&parameters)
+                .map_err(|e| format!("registerTool {}: {e}", tool.name))?;
             let bytes = tool.name.len()
                 + tool.label.len()
                 + tool.description.len()
@@ -498,6 +501,7 @@ impl Host for ExtensionState {
     }
 
     fn start(&mut self, op: Operation) -> Result<Result<u32, String>> {
+        let person = matches!(op, Operation::Dialog(_));
         let work = match op {
             Operation::Dialog(dialog) => {
                 let request = match Self::dialog_request(dialog) {
@@ -527,13 +531,16 @@ impl Host for ExtensionState {
                     .boxed()
                 }
             }
-            Operation::Exec(request) => {
+            Operation::Exec(mut request) => {
+                // The operator's --run-timeout is the default and the most a program may run.
+                let most = u32::try_from(self.run_timeout.as_millis()).unwrap_or(u32::MAX);
+                request.timeout_ms = Some(request.timeout_ms.unwrap_or(most).min(most));
                 let work = host_work(request);
                 let done = self.host.work(&self.grants, work);
                 async move { Outcome::Exec(done.await) }.boxed()
             }
         };
-        Ok(self.operations.start(work))
+        Ok(self.operations.start(work, person))
     }
 
     fn cancel(&mut self, id: u32) -> Result<()> {
@@ -548,22 +555,22 @@ impl Host for ExtensionState {
         let pending = self.operations.pending() > 0;
         let waited = timeout_ms.is_some() || pending;
         let asked = timeout_ms.map(Duration::from_millis);
-        let completion = if pending {
-            // A dialog or a program is pending: each ends at its own timeout (or when a person
-            // answers), so time spent on them is not charged to the call's wall budget.
+        let completion = if self.operations.person_pending() {
+            // A dialog is pending: a person answers in their own time (each dialog ends at
+            // its own timeout), which is not charged to the call's wall budget.
             let started = Instant::now();
             let completion = self.operations.wait(asked).await;
             self.excluded += started.elapsed();
             completion
         } else {
-            // Only timers are left: they may wait as long as the wall budget allows.
+            // Timers, programs and fetches wait as long as the wall budget allows.
             let left = self.wall_left();
             match asked {
-                Some(asked) if asked > left => {
-                    self.operations.wait(Some(left)).await;
-                    return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
-                }
-                _ => self.operations.wait(asked).await,
+                Some(asked) if asked <= left => self.operations.wait(Some(asked)).await,
+                _ => match self.operations.wait(Some(left)).await {
+                    Some(completion) => Some(completion),
+                    None => return Err(WallDeadlineExceeded(self.call_wall_timeout).into()),
+                },
             }
         };
         if waited {

@@ -32,9 +32,11 @@ pub struct InstanceOptions {
     /// Wall time a single call may spend running guest code (time awaiting dialogs, programs
     /// and timers does not count).
     pub call_timeout: Duration,
-    /// Wall time a single call may take in all, running or awaiting timers; time while a
-    /// dialog or a program (each bounded by its own timeout) is pending does not count.
+    /// Wall time a single call may take in all, running guest code or awaiting timers,
+    /// programs and fetches; time while a dialog waits on a person does not count.
     pub call_wall_timeout: Duration,
+    /// The default and the longest time a program run for the extension may take.
+    pub run_timeout: Duration,
     /// Linear memory of the instance.
     pub memory_limit: usize,
     pub grants: Arc<Grants>,
@@ -47,6 +49,7 @@ impl Default for InstanceOptions {
         Self {
             call_timeout: Duration::from_secs(10),
             call_wall_timeout: Duration::from_secs(300),
+            run_timeout: pichamber_access::EXEC_DEFAULT_TIMEOUT,
             memory_limit: 256 << 20,
             grants: Arc::new(Grants::default()),
             determinism: None,
@@ -70,10 +73,12 @@ pub struct ExtensionState {
     call_timeout: Duration,
     /// When the current call began.
     call_started: Instant,
-    /// Time of the current call spent awaiting dialogs and programs (not charged to the wall
-    /// budget: they have their own timeouts).
+    /// Time of the current call spent awaiting a person's answer to a dialog (not charged to
+    /// the wall budget: each dialog has its own timeout).
     pub(super) excluded: Duration,
     pub(super) call_wall_timeout: Duration,
+    /// The most a program run for the extension may take (`--run-timeout`).
+    pub(super) run_timeout: Duration,
     /// Maps positions in error texts back to the extension's sources.
     pub(super) source_maps: Arc<SourceMaps>,
     /// Volume budgets of console output, UI updates and dialogs.
@@ -131,7 +136,7 @@ impl std::fmt::Display for WallDeadlineExceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "did not finish within {:.1}s (per-call wall-clock limit, time awaiting dialogs and programs not counted; raise it with --call-wall-timeout=SECONDS)",
+            "did not finish within {:.1}s (per-call wall-clock limit, time awaiting a dialog's answer not counted; raise it with --call-wall-timeout=SECONDS)",
             self.0.as_secs_f64()
         )
     }
@@ -251,6 +256,7 @@ impl ExtensionInstance {
             call_started: Instant::now(),
             excluded: Duration::ZERO,
             call_wall_timeout: options.call_wall_timeout,
+            run_timeout: options.run_timeout,
             source_maps: Arc::new(artifact.source_maps()),
             logs: Meter::logs(),
             ui: Meter::ui(),

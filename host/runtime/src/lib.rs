@@ -12,8 +12,9 @@ pub mod boundary;
 mod extension_host;
 mod host_api;
 mod instance;
-pub mod limits;
+mod limits;
 mod operations;
+pub mod schema_cost;
 pub mod ui;
 mod wasi;
 

@@ -1,6 +1,8 @@
 //! Budgets of one extension instance for host calls that amplify: output volume (console lines,
-//! UI events, dialogs) per call and per second, session entries, and what its registrations
-//! keep in host memory (outside `--memory-limit`). SECURITY.md lists them with their defaults.
+//! UI events, dialogs) per call and per second, and what its registrations keep in host memory
+//! (outside `--memory-limit`). What it adds to the session (entries, queued messages, bus
+//! payloads) is the session's to count (`pichamber_session`'s port). SECURITY.md lists them all
+//! with their defaults.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -40,9 +42,6 @@ pub const DIALOGS_PER_SECOND: Cap = Cap {
     bytes: usize::MAX,
 };
 
-/// Session entries one instance may append (custom entries, custom messages, labels, names,
-/// thinking-level changes).
-pub const MAX_ENTRIES: usize = 100_000;
 /// Registrations of one kind (tools, commands, flags, ...) one instance may hold.
 pub const MAX_REGISTRATIONS_PER_KIND: usize = 10_000;
 /// Bytes all registrations of one instance may hold in host memory.

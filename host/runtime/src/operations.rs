@@ -1,6 +1,7 @@
-//! Work a guest started (dialogs, exec) and collects with `wait`: futures owned by the
+//! Work a guest started (dialogs, exec, fetch) and collects with `wait`: futures owned by the
 //! instance's store, polled only while the guest is suspended in `wait`, so thousands of idle
-//! sessions cost no threads.
+//! sessions cost no threads. Each is marked by whether it waits on a person (a dialog), whose
+//! time the call's wall-clock budget does not count.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,7 +20,8 @@ pub const MAX_PENDING: usize = 256;
 pub struct Operations {
     next_id: u32,
     running: FuturesUnordered<Running>,
-    handles: HashMap<u32, AbortHandle>,
+    /// The abort handle of each pending operation, and whether it waits on a person.
+    handles: HashMap<u32, (AbortHandle, bool)>,
 }
 
 impl Operations {
@@ -27,7 +29,16 @@ impl Operations {
         self.handles.len()
     }
 
-    pub fn start(&mut self, work: BoxFuture<'static, Outcome>) -> Result<u32, String> {
+    /// Whether a pending operation waits on a person (a dialog).
+    pub fn person_pending(&self) -> bool {
+        self.handles.values().any(|(_, person)| *person)
+    }
+
+    pub fn start(
+        &mut self,
+        work: BoxFuture<'static, Outcome>,
+        waits_on_person: bool,
+    ) -> Result<u32, String> {
         if self.handles.len() >= MAX_PENDING {
             return Err(format!("too many pending operations (limit {MAX_PENDING})"));
         }
@@ -36,12 +47,12 @@ impl Operations {
         let (handle, registration) = AbortHandle::new_pair();
         let work = Abortable::new(work, registration);
         self.running.push(Box::pin(async move { (id, work.await) }));
-        self.handles.insert(id, handle);
+        self.handles.insert(id, (handle, waits_on_person));
         Ok(id)
     }
 
     pub fn cancel(&mut self, id: u32) {
-        if let Some(handle) = self.handles.remove(&id) {
+        if let Some((handle, _)) = self.handles.remove(&id) {
             handle.abort();
         }
     }
@@ -78,7 +89,7 @@ impl Operations {
     }
 
     pub fn cancel_all(&mut self) {
-        for (_, handle) in self.handles.drain() {
+        for (_, (handle, _)) in self.handles.drain() {
             handle.abort();
         }
     }

@@ -6,7 +6,7 @@
 //!
 //! Nothing depends on it but the `pichamber` binary.
 
-pub mod approval;
+mod approval;
 pub mod config;
 pub mod hub;
 

@@ -66,7 +66,7 @@ impl CompactionSettings {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({
             "enabled": self.enabled,
             "reserveTokens": self.reserve_tokens,
@@ -961,8 +961,8 @@ async fn complete(
         .join("\n"))
 }
 
-/// pi's `compact`: summarises the preparation with `model` (thinking off) and appends the
-/// file lists. See [`summarize_with_thinking`].
+/// pi's `compact` with thinking off (the tests' shorthand for [`summarize_with_thinking`]).
+#[cfg(test)]
 pub async fn summarize(
     model: &ModelClient,
     preparation: &Preparation,
@@ -1117,15 +1117,6 @@ pub enum AutoCompactionReason {
     Overflow,
     /// The context is past the threshold: compact, no retry.
     Threshold,
-}
-
-impl AutoCompactionReason {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            AutoCompactionReason::Overflow => "overflow",
-            AutoCompactionReason::Threshold => "threshold",
-        }
-    }
 }
 
 /// The decision of pi's `_checkCompaction` after `assistant` ended a run (or before a prompt,

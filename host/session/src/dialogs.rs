@@ -138,38 +138,48 @@ impl DialogResponder for TerminalDialogs {
 
 fn ask_on_terminal(request: &UiRequest) -> DialogAnswer {
     let mut err = std::io::stderr().lock();
+    // Every text shown is the extension's: it must not drive the terminal.
+    let shown = |text: &str| super::terminal::escape(text);
     let prompt = match request {
         UiRequest::Select { title, options, .. } => {
-            let _ = writeln!(err, "? {title}");
+            let _ = writeln!(err, "? {}", shown(title));
             for (i, o) in options.iter().enumerate() {
-                let _ = writeln!(err, "  {}. {o}", i + 1);
+                let _ = writeln!(err, "  {}. {}", i + 1, shown(o));
             }
             "choose a number (empty cancels): ".to_string()
         }
-        UiRequest::Confirm { title, message, .. } => format!("? {title}\n  {message}\n  [y/N]: "),
+        UiRequest::Confirm { title, message, .. } => {
+            format!("? {}\n  {}\n  [y/N]: ", shown(title), shown(message))
+        }
         UiRequest::Input {
             title, placeholder, ..
         } => {
             format!(
-                "? {title}{}: ",
+                "? {}{}: ",
+                shown(title),
                 placeholder
                     .as_deref()
-                    .map(|p| format!(" ({p})"))
+                    .map(|p| format!(" ({})", shown(p)))
                     .unwrap_or_default()
             )
         }
         UiRequest::Editor { title, prefill, .. } => {
             let _ = writeln!(
                 err,
-                "? {title} (end with a line containing only '.'; empty first line cancels)"
+                "? {} (end with a line containing only '.'; empty first line cancels)",
+                shown(title)
             );
             if let Some(p) = prefill {
-                let _ = writeln!(err, "  prefill:\n{p}");
+                let _ = writeln!(err, "  prefill:\n{}", shown(p));
             }
             String::new()
         }
         UiRequest::Form { title, fields, .. } => {
-            format!("? {title}\n  fields: {fields}\n  values as a JSON object: ")
+            format!(
+                "? {}\n  fields: {}\n  values as a JSON object: ",
+                shown(title),
+                shown(&fields.to_string())
+            )
         }
         _ => return DialogAnswer::cancelled(),
     };
@@ -205,7 +215,7 @@ fn ask_on_terminal(request: &UiRequest) -> DialogAnswer {
             confirmed: matches!(line.to_ascii_lowercase().as_str(), "y" | "yes"),
         },
         _ => interpret_answer(&line, request).unwrap_or_else(|e| {
-            let _ = writeln!(std::io::stderr(), "  {e}; cancelled");
+            let _ = writeln!(std::io::stderr(), "  {}; cancelled", shown(&e));
             DialogAnswer::cancelled()
         }),
     }

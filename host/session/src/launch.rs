@@ -204,6 +204,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         .collect();
     let report = json!({
         "manifest": artifact.manifest,
+        "files": artifact.bundled_files(),
         "loaded": loaded,
         "errors": *errors.lock().unwrap(),
         "tools": tools,

@@ -10,23 +10,24 @@
 //! It implements the runtime's `ExtensionHost` ([`port`]); it knows no transport: HTTP, RPC and
 //! the terminal are its clients, through [`EventSink`] and [`DialogResponder`].
 
-pub mod agent_loop;
-pub mod branch_summary;
-pub mod compact;
-pub mod compaction;
-pub mod dialogs;
+mod agent_loop;
+mod branch_summary;
+mod compact;
+mod compaction;
+mod dialogs;
 pub mod discovery;
 pub mod events;
 pub mod export_html;
 pub mod launch;
-pub mod lifecycle;
+mod lifecycle;
 pub mod messages;
-pub mod port;
+mod port;
 pub mod resources;
 pub mod retry;
 pub mod state;
 pub mod store;
-pub mod system_prompt;
+mod system_prompt;
+pub mod terminal;
 pub mod tool_calls;
 
 use std::sync::{Arc, Mutex};
@@ -607,7 +608,14 @@ impl Session {
     /// Delivers queued event-bus messages to every extension but the sender.
     async fn flush_bus(&mut self) {
         for _ in 0..MAX_BUS_DELIVERIES {
-            let next = self.shared.state.lock().unwrap().bus.pop_front();
+            let next = {
+                let mut state = self.shared.state.lock().unwrap();
+                let next = state.bus.pop_front();
+                if let Some((_, channel, data)) = &next {
+                    state.bus_bytes = state.bus_bytes.saturating_sub(channel.len() + data.len());
+                }
+                next
+            };
             let Some((from, channel, data)) = next else {
                 return;
             };
@@ -621,7 +629,9 @@ impl Session {
                 }
             }
         }
-        self.shared.state.lock().unwrap().bus.clear();
+        let mut state = self.shared.state.lock().unwrap();
+        state.bus.clear();
+        state.bus_bytes = 0;
     }
 
     /// Gives every extension a chance to run work it left behind (due timers, completed

@@ -21,6 +21,17 @@ use pichamber_runtime::{ExtensionHost, FlagSpec, HostWork, SessionFacts};
 /// Session entries one extension may append (custom entries, custom messages, labels, names,
 /// thinking-level changes), counted across restarts of its instance.
 pub const MAX_ENTRIES: usize = 100_000;
+/// Bytes of session entries one extension may append (they stay in host memory, outside its
+/// `--memory-limit`, for the session's life).
+pub const MAX_ENTRY_BYTES: usize = 64 << 20;
+/// Messages that may wait in a session's queues for the next turn (steering, follow-up,
+/// next-turn, triggered turns), and the size of one: they are host memory until delivered.
+pub const MAX_QUEUED_MESSAGES: usize = 64;
+pub const MAX_QUEUED_MESSAGE_BYTES: usize = 1 << 20;
+/// Bytes of event-bus payloads waiting for delivery in a session.
+pub const MAX_BUS_BYTES: usize = 16 << 20;
+/// Event-bus messages waiting for delivery in a session.
+pub const MAX_BUS_MESSAGES: usize = 10_000;
 /// Largest session `getTree` serves (its JSON nests one level per entry of a chain).
 pub const MAX_TREE_ENTRIES: usize = 2000;
 
@@ -29,8 +40,11 @@ pub struct ExtensionPort {
     /// The extension's place in load order.
     index: usize,
     name: String,
-    /// Session entries it appended.
+    /// Session entries it appended, and their bytes.
     entries_appended: AtomicUsize,
+    entry_bytes: AtomicUsize,
+    /// A bus message was dropped and reported (reported once).
+    bus_refusal_reported: std::sync::atomic::AtomicBool,
 }
 
 impl ExtensionPort {
@@ -40,14 +54,23 @@ impl ExtensionPort {
             index,
             name: name.to_owned(),
             entries_appended: AtomicUsize::new(0),
+            entry_bytes: AtomicUsize::new(0),
+            bus_refusal_reported: Default::default(),
         }
     }
 
-    /// Whether this extension may append another session entry.
-    fn entry_budget(&self) -> Result<(), String> {
+    /// Whether this extension may append another session entry holding about `bytes`.
+    fn entry_budget(&self, bytes: usize) -> Result<(), String> {
         if self.entries_appended.load(Ordering::Relaxed) >= MAX_ENTRIES {
             return Err(format!(
                 "this extension appended {MAX_ENTRIES} entries to the session; no more can be appended (per-extension limit)"
+            ));
+        }
+        let used = self.entry_bytes.load(Ordering::Relaxed);
+        if used.saturating_add(bytes) > MAX_ENTRY_BYTES {
+            return Err(format!(
+                "this extension's session entries would hold more than {} MiB; no more can be appended (per-extension limit)",
+                MAX_ENTRY_BYTES >> 20
             ));
         }
         Ok(())
@@ -55,8 +78,35 @@ impl ExtensionPort {
 
     /// Counts an appended entry and tells the clients.
     fn appended(&self, entry: Value) {
-        self.entries_appended.fetch_add(1, Ordering::Relaxed);
+        self.count_entry(&entry);
         self.shared.emit(SessionEvent::Entry { entry });
+    }
+
+    fn count_entry(&self, entry: &Value) {
+        self.entries_appended.fetch_add(1, Ordering::Relaxed);
+        let bytes = serde_json::to_string(entry).map_or(0, |t| t.len());
+        self.entry_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether one more message may wait in the session's queues.
+    fn queue_budget(state: &super::SessionState, message: &Value) -> Result<(), String> {
+        let agent = &state.agent;
+        let waiting = agent.steering.len()
+            + agent.follow_up.len()
+            + agent.next_turn.len()
+            + agent.requests.len();
+        if waiting >= MAX_QUEUED_MESSAGES {
+            return Err(format!(
+                "{waiting} messages already wait for the next turn; no more can be queued (per-session limit {MAX_QUEUED_MESSAGES})"
+            ));
+        }
+        let bytes = serde_json::to_string(message).map_or(0, |t| t.len());
+        if bytes > MAX_QUEUED_MESSAGE_BYTES {
+            return Err(format!(
+                "a message to queue for the next turn is {bytes} bytes; the limit is {MAX_QUEUED_MESSAGE_BYTES} (1 MiB)"
+            ));
+        }
+        Ok(())
     }
 
     fn ui_event(&self, request: UiRequest) {
@@ -217,6 +267,12 @@ impl ExtensionHost for ExtensionPort {
         let custom = messages::custom_message(&message);
         let deliver_as = options.get("deliverAs").and_then(Value::as_str);
         let mut state = self.shared.state.lock().unwrap();
+        let queued = deliver_as == Some("nextTurn")
+            || state.agent.streaming
+            || options.get("triggerTurn") == Some(&json!(true));
+        if queued {
+            Self::queue_budget(&state, &custom).map_err(|e| format!("sendMessage: {e}"))?;
+        }
         let agent = &mut state.agent;
         // pi's sendCustomMessage: queue while a run streams, start a turn when asked to,
         // otherwise just record the message in the context and the session.
@@ -231,7 +287,7 @@ impl ExtensionHost for ExtensionPort {
         } else if options.get("triggerTurn") == Some(&json!(true)) {
             agent.requests.push_back(AgentRequest::CustomTurn(custom));
         } else {
-            self.entry_budget()?;
+            self.entry_budget(custom.to_string().len())?;
             agent.messages.push(custom.clone());
             let entry = state
                 .store
@@ -275,25 +331,22 @@ impl ExtensionHost for ExtensionPort {
             .get("deliverAs")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.shared
-            .state
-            .lock()
-            .unwrap()
-            .agent
-            .requests
-            .push_back(AgentRequest::UserMessage {
-                text,
-                images,
-                deliver_as,
-                source: "extension",
-                respond: None,
-            });
+        let mut state = self.shared.state.lock().unwrap();
+        Self::queue_budget(&state, &json!([&text, &images]))
+            .map_err(|e| format!("sendUserMessage: {e}"))?;
+        state.agent.requests.push_back(AgentRequest::UserMessage {
+            text,
+            images,
+            deliver_as,
+            source: "extension",
+            respond: None,
+        });
         Ok(())
     }
 
     fn append_entry(&self, custom_type: String, data: Value) -> Result<(), String> {
         // Counted per extension: one that fills its share leaves the others theirs.
-        self.entry_budget()?;
+        self.entry_budget(custom_type.len() + data.to_string().len())?;
         let mut state = self.shared.state.lock().unwrap();
         let entry = state
             .store
@@ -305,7 +358,7 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn set_session_name(&self, name: String) -> Result<(), String> {
-        self.entry_budget()
+        self.entry_budget(name.len())
             .map_err(|e| format!("setSessionName: {e}"))?;
         let mut state = self.shared.state.lock().unwrap();
         let entry = state
@@ -325,7 +378,8 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn set_label(&self, entry_id: String, label: Option<String>) -> Result<(), String> {
-        self.entry_budget().map_err(|e| format!("setLabel: {e}"))?;
+        self.entry_budget(entry_id.len() + label.as_ref().map_or(0, String::len))
+            .map_err(|e| format!("setLabel: {e}"))?;
         let mut state = self.shared.state.lock().unwrap();
         if state.store.get_entry(&entry_id).is_none() {
             return Err(format!("setLabel: no entry with id {entry_id:?}"));
@@ -482,7 +536,7 @@ impl ExtensionHost for ExtensionPort {
                 "unknown thinking level {level:?}; one of {LEVELS:?}"
             ));
         }
-        self.entry_budget()
+        self.entry_budget(level.len())
             .map_err(|e| format!("setThinkingLevel: {e}"))?;
         let mut state = self.shared.state.lock().unwrap();
         let previous = std::mem::replace(&mut state.thinking_level, level.clone());
@@ -490,11 +544,11 @@ impl ExtensionHost for ExtensionPort {
             return Ok(());
         }
         // As pi: recorded, clients told, extensions get thinking_level_select (after this call).
-        state
+        let entry = state
             .store
             .append_thinking_level_change(&level)
             .map_err(|e| format!("setThinkingLevel: {e:#}"))?;
-        self.entries_appended.fetch_add(1, Ordering::Relaxed);
+        self.count_entry(&entry);
         state.agent.requests.push_back(AgentRequest::Event {
             name: "thinking_level_select".into(),
             event: json!({ "type": "thinking_level_select", "level": level, "previousLevel": previous }),
@@ -508,9 +562,23 @@ impl ExtensionHost for ExtensionPort {
 
     fn emit_bus_event(&self, channel: String, data: String) {
         let mut state = self.shared.state.lock().unwrap();
-        if state.bus.len() < 10_000 {
-            state.bus.push_back((self.index, channel, data));
+        let bytes = channel.len() + data.len();
+        if state.bus.len() >= MAX_BUS_MESSAGES || state.bus_bytes + bytes > MAX_BUS_BYTES {
+            drop(state);
+            if !self.bus_refusal_reported.swap(true, Ordering::Relaxed) {
+                self.report_error(
+                    format!("limit:events:{channel}"),
+                    format!(
+                        "pi.events.emit: the session's event bus already holds {MAX_BUS_MESSAGES} messages or {} MiB waiting for delivery; this one and later ones over the limit are dropped",
+                        MAX_BUS_BYTES >> 20
+                    ),
+                    None,
+                );
+            }
+            return;
         }
+        state.bus_bytes += bytes;
+        state.bus.push_back((self.index, channel, data));
     }
 
     fn is_idle(&self) -> bool {

@@ -171,6 +171,8 @@ pub struct SessionState {
     pub editor_text: String,
     /// Event-bus messages waiting for delivery to the other extensions: (from, channel, data).
     pub bus: VecDeque<(usize, String, String)>,
+    /// Bytes of channel names and payloads in `bus`.
+    pub bus_bytes: usize,
     /// An extension called ctx.shutdown().
     pub shutdown_requested: bool,
     pub agent: AgentState,
@@ -263,6 +265,7 @@ impl SessionState {
             title: None,
             editor_text: String::new(),
             bus: VecDeque::new(),
+            bus_bytes: 0,
             shutdown_requested: false,
             agent: AgentState::default(),
             resources: Default::default(),

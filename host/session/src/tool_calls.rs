@@ -200,9 +200,16 @@ impl Session {
             }
             ToolSource::Extension(_) => {}
         }
-        let args = match validate_arguments(&tool, &args) {
-            Ok(a) => a,
-            Err(message) => return immediate(&message),
+        // Validation is host work an extension's schema decides (bounded when the tool was
+        // registered): it runs off the async workers so no other session waits for it.
+        let validated = {
+            let (tool, args) = (tool.clone(), args.clone());
+            tokio::task::spawn_blocking(move || validate_arguments(&tool, &args)).await
+        };
+        let args = match validated {
+            Ok(Ok(a)) => a,
+            Ok(Err(message)) => return immediate(&message),
+            Err(_) => return immediate("the arguments could not be validated"),
         };
         let mut args = args;
         if self.has_handlers("tool_call") {

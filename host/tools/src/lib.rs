@@ -45,7 +45,7 @@ mod image;
 mod ls;
 mod output;
 mod read;
-pub mod truncate;
+mod truncate;
 mod workspace;
 mod write;
 
