@@ -109,6 +109,18 @@ impl ExtensionPort {
         Ok(())
     }
 
+    /// Whether the tool call `id` is running now and is this extension's tool (its partial
+    /// results are this extension's to report, not another's).
+    fn owns_running_call(&self, id: &str) -> bool {
+        let state = self.shared.state.lock().unwrap();
+        state
+            .agent
+            .running_tools
+            .get(id)
+            .and_then(|(name, _)| state.tool(name))
+            .is_some_and(|tool| tool.source == ToolSource::Extension(self.index))
+    }
+
     fn ui_event(&self, request: UiRequest) {
         self.shared.emit(SessionEvent::ExtensionUiRequest {
             id: uuid::Uuid::new_v4().to_string(),
@@ -660,7 +672,9 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn tool_update(&self, tool_call_id: &str, partial: Value) {
-        super::tool_calls::report_update(&self.shared, tool_call_id, partial);
+        if self.owns_running_call(tool_call_id) {
+            super::tool_calls::report_update(&self.shared, tool_call_id, partial);
+        }
     }
 
     fn dialog(&self, request: UiRequest) -> BoxFuture<'static, DialogAnswer> {
@@ -708,6 +722,7 @@ impl ExtensionHost for ExtensionPort {
                 request,
                 update_id,
             } => {
+                let update_id = update_id.filter(|id| self.owns_running_call(id));
                 let shared = self.shared.clone();
                 async move {
                     let on_update = move |partial: Value| {

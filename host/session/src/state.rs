@@ -2,7 +2,7 @@
 //! pi's file format), registrations, flag values, UI state, the agent's context and queues,
 //! and the event-bus queue.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -36,6 +36,12 @@ impl SessionShared {
     pub fn emit(&self, event: SessionEvent) {
         (self.sink)(&event);
     }
+}
+
+/// The part of a command name before its first `:`: names with different roots can never
+/// produce the same invocation name.
+fn command_root(name: &str) -> &str {
+    name.split(':').next().unwrap_or(name)
 }
 
 /// Where a tool's code lives.
@@ -286,15 +292,17 @@ impl SessionState {
     pub fn forget_extension(&mut self, extension: usize) {
         self.tools
             .retain(|t| t.source != ToolSource::Extension(extension));
-        let names: Vec<String> = self
+        let mut roots: Vec<String> = self
             .commands
             .iter()
             .filter(|c| c.extension == extension)
-            .map(|c| c.name.clone())
+            .map(|c| command_root(&c.name).to_owned())
             .collect();
+        roots.sort();
+        roots.dedup();
         self.commands.retain(|c| c.extension != extension);
-        for name in names {
-            self.renumber_commands(&name);
+        for root in roots {
+            self.resolve_invocation_names(&root);
         }
         if let Some(r) = self.registrations.get_mut(extension) {
             *r = Default::default();
@@ -331,28 +339,57 @@ impl SessionState {
     /// invocation name: a name several extensions registered becomes `name:1`, `name:2`, ...
     /// in load order.
     pub fn register_command(&mut self, command: RegisteredCommand) {
-        let name = command.name.clone();
-        self.commands
-            .retain(|c| !(c.extension == command.extension && c.name == name));
-        self.commands.push(command);
-        self.renumber_commands(&name);
+        let root = command_root(&command.name).to_owned();
+        match self
+            .commands
+            .iter_mut()
+            .find(|c| c.extension == command.extension && c.name == command.name)
+        {
+            // Registered again: replaced where it was (pi's Map keeps the first position).
+            Some(existing) => *existing = command,
+            None => self.commands.push(command),
+        }
+        self.resolve_invocation_names(&root);
     }
 
-    /// Gives the commands named `name` their invocation names. Only the commands of this
-    /// name change (linear: thousands of registrations stay cheap); they are numbered in load
-    /// order.
-    fn renumber_commands(&mut self, name: &str) {
-        let mut same: Vec<usize> = (0..self.commands.len())
-            .filter(|&i| self.commands[i].name == name)
+    /// pi's invocation names (runner.js `resolveRegisteredCommands`), in load order: a name
+    /// registered once is used as it is, one registered by several extensions becomes
+    /// `name:1`, `name:2`, ...; a name already taken by an earlier command moves on to the
+    /// next free suffix (a literal `x:1` registered after another extension's renamed `x`
+    /// becomes `x:1:2`), so no extension takes a name another's renaming produced. Only names
+    /// sharing the part before the first `:` can meet, so only that family is renamed
+    /// (linear in the commands: thousands of registrations stay cheap).
+    fn resolve_invocation_names(&mut self, root: &str) {
+        let mut family: Vec<usize> = (0..self.commands.len())
+            .filter(|&i| command_root(&self.commands[i].name) == root)
             .collect();
-        same.sort_by_key(|&i| self.commands[i].extension);
-        let numbered = same.len() > 1;
-        for (n, i) in same.into_iter().enumerate() {
-            self.commands[i].invocation_name = if numbered {
-                format!("{name}:{}", n + 1)
+        family.sort_by_key(|&i| self.commands[i].extension);
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for &i in &family {
+            *counts.entry(self.commands[i].name.as_str()).or_default() += 1;
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut names = Vec::with_capacity(family.len());
+        for &i in &family {
+            let name = &self.commands[i].name;
+            let occurrence = seen.entry(name.clone()).or_default();
+            *occurrence += 1;
+            let mut invocation = if counts[name.as_str()] > 1 {
+                format!("{name}:{occurrence}")
             } else {
-                name.to_owned()
+                name.clone()
             };
+            let mut suffix = *occurrence;
+            while taken.contains(&invocation) {
+                suffix += 1;
+                invocation = format!("{name}:{suffix}");
+            }
+            taken.insert(invocation.clone());
+            names.push((i, invocation));
+        }
+        for (i, invocation) in names {
+            self.commands[i].invocation_name = invocation;
         }
     }
 
@@ -418,5 +455,71 @@ impl SessionState {
 
     pub fn tool(&self, name: &str) -> Option<&RegisteredTool> {
         self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(extension: usize, name: &str) -> RegisteredCommand {
+        RegisteredCommand {
+            extension,
+            extension_name: format!("ext{extension}"),
+            name: name.into(),
+            invocation_name: name.into(),
+            description: None,
+            has_argument_completions: false,
+        }
+    }
+
+    fn invocations(state: &SessionState) -> Vec<(usize, String, String)> {
+        let mut all: Vec<_> = state
+            .commands
+            .iter()
+            .map(|c| (c.extension, c.name.clone(), c.invocation_name.clone()))
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn invocation_names_follow_pis_rule_and_no_literal_takes_a_renamed_one() {
+        let mut state = SessionState::new(SessionStore::in_memory("/w"));
+        state.register_command(command(0, "x"));
+        state.register_command(command(1, "x"));
+        // A later extension's literal `x:1` cannot take extension 0's `x:1`.
+        state.register_command(command(2, "x:1"));
+        state.register_command(command(2, "deploy"));
+        let expected = |rows: &[(usize, &str, &str)]| -> Vec<(usize, String, String)> {
+            rows.iter()
+                .map(|(e, n, i)| (*e, n.to_string(), i.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            invocations(&state),
+            expected(&[
+                (0, "x", "x:1"),
+                (1, "x", "x:2"),
+                (2, "deploy", "deploy"),
+                (2, "x:1", "x:1:2"),
+            ])
+        );
+        assert_eq!(state.command("x:1").unwrap().extension, 0);
+        // An earlier extension's literal keeps its name; the renamed ones move on, as in pi.
+        let mut state = SessionState::new(SessionStore::in_memory("/w"));
+        state.register_command(command(0, "x:1"));
+        state.register_command(command(1, "x"));
+        state.register_command(command(2, "x"));
+        assert_eq!(
+            invocations(&state),
+            expected(&[(0, "x:1", "x:1"), (1, "x", "x:2"), (2, "x", "x:3")])
+        );
+        // Forgetting an extension renames the rest.
+        state.forget_extension(0);
+        assert_eq!(
+            invocations(&state),
+            expected(&[(1, "x", "x:1"), (2, "x", "x:2")])
+        );
     }
 }
