@@ -1215,6 +1215,8 @@ fn fetch_reaches_only_the_granted_hosts() {
         &sb.ws(),
         "--allow-net",
         &format!("localhost:{port}"),
+        // localhost is a loopback address: its range must be granted too.
+        "--allow-net=127.0.0.0/8,::1/128",
         "--command",
         &attack(json!({ "granted": granted, "other": other })),
         "--command",
@@ -3303,4 +3305,155 @@ fn a_build_error_quoting_the_extension_shows_its_text_inert() {
     assert_inert(&out.stdout, "build");
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("\\u{1b}]0;owned"), "{text}");
+}
+
+#[test]
+fn an_extension_cannot_report_progress_for_another_extensions_tool_call() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("update-victim.ts"),
+        &fixture("update-forger.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--tool",
+        "slow_echo",
+    ]);
+    let updates: Vec<&Value> = run
+        .events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_update")
+        .collect();
+    assert!(
+        updates.iter().all(|u| !u.to_string().contains("FORGED")),
+        "{}",
+        run.dump()
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.to_string().contains("own progress")),
+        "the tool's own update is reported:\n{}",
+        run.dump()
+    );
+}
+
+/// A granted name is not enough when it resolves to an inner address (loopback, private,
+/// link-local): the range must be granted too, and nothing is sent until it is.
+#[test]
+fn a_granted_name_that_resolves_to_an_inner_address_is_refused_unless_its_range_is_granted() {
+    let sb = Sandbox::new();
+    let (server, hits) = http_server(String::new());
+    let port = server.rsplit(':').next().unwrap().to_owned();
+    let granted = format!("http://localhost:{port}");
+    let fetch_once = |extra: &[&str]| {
+        let mut args = vec![
+            fixture("fetch.ts"),
+            "--cwd".into(),
+            sb.ws(),
+            "--allow-net".into(),
+            format!("localhost:{port}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--command".into());
+        args.push(attack(json!({ "granted": granted, "other": granted })));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_pichamber(&args)
+    };
+    let refused = fetch_once(&[]);
+    let report = refused.report();
+    let error = report["granted"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("resolves to")
+            && error.contains(
+                "a loopback address, and that range is not granted (grant it with --allow-net="
+            ),
+        "{report}"
+    );
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the inner address was contacted"
+    );
+    let allowed = fetch_once(&["--allow-net=127.0.0.0/8,::1/128"]);
+    assert_eq!(
+        allowed.report()["granted"]["ok"]["status"],
+        200,
+        "{}",
+        allowed.dump()
+    );
+}
+
+/// A loopback server that records every request it gets and answers it with the request
+/// itself.
+fn recording_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = vec![0u8; 65536];
+            let n = stream.read(&mut request).unwrap_or(0);
+            let request = String::from_utf8_lossy(&request[..n]).into_owned();
+            record.lock().unwrap().push(request.clone());
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{request}",
+                request.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn a_secret_by_reference_reaches_only_its_host_and_never_the_extension() {
+    let sb = Sandbox::new();
+    let (granted_port, granted_seen) = recording_server();
+    let (other_port, other_seen) = recording_server();
+    let secret = format!("sk-{}", uuid::Uuid::new_v4().simple());
+    let run = run_env(
+        &[
+            &fixture("secrets.ts"),
+            "--cwd",
+            &sb.ws(),
+            "--secret",
+            &format!("SECRET_KEY=127.0.0.1:{granted_port}"),
+            "--allow-net",
+            &format!("127.0.0.1:{granted_port},127.0.0.1:{other_port}"),
+            "--command",
+            &attack(json!({
+                "granted": format!("http://127.0.0.1:{granted_port}"),
+                "other": format!("http://127.0.0.1:{other_port}"),
+            })),
+        ],
+        &[("SECRET_KEY", &secret)],
+    );
+    let report = run.report();
+    let placeholder = report["env"].as_str().unwrap().to_owned();
+    assert!(
+        placeholder.starts_with("pichamber-secret-SECRET_KEY-"),
+        "{report}"
+    );
+    // The granted host got the value, in the header and the body.
+    let granted = granted_seen.lock().unwrap().join("\n");
+    assert!(
+        granted.contains(&format!("authorization: Bearer {secret}")),
+        "{granted}"
+    );
+    assert!(granted.contains(&format!("key={secret}")), "{granted}");
+    // Its echo came back to the extension with the placeholder; the other host got only it.
+    let echoed = report["granted"]["ok"].as_str().unwrap_or_default();
+    assert!(
+        echoed.contains(&placeholder) && !echoed.contains(&secret),
+        "{report}"
+    );
+    let other = other_seen.lock().unwrap().join("\n");
+    assert!(
+        !other.contains(&secret) && other.contains(&placeholder),
+        "{other}"
+    );
+    run.assert_absent(&secret);
 }

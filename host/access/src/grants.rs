@@ -28,6 +28,9 @@ pub struct Grants {
     /// Landlock): they then have the user's full authority. Without it they are refused
     /// there. Where the kernel can confine, programs are confined whatever this says.
     pub allow_unconfined_run: bool,
+    /// Secrets by reference (`--secret NAME=HOST`): the extension sees a placeholder, the
+    /// host sends the value to that host only (see [`crate::secrets`]).
+    pub secrets: Vec<crate::secrets::Secret>,
 }
 
 /// A program an extension asks to run (`pi.exec(command, args, { cwd, timeout })`).
@@ -54,12 +57,21 @@ pub const EXEC_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const EXEC_MAX_OUTPUT: usize = 1 << 20;
 
 impl Grants {
-    /// Granted environment variables with their host values (`process.env`).
+    /// Granted environment variables with their host values (`process.env`), and each
+    /// secret whose value the host has, as its placeholder.
     pub fn env_pairs(&self) -> Vec<(String, String)> {
-        self.env
+        let mut pairs: Vec<(String, String)> = self
+            .env
             .iter()
+            .filter(|name| !self.secrets.iter().any(|s| &s.name == *name))
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
-            .collect()
+            .collect();
+        for secret in &self.secrets {
+            if secret.value().is_some() {
+                pairs.push((secret.name.clone(), secret.placeholder()));
+            }
+        }
+        pairs
     }
 
     fn check_run(&self, program: &str) -> Result<(), String> {

@@ -13,6 +13,7 @@ pub mod net;
 mod policy;
 mod request;
 pub mod sandbox;
+pub mod secrets;
 
 pub use approvals::ApprovalStore;
 pub use grants::{EXEC_DEFAULT_TIMEOUT, EXEC_MAX_OUTPUT, Grants, ProgramOutput, ProgramRequest};

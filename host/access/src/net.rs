@@ -2,6 +2,13 @@
 //! the hosts the operator granted (`--allow-net=HOST`), with a size and a time cap. Redirects
 //! are followed only to granted hosts too, so a granted host cannot bounce the request to one
 //! that is not. Nothing else reaches the network: there are no sockets in the guest.
+//!
+//! The check is on the address too: a granted name that resolves to a loopback, private,
+//! link-local or other special address is refused unless that range is granted as well
+//! (`--allow-net=10.0.0.0/8`; an address granted as a host grants itself). The addresses
+//! checked are the ones connected to (the request is pinned to them), so a name that
+//! resolves to a public address for the check and to an inner one for the connection (DNS
+//! rebinding) reaches nothing inside.
 
 use std::time::Duration;
 
@@ -9,7 +16,10 @@ use base64::Engine as _;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use std::net::IpAddr;
+
 use crate::Grants;
+use crate::secrets::replace_bytes;
 
 /// A response body larger than this is refused (the request fails).
 pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
@@ -62,9 +72,132 @@ fn split_pattern(pattern: &str) -> Option<(String, Option<u16>)> {
     }
 }
 
+/// A range grant (`10.0.0.0/8`, `fd00::/8`): the addresses granted names may resolve to.
+fn parse_range(pattern: &str) -> Option<(IpAddr, u8)> {
+    let (address, bits) = pattern.split_once('/')?;
+    let address: IpAddr = address.trim_matches(['[', ']']).parse().ok()?;
+    let bits: u8 = bits.parse().ok()?;
+    let max = if address.is_ipv4() { 32 } else { 128 };
+    (bits <= max).then_some((address, bits))
+}
+
+fn in_range(ip: IpAddr, (base, bits): (IpAddr, u8)) -> bool {
+    match (ip, base) {
+        (IpAddr::V4(ip), IpAddr::V4(base)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(base) & mask
+        }
+        (IpAddr::V6(ip), IpAddr::V6(base)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+            u128::from(ip) & mask == u128::from(base) & mask
+        }
+        _ => false,
+    }
+}
+
+/// What kind of special address `ip` is (one a granted name must not lead to unless its range
+/// is granted), or `None` for an ordinary public address.
+pub fn special_address(ip: IpAddr) -> Option<&'static str> {
+    let ip = match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            if v4.is_loopback() {
+                Some("loopback")
+            } else if v4.is_private() {
+                Some("private")
+            } else if v4.is_link_local() {
+                Some("link-local")
+            } else if a == 100 && (64..128).contains(&b) {
+                Some("carrier-grade NAT")
+            } else if v4.is_unspecified() || a == 0 {
+                Some("unspecified")
+            } else if v4.is_multicast() || v4.is_broadcast() || a >= 240 {
+                Some("multicast or reserved")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if first & 0xfe00 == 0xfc00 {
+                Some("unique local (private)")
+            } else if first & 0xffc0 == 0xfe80 {
+                Some("link-local")
+            } else if v6.is_multicast() {
+                Some("multicast or reserved")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Whether the grants let a request reach `ip`: a public address, or one inside a granted
+/// range, or one granted as a host itself.
+fn address_granted(grants: &Grants, ip: IpAddr) -> bool {
+    special_address(ip).is_none()
+        || grants.net.iter().any(|p| {
+            parse_range(p).is_some_and(|range| in_range(ip, range))
+                || split_grant(p)
+                    .0
+                    .trim_matches(['[', ']'])
+                    .parse::<IpAddr>()
+                    .is_ok_and(|granted| granted == ip)
+        })
+}
+
+/// The addresses `host` resolves to, each checked against the grants; the request connects
+/// to these and no others.
+async fn granted_addresses(
+    grants: &Grants,
+    url: &reqwest::Url,
+) -> Result<Vec<std::net::SocketAddr>, String> {
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(0);
+    let literal = host.trim_matches(['[', ']']).parse::<IpAddr>().ok();
+    let addresses: Vec<std::net::SocketAddr> = match literal {
+        Some(ip) => vec![std::net::SocketAddr::new(ip, port)],
+        None => tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| format!("fetch of {url}: cannot resolve {host}: {e}"))?
+            .collect(),
+    };
+    if let Some(refused) = addresses.iter().find(|a| !address_granted(grants, a.ip())) {
+        let ip = refused.ip();
+        let kind = special_address(ip).unwrap_or("special");
+        let range = if ip.is_ipv4() {
+            format!("{ip}/32")
+        } else {
+            format!("[{ip}]/128")
+        };
+        return Err(format!(
+            "fetch of {url} denied: {host} resolves to {ip}, a {kind} address, and that range is not granted (grant it with --allow-net={range}, or a wider range)"
+        ));
+    }
+    if addresses.is_empty() {
+        return Err(format!("fetch of {url}: {host} has no address"));
+    }
+    Ok(addresses)
+}
+
 /// Whether `pattern` is a host as `--allow-net` takes it: a DNS name or an IP address, or
-/// `*.` and a name, with an optional `:port`; no scheme, path or other wildcard.
+/// `*.` and a name, with an optional `:port`; no scheme, path or other wildcard; or a range
+/// of addresses granted names may resolve to (`10.0.0.0/8`).
 pub fn is_host_pattern(pattern: &str) -> bool {
+    if parse_range(pattern).is_some() {
+        return true;
+    }
     let Some((name, _)) = split_pattern(pattern) else {
         return false;
     };
@@ -107,6 +240,18 @@ pub fn pattern_covers(granted: &str, requested: &str) -> bool {
                 || (wanted.len() > suffix.len() && wanted.ends_with(&format!(".{suffix}")))
         }
     }
+}
+
+/// The (placeholder, value) of every secret granted for `url`'s host whose value the host has.
+fn secrets_for(grants: &Grants, url: &reqwest::Url) -> Vec<(String, String)> {
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(0);
+    grants
+        .secrets
+        .iter()
+        .filter(|s| host_matches(&s.host, host, port))
+        .filter_map(|s| Some((s.placeholder(), s.value()?)))
+        .collect()
 }
 
 /// The refusal for a URL whose host is not granted, naming the flag that grants it.
@@ -165,22 +310,36 @@ pub async fn fetch(grants: &Grants, request: &Value) -> Result<Value, String> {
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_TIMEOUT)
         .min(Duration::from_secs(600));
-    // Redirects are followed here, one hop at a time, each checked against the grants.
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(timeout)
-        .build()
-        .map_err(|e| format!("fetch: {e}"))?;
+    // Redirects are followed here, one hop at a time, each checked against the grants, each
+    // with a client pinned to the addresses checked.
     let mut body = body;
     let mut redirected = false;
     let response = 'hops: {
         for _ in 0..=MAX_REDIRECTS {
+            let addresses = granted_addresses(grants, &url).await?;
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(timeout)
+                .resolve_to_addrs(url.host_str().unwrap_or_default(), &addresses)
+                .build()
+                .map_err(|e| format!("fetch: {e}"))?;
             let mut builder = client.request(method.clone(), url.clone());
+            // Secrets granted for this host go in place of their placeholders (each hop
+            // anew: a redirect elsewhere gets the placeholders).
+            let secrets = secrets_for(grants, &url);
             for (k, v) in &headers {
+                let mut v = v.clone();
+                for (placeholder, value) in &secrets {
+                    v = v.replace(placeholder.as_str(), value);
+                }
                 builder = builder.header(k, v);
             }
             if let Some(b) = &body {
-                builder = builder.body(b.clone());
+                let mut b = b.clone();
+                for (placeholder, value) in &secrets {
+                    b = replace_bytes(&b, placeholder.as_bytes(), value.as_bytes());
+                }
+                builder = builder.body(b);
             }
             let response = builder.send().await.map_err(|e| fetch_error(&url, &e))?;
             let status = response.status();
@@ -212,10 +371,20 @@ pub async fn fetch(grants: &Grants, request: &Value) -> Result<Value, String> {
         ));
     };
     let status = response.status();
+    // A response that echoes a secret gives the extension its placeholder back.
+    let hide = |bytes: &[u8]| -> Vec<u8> {
+        grants
+            .secrets
+            .iter()
+            .fold(bytes.to_vec(), |b, secret| match secret.value() {
+                Some(value) => replace_bytes(&b, value.as_bytes(), secret.placeholder().as_bytes()),
+                None => b,
+            })
+    };
     let response_headers: Vec<Value> = response
         .headers()
         .iter()
-        .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(v.as_bytes())]))
+        .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(&hide(v.as_bytes()))]))
         .collect();
     let mut bytes = Vec::new();
     let mut stream = response.bytes_stream();
@@ -233,7 +402,7 @@ pub async fn fetch(grants: &Grants, request: &Value) -> Result<Value, String> {
         "status": status.as_u16(),
         "statusText": status.canonical_reason().unwrap_or(""),
         "headers": response_headers,
-        "body": base64::engine::general_purpose::STANDARD.encode(&bytes),
+        "body": base64::engine::general_purpose::STANDARD.encode(hide(&bytes)),
         "redirected": redirected,
     }))
 }
@@ -250,7 +419,50 @@ fn fetch_error(url: &reqwest::Url, e: &reqwest::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{host_matches, is_host_pattern, pattern_covers};
+    use super::{address_granted, host_matches, is_host_pattern, pattern_covers, special_address};
+    use crate::Grants;
+
+    #[test]
+    fn inner_addresses_need_their_range_granted() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        for (address, kind) in [
+            ("127.0.0.1", Some("loopback")),
+            ("10.1.2.3", Some("private")),
+            ("172.16.0.1", Some("private")),
+            ("192.168.1.1", Some("private")),
+            ("169.254.169.254", Some("link-local")),
+            ("100.64.0.1", Some("carrier-grade NAT")),
+            ("0.0.0.0", Some("unspecified")),
+            ("::1", Some("loopback")),
+            ("fd00::1", Some("unique local (private)")),
+            ("fe80::1", Some("link-local")),
+            ("::ffff:127.0.0.1", Some("loopback")),
+            ("93.184.216.34", None),
+            ("2606:4700::1111", None),
+        ] {
+            assert_eq!(special_address(ip(address)), kind, "{address}");
+        }
+        let grants = |net: &[&str]| Grants {
+            net: net.iter().map(|s| s.to_string()).collect(),
+            ..Grants::default()
+        };
+        assert!(!address_granted(
+            &grants(&["localhost:8080"]),
+            ip("127.0.0.1")
+        ));
+        assert!(address_granted(&grants(&["127.0.0.0/8"]), ip("127.0.0.1")));
+        assert!(address_granted(&grants(&["127.0.0.1"]), ip("127.0.0.1")));
+        assert!(address_granted(
+            &grants(&["127.0.0.1:8080"]),
+            ip("127.0.0.1")
+        ));
+        assert!(!address_granted(&grants(&["10.0.0.0/16"]), ip("10.1.0.1")));
+        assert!(address_granted(&grants(&["10.0.0.0/8"]), ip("10.1.0.1")));
+        assert!(address_granted(&grants(&["::1/128"]), ip("::1")));
+        assert!(address_granted(&grants(&[]), ip("93.184.216.34")));
+        assert!(is_host_pattern("10.0.0.0/8") && is_host_pattern("fd00::/8"));
+        assert!(!is_host_pattern("10.0.0.0/33") && !is_host_pattern("x.com/8"));
+    }
 
     #[test]
     fn host_patterns_and_their_coverage() {

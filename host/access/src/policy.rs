@@ -152,6 +152,13 @@ impl Grants {
             .filter(|item| !policy.covers(item, cwd))
             .map(|item| item.flag())
             .next()
+            .or_else(|| {
+                // A secret is covered only by the same secret for the same host.
+                self.secrets
+                    .iter()
+                    .find(|s| !policy.secrets.contains(s))
+                    .map(|s| format!("--secret {}={}", s.name, s.host))
+            })
     }
 }
 

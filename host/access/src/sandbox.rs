@@ -112,7 +112,8 @@ impl Policy {
     /// (443 and 80 for a host granted without a port).
     pub fn for_grants(grants: &Grants) -> Policy {
         let mut connect_ports = BTreeSet::new();
-        for host in &grants.net {
+        // A range grant (`10.0.0.0/8`) is no host: it opens no port.
+        for host in grants.net.iter().filter(|h| !h.contains('/')) {
             match crate::net::split_grant(host).1 {
                 Some(port) => {
                     connect_ports.insert(port);

@@ -302,9 +302,13 @@ struct GrantArgs {
     /// optional `:port`); nothing else reaches the network.
     #[arg(long, value_name = "HOST", value_delimiter = ',')]
     allow_net: Vec<String>,
+    /// Give the extension the secret in the environment variable NAME by reference: it sees
+    /// a placeholder, and its fetch to HOST carries the value (NAME=HOST, repeatable).
+    #[arg(long, value_name = "NAME=HOST", value_parser = parse_secret)]
+    secret: Vec<pichamber_access::secrets::Secret>,
     /// Grant nothing: the default without any --allow-* flag, said explicitly (refused
     /// together with one).
-    #[arg(long, conflicts_with_all = ["allow_read", "allow_write", "allow_run", "allow_env", "allow_net"])]
+    #[arg(long, conflicts_with_all = ["allow_read", "allow_write", "allow_run", "allow_env", "allow_net", "secret"])]
     deny_all: bool,
     /// With the GUI (`pichamber run EXT` without steps), what an extension requests beyond
     /// these grants is offered for approval in the page; with --no-prompt it is not, and the
@@ -621,6 +625,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
             run: args.grants.allow_run.clone(),
             env: args.grants.allow_env.clone(),
             net: args.grants.allow_net.clone(),
+            secrets: args.grants.secret.clone(),
             allow_unconfined_run: args.grants.allow_unconfined_run,
         }),
         determinism: None,
@@ -674,6 +679,10 @@ fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
         files.push(read(cwd.join(".pi/settings.json")));
     }
     files
+}
+
+fn parse_secret(text: &str) -> Result<pichamber_access::secrets::Secret, String> {
+    pichamber_access::secrets::Secret::parse(text)
 }
 
 /// `run` with no step to run headless (and nothing asking for headless output) serves the GUI.

@@ -78,6 +78,9 @@ pub struct GrantConfig {
     /// `--allow-unconfined-run`).
     #[serde(default)]
     pub unconfined_run: bool,
+    /// Secrets by reference, `NAME = "host"` (as `--secret NAME=HOST`).
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
 }
 
 impl From<&GrantConfig> for Grants {
@@ -89,6 +92,14 @@ impl From<&GrantConfig> for Grants {
             env: g.env.clone(),
             net: g.net.clone(),
             allow_unconfined_run: g.unconfined_run,
+            secrets: g
+                .secrets
+                .iter()
+                .map(|(name, host)| pichamber_access::secrets::Secret {
+                    name: name.clone(),
+                    host: host.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -203,6 +214,15 @@ impl ServerConfig {
                 bail!("user {:?} is listed twice", user.name);
             }
         }
+        let tables = [&self.grants, &self.policy]
+            .into_iter()
+            .chain(self.users.iter().flat_map(|u| [&u.grants, &u.policy]));
+        for (key, grant) in tables.flat_map(|t| t.iter()) {
+            for (name, host) in &grant.secrets {
+                pichamber_access::secrets::Secret::parse(&format!("{name}={host}"))
+                    .map_err(|e| anyhow::anyhow!("secrets of {key:?}: {e}"))?;
+            }
+        }
         Ok(())
     }
 
@@ -253,6 +273,7 @@ impl ServerConfig {
             grants.run.extend(own.run);
             grants.env.extend(own.env);
             grants.net.extend(own.net);
+            grants.secrets.extend(own.secrets);
             grants.allow_unconfined_run |= own.allow_unconfined_run;
         }
         let policy = user
@@ -302,6 +323,7 @@ run = ["git"]
 [grants."extensions/dialogs"]
 run = ["git"]
 unconfined_run = true
+secrets = { GITHUB_TOKEN = "api.github.com" }
 "#;
 
     #[test]
@@ -313,6 +335,18 @@ unconfined_run = true
             [PathBuf::from("extensions/dialogs")]
         );
         assert_eq!(toml.grants["extensions/card-demo"].run, ["git"]);
+        let dialogs = Grants::from(&toml.grants["extensions/dialogs"]);
+        assert_eq!(dialogs.secrets[0].name, "GITHUB_TOKEN");
+        assert_eq!(dialogs.secrets[0].host, "api.github.com");
+        let bad = TOML.replace(
+            "GITHUB_TOKEN = \"api.github.com\"",
+            "GITHUB_TOKEN = \"http://x\"",
+        );
+        let refused = ServerConfig::parse(&bad, true).unwrap_err();
+        assert!(
+            format!("{refused:#}").contains("is not a host"),
+            "{refused:#}"
+        );
         let json = ServerConfig::parse(
             r#"{ "users": [{ "name": "ada", "token": "ada-token-0123456789" }], "extensions": ["x.ts"] }"#,
             false,
