@@ -271,12 +271,12 @@ impl User {
             }
             let mut out = json!({ "command": command });
             for field in ["args", "label", "key"] {
-                match &t[field] {
-                    Value::Null => {}
-                    Value::String(s) => {
+                match t.get(field) {
+                    None => {}
+                    Some(Value::String(s)) => {
                         out[field] = json!(gui::truncate(s, gui::limits::TITLE));
                     }
-                    _ => return Err(format!("triggers[{i}].{field} must be a string")),
+                    Some(_) => return Err(format!("triggers[{i}].{field} must be a string")),
                 }
             }
             clean.push(out);

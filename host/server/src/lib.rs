@@ -217,9 +217,9 @@ async fn list_sessions(Auth(user): Auth) -> ApiResult {
 
 async fn create_session(State(hub): State<Arc<Hub>>, Auth(user): Auth, body: Bytes) -> ApiResult {
     let body = body_json(&body)?;
-    let extensions = match &body["extensions"] {
-        Value::Null => None,
-        Value::Array(ids) => Some(
+    let extensions = match body.get("extensions") {
+        None => None,
+        Some(Value::Array(ids)) => Some(
             ids.iter()
                 .map(|id| id.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>()
@@ -230,10 +230,11 @@ async fn create_session(State(hub): State<Arc<Hub>>, Auth(user): Auth, body: Byt
                     )
                 })?,
         ),
-        _ => {
+        // `null` included: leave the field out for the default.
+        Some(_) => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "\"extensions\" must be an array of ids",
+                "\"extensions\" must be an array of ids (leave it out for all the extensions you may use)",
             ));
         }
     };
@@ -283,9 +284,9 @@ async fn prompt(Auth(user): Auth, Path(id): Path<String>, body: Bytes) -> ApiRes
             "the prompt is too long",
         ));
     }
-    let behavior = match &body["streamingBehavior"] {
-        Value::Null => None,
-        Value::String(b) if b == "steer" || b == "followUp" => Some(b.as_str()),
+    let behavior = match body.get("streamingBehavior") {
+        None => None,
+        Some(Value::String(b)) if b == "steer" || b == "followUp" => Some(b.as_str()),
         _ => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
