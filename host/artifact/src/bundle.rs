@@ -462,19 +462,8 @@ fn transform_module(
         });
     }
     let parsed = Parser::new(&allocator, &source, source_type).parse();
-    if let Some(error) = parsed
-        .diagnostics
-        .iter()
-        .find(|d| d.severity == oxc_diagnostics::Severity::Error)
-    {
-        let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
-        let (line, column) = line_col(&source, offset);
-        return Err(BuildError {
-            file: shown,
-            line,
-            column,
-            message: error.message.to_string(),
-        });
+    if let Some(error) = first_error(&parsed.diagnostics, &source, &shown) {
+        return Err(error);
     }
     let mut program = parsed.program;
     let has_module_syntax = parsed.module_record.has_module_syntax;
@@ -485,19 +474,8 @@ fn transform_module(
         .into_scoping();
     let transformed = Transformer::new(&allocator, path, &TransformOptions::default())
         .build_with_scoping(scoping, &mut program);
-    if let Some(error) = transformed
-        .diagnostics
-        .iter()
-        .find(|d| d.severity == oxc_diagnostics::Severity::Error)
-    {
-        let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
-        let (line, column) = line_col(&source, offset);
-        return Err(BuildError {
-            file: shown,
-            line,
-            column,
-            message: error.message.to_string(),
-        });
+    if let Some(error) = first_error(&transformed.diagnostics, &source, &shown) {
+        return Err(error);
     }
 
     let is_cjs = !has_module_syntax && looks_commonjs(path, &source, layout);
@@ -717,6 +695,25 @@ fn check_nesting(source: &str) -> Result<(), usize> {
         }
     }
     Ok(())
+}
+
+/// The first error among oxc's diagnostics, at its position in `source`.
+fn first_error(
+    diagnostics: &[oxc_diagnostics::OxcDiagnostic],
+    source: &str,
+    shown: &str,
+) -> Option<BuildError> {
+    let error = diagnostics
+        .iter()
+        .find(|d| d.severity == oxc_diagnostics::Severity::Error)?;
+    let offset = error.labels.first().map(|l| l.offset()).unwrap_or(0);
+    let (line, column) = line_col(source, offset);
+    Some(BuildError {
+        file: shown.to_owned(),
+        line,
+        column,
+        message: error.message.to_string(),
+    })
 }
 
 fn looks_commonjs(path: &Path, source: &str, layout: &Layout) -> bool {
