@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the WIT-boundary decoders and tool-argument validation (fuzz/, cargo fuzz
+# Bounded fuzzing of the WIT-boundary decoders, tool-argument validation, the GUI descriptor
+# validator, the bundler and the session-file parser (fuzz/, cargo fuzz
 # with libFuzzer). CI runs each target for FUZZ_SECONDS (default 60) from the committed seeds
 # and prints how many inputs it tried; a crash fails the run and leaves the input in
 # fuzz/artifacts/. By hand, run longer: FUZZ_SECONDS=3600 tests/fuzz.sh
@@ -14,7 +15,7 @@ command -v cargo-fuzz >/dev/null || { echo "tests/fuzz.sh: cargo-fuzz is require
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR=${FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-../target}/fuzz}
 cargo fuzz build --sanitizer none -O
-for target in boundary tool_arguments descriptor; do
+for target in boundary tool_arguments descriptor bundler session_file; do
   mkdir -p "corpus/$target"
   cp -n seeds/"$target"/* "corpus/$target/" 2>/dev/null || true
   echo "== fuzz $target for ${seconds}s"

@@ -26,6 +26,8 @@ for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.1; done
 base=$(head -1 "$work/url" | tr -d '\r\n')
 base=${base%/}
 echo "== schemathesis against $base"
-st --config-file tests/schemathesis/schemathesis.toml run "$base/api/pi/openapi.json" \
+config="$PWD/tests/schemathesis/schemathesis.toml"
+cd "$work" # schemathesis keeps its state (.schemathesis/) in the current folder
+st --config-file "$config" run "$base/api/pi/openapi.json" \
   -H "Authorization: Bearer $token" \
   --max-examples "${ST_EXAMPLES:-25}" --seed "${ST_SEED:-1}" --no-color

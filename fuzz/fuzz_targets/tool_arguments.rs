@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
     ) else {
         return;
     };
-    if !schema.is_object() {
+    // The host refuses, at registration, schemas too costly to validate: only those it
+    // accepts reach validation.
+    if !schema.is_object() || pichamber_runtime::schema_cost::check_schema_cost(&schema).is_err() {
         return;
     }
     let tool = RegisteredTool {
