@@ -781,12 +781,14 @@ fn every_message_is_persisted_before_its_message_end() {
 fn parallel_tool_calls_end_as_they_finish() {
     let sb = Sandbox::new();
     // c1 cannot finish before c2 has written the flag: only parallel execution completes.
+    // It then waits a second more, so that on a loaded machine c2's end is not still
+    // unobserved when c1 finishes (two finished calls seen at once end in source order).
     let script = sb.script(
         "race.json",
         json!([
             {"toolCalls": [
                 {"id": "c1", "name": "bash", "arguments": {
-                    "command": "while [ ! -e flag ]; do sleep 0.05; done; echo saw-flag", "timeout": 30}},
+                    "command": "while [ ! -e flag ]; do sleep 0.05; done; sleep 1; echo saw-flag", "timeout": 30}},
                 {"id": "c2", "name": "write", "arguments": {"path": "flag", "content": "up"}},
             ]},
             {"text": "Done."},
