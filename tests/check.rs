@@ -282,6 +282,10 @@ fn audit_of_the_hostile_exec_extension_shows_what_it_tried() {
         "{stdout}"
     );
     assert!(!stdout.contains("used (during"), "{stdout}");
+    assert!(
+        stdout.contains("other extensions' and built-in tools: no hook reaches them"),
+        "{stdout}"
+    );
     // With a scenario: what it tried.
     let (code, stdout, _) = check(
         &[
@@ -343,6 +347,11 @@ export default function (pi: any) {
         "{stdout}"
     );
     assert!(stdout.contains("event hooks: tool_call"), "{stdout}");
+    // Its tool_call hook reaches every tool, and the audit says how far.
+    assert!(
+        stdout.contains("other extensions' and built-in tools:\n    tool_call: sees every tool call's input and may block it"),
+        "{stdout}"
+    );
     assert!(stdout.contains("tools called: read"), "{stdout}");
     assert!(
         stdout.contains("files written: stolen.txt (created)"),

@@ -29,6 +29,34 @@ impl Drop for Server {
     }
 }
 
+/// A panel or app of a snapshot by the id its extension gave it (the snapshot's keys are
+/// namespaced by extension: `name@hash/id`); null when there is none.
+fn own<'a>(map: &'a Value, id: &str) -> &'a Value {
+    map.as_object()
+        .and_then(|m| {
+            m.iter()
+                .find(|(k, _)| k.rsplit_once('/').map_or(k.as_str(), |(_, i)| i) == id)
+        })
+        .map_or(&Value::Null, |(_, v)| v)
+}
+
+/// The id a panel's or app's extension gave it, from the namespaced id clients see.
+fn id_in_extension(id: &Value) -> &str {
+    let id = id.as_str().unwrap();
+    id.rsplit_once('/').map_or(id, |(_, own)| own)
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn ext(path: &str) -> String {
     common::repo().join(path).to_string_lossy().into_owned()
 }
@@ -557,10 +585,10 @@ async fn cards_and_live_panels() {
     loop {
         let (panel, _) = events.until("a panel event", |e| ui_kind(e, "panel")).await;
         if panel.data["removed"] == json!(true) {
-            assert_eq!(panel.data["id"], "cards-build");
+            assert_eq!(id_in_extension(&panel.data["id"]), "cards-build");
             break;
         }
-        assert_eq!(panel.data["card"]["id"], "cards-build");
+        assert_eq!(id_in_extension(&panel.data["card"]["id"]), "cards-build");
         values.push(panel.data["card"]["props"]["value"].clone());
     }
     assert_eq!(values, [json!(10), json!(60), json!(100)]);
@@ -584,18 +612,18 @@ async fn cards_and_live_panels() {
     server.prompt(ADA, &id, "/app-next one").await;
     server
         .wait_snapshot(ADA, &id, "hits 1", |s| {
-            s["panels"]["hits"]["props"]["rows"][0]["value"] == "1"
+            own(&s["panels"], "hits")["props"]["rows"][0]["value"] == "1"
         })
         .await;
     server.prompt(ADA, &id, "/app-next two").await;
     let snapshot = server
         .wait_snapshot(ADA, &id, "hits 2", |s| {
-            s["panels"]["hits"]["props"]["rows"][0]["value"] == "2"
+            own(&s["panels"], "hits")["props"]["rows"][0]["value"] == "2"
         })
         .await;
     assert_eq!(snapshot["panels"].as_object().unwrap().len(), 1);
     assert_eq!(
-        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        own(&snapshot["panels"], "hits")["props"]["rows"][1]["value"],
         "two"
     );
     // A card sent with sendMessage is a transcript card, never a panel.
@@ -912,12 +940,16 @@ async fn app_commands_need_their_mount_token() {
     server.prompt(ADA, &one, "/app-mount board").await;
     server.prompt(ADA, &two, "/app-mount board").await;
     let snap_one = server
-        .wait_snapshot(ADA, &one, "the app", |s| s["apps"]["board"].is_object())
+        .wait_snapshot(ADA, &one, "the app", |s| {
+            own(&s["apps"], "board").is_object()
+        })
         .await;
     let snap_two = server
-        .wait_snapshot(ADA, &two, "the app", |s| s["apps"]["board"].is_object())
+        .wait_snapshot(ADA, &two, "the app", |s| {
+            own(&s["apps"], "board").is_object()
+        })
         .await;
-    let app = &snap_one["apps"]["board"];
+    let app = &own(&snap_one["apps"], "board");
     assert!(
         app["html"]
             .as_str()
@@ -925,7 +957,7 @@ async fn app_commands_need_their_mount_token() {
             .contains("data-pichamber-command=\"app-next\"")
     );
     let token_one = app["token"].as_str().unwrap();
-    let token_two = snap_two["apps"]["board"]["token"].as_str().unwrap();
+    let token_two = own(&snap_two["apps"], "board")["token"].as_str().unwrap();
     assert_ne!(token_one, token_two);
     // The transcript carries nothing executable.
     let (_, full) = server.get(&format!("/api/pi/sessions/{one}"), ADA).await;
@@ -935,7 +967,16 @@ async fn app_commands_need_their_mount_token() {
         full["transcript"]
     );
 
-    let command = format!("/api/pi/sessions/{one}/apps/board/command");
+    // The app's id is namespaced by the extension that mounted it.
+    let app_id = app["appId"].as_str().unwrap();
+    assert!(
+        app_id.starts_with("gui-fixture@") && app_id.ends_with("/board"),
+        "{app_id}"
+    );
+    let command = format!(
+        "/api/pi/sessions/{one}/apps/{}/command",
+        percent_encode(app_id)
+    );
     // Another mount's token (same user, same appId, other session): 403, nothing sent.
     for bad in [
         json!({ "token": token_two, "command": "app-next" }),
@@ -955,7 +996,8 @@ async fn app_commands_need_their_mount_token() {
         .await;
     assert_eq!(status, 404);
     // The right token, a bad or unknown command: 400.
-    for name in ["../etc", "a b", "", "not-registered"] {
+    // ... and another extension's command (card-demo's) is not the app's to fire.
+    for name in ["../etc", "a b", "", "not-registered", "cards"] {
         let (status, _) = server
             .post(
                 &command,
@@ -975,9 +1017,7 @@ async fn app_commands_need_their_mount_token() {
     assert_eq!(status, 404);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        server.snapshot(ADA, &one).await["panels"]
-            .get("hits")
-            .is_none(),
+        own(&server.snapshot(ADA, &one).await["panels"], "hits").is_null(),
         "a refused command ran"
     );
     // The right token: the command runs with its args.
@@ -991,24 +1031,22 @@ async fn app_commands_need_their_mount_token() {
     assert_eq!(status, 202);
     let snapshot = server
         .wait_snapshot(ADA, &one, "the app's command", |s| {
-            s["panels"]["hits"]["props"]["rows"][0]["value"] == "1"
+            own(&s["panels"], "hits")["props"]["rows"][0]["value"] == "1"
         })
         .await;
     assert_eq!(
-        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        own(&snapshot["panels"], "hits")["props"]["rows"][1]["value"],
         "from-app"
     );
     assert!(
-        server.snapshot(ADA, &two).await["panels"]
-            .get("hits")
-            .is_none(),
+        own(&server.snapshot(ADA, &two).await["panels"], "hits").is_null(),
         "the other session is untouched"
     );
     // A remount gets a new token; the old one is refused.
     server.prompt(ADA, &one, "/app-mount board").await;
     server
         .wait_snapshot(ADA, &one, "a new token", |s| {
-            s["apps"]["board"]["token"] != token_one
+            own(&s["apps"], "board")["token"] != token_one
         })
         .await;
     let (status, _) = server
@@ -1019,6 +1057,105 @@ async fn app_commands_need_their_mount_token() {
         )
         .await;
     assert_eq!(status, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_cannot_replace_or_drive_another_extensions_panels_and_apps() {
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[[users]]
+name = "ada"
+token = "{ADA}"
+extensions = [{fixture:?}, {squatter:?}]
+"#,
+        fixture = ext("tests/fixtures/gui/gui-fixture.js"),
+        squatter = ext("tests/fixtures/hostile/gui-squatter.ts"),
+    );
+    let server = start_config(tempfile::tempdir().unwrap(), &config);
+    let id = server.session(ADA).await;
+    server.prompt(ADA, &id, "/app-next").await;
+    server.prompt(ADA, &id, "/app-mount board").await;
+    server
+        .wait_snapshot(ADA, &id, "the fixture's panel and app", |s| {
+            own(&s["panels"], "hits").is_object() && own(&s["apps"], "board").is_object()
+        })
+        .await;
+    let mut events = server.events(ADA, None, Some(&id)).await;
+    server.prompt(ADA, &id, "/squat").await;
+    let (refused, _) = events
+        .until("the ninth app refused", |e| e.name == "extension.error")
+        .await;
+    assert!(
+        refused.data["error"]
+            .as_str()
+            .unwrap()
+            .contains("an extension may have 8 apps"),
+        "{:?}",
+        refused.data
+    );
+    let snapshot = server
+        .wait_snapshot(ADA, &id, "the squatter's apps", |s| {
+            s["apps"].as_object().unwrap().len() == 9
+        })
+        .await;
+    // The fixture's panel and app are its own still; the squatter's landed beside them, under
+    // its own name whatever owner it wrote, and its removal of "hits" removed only its own.
+    let panels = snapshot["panels"].as_object().unwrap();
+    assert_eq!(panels.len(), 1, "{panels:?}");
+    let (panel_id, panel) = panels.iter().next().unwrap();
+    assert!(panel_id.starts_with("gui-fixture@"), "{panel_id}");
+    assert_eq!(panel["props"]["rows"][0]["value"], "1");
+    let apps = snapshot["apps"].as_object().unwrap();
+    let fixture_board = apps
+        .iter()
+        .find(|(k, _)| k.starts_with("gui-fixture@"))
+        .unwrap()
+        .1;
+    assert!(!fixture_board["html"].as_str().unwrap().contains("SQUATTED"));
+    let squatter_apps: Vec<&String> = apps
+        .keys()
+        .filter(|k| k.starts_with("gui-squatter@"))
+        .collect();
+    assert_eq!(
+        squatter_apps.len(),
+        8,
+        "the per-extension cap: {squatter_apps:?}"
+    );
+    // The squatter's app cannot fire the fixture's command, only its own.
+    let (squat_id, squat_board) = apps
+        .iter()
+        .find(|(k, _)| k.starts_with("gui-squatter@") && k.ends_with("/board"))
+        .unwrap();
+    let command = format!(
+        "/api/pi/sessions/{id}/apps/{}/command",
+        percent_encode(squat_id)
+    );
+    let token = squat_board["token"].as_str().unwrap();
+    let (status, body) = server
+        .post(
+            &command,
+            ADA,
+            json!({ "token": token, "command": "app-next" }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string().contains("not a command of the extension"),
+        "{body}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        own(&server.snapshot(ADA, &id).await["panels"], "hits")["props"]["rows"][0]["value"],
+        "1",
+        "the refused command did not run"
+    );
+    let (status, body) = server
+        .post(&command, ADA, json!({ "token": token, "command": "squat" }))
+        .await;
+    assert_eq!(status, 202, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1052,7 +1189,7 @@ async fn the_event_stream_resumes_inside_the_window() {
     let (live, _) = resumed
         .until("the live panel", |e| ui_kind(e, "panel"))
         .await;
-    assert_eq!(live.data["card"]["id"], "hits");
+    assert_eq!(id_in_extension(&live.data["card"]["id"]), "hits");
     assert!(live.id > ids[4]);
     drop(resumed);
 
@@ -1060,18 +1197,18 @@ async fn the_event_stream_resumes_inside_the_window() {
     server.prompt(ADA, &id, "/spam 1100").await;
     server
         .wait_snapshot(ADA, &id, "the last spam", |s| {
-            s["panels"]["spam"]["props"]["value"] == 1100
+            own(&s["panels"], "spam")["props"]["value"] == 1100
         })
         .await;
     let mut late = server.events(ADA, Some(ids[1]), None).await;
     let first = late.next().await;
     assert_eq!(first.name, "session.snapshot");
     assert_eq!(
-        first.data["snapshot"]["panels"]["spam"]["props"]["value"],
+        own(&first.data["snapshot"]["panels"], "spam")["props"]["value"],
         1100
     );
     assert_eq!(
-        first.data["snapshot"]["panels"]["hits"]["props"]["rows"][1]["value"],
+        own(&first.data["snapshot"]["panels"], "hits")["props"]["rows"][1]["value"],
         "live"
     );
     // An unknown id: a snapshot too.
@@ -1227,7 +1364,7 @@ async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
     server.prompt(ADA, &kept, "/app-mount board").await;
     server
         .wait_snapshot(ADA, &kept, "the panel and the app", |s| {
-            s["panels"]["hits"].is_object() && s["apps"]["board"].is_object()
+            own(&s["panels"], "hits").is_object() && own(&s["apps"], "board").is_object()
         })
         .await;
     let (status, _) = server
@@ -1263,15 +1400,15 @@ async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
     // The live dock comes back from the entries; the app is mounted again with a new token.
     let snapshot = &full["snapshot"];
     assert_eq!(
-        snapshot["panels"]["hits"]["props"]["rows"][1]["value"],
+        own(&snapshot["panels"], "hits")["props"]["rows"][1]["value"],
         "before-restart"
     );
-    assert!(snapshot["apps"]["board"]["token"].is_string());
+    assert!(own(&snapshot["apps"], "board")["token"].is_string());
     // And the session works: a command reaches the reopened extension.
     server.prompt(ADA, &kept, "/app-next after").await;
     server
         .wait_snapshot(ADA, &kept, "the panel after the restart", |s| {
-            s["panels"]["hits"]["props"]["rows"][1]["value"] == "after"
+            own(&s["panels"], "hits")["props"]["rows"][1]["value"] == "after"
         })
         .await;
     let (_, bob) = server.get("/api/pi/sessions", BOB).await;
@@ -1310,6 +1447,98 @@ async fn capability_grants_come_from_the_config_per_extension() {
         })
         .await;
     assert!(!snapshot.to_string().contains("secret text"));
+}
+
+/// Serve with the grant holder (read on `granted/`) and the borrower (no grants unless
+/// `borrower_reads`), a model that calls the holder's tool on `granted/public.txt`; what the
+/// model was given as the tool's result.
+async fn borrowed_through_a_rewrite(borrower_reads: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let granted = dir.path().join("granted");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::write(granted.join("public.txt"), "public text").unwrap();
+    std::fs::write(granted.join("private.txt"), "private text").unwrap();
+    let script = json!([
+        { "toolCalls": [{ "id": "c1", "name": "read_note",
+            "arguments": { "path": granted.join("public.txt") } }] },
+        { "text": "Done." },
+    ]);
+    std::fs::write(
+        dir.path().join("script.json"),
+        json!({ "turns": script }).to_string(),
+    )
+    .unwrap();
+    let (holder, borrower) = (
+        ext("tests/fixtures/hostile/grant-holder.ts"),
+        ext("tests/fixtures/hostile/grant-borrower.ts"),
+    );
+    let mut config = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[model]
+script = "script.json"
+
+[[users]]
+name = "ada"
+token = "{ADA}"
+extensions = [{holder:?}, {borrower:?}]
+
+[grants.{holder:?}]
+read = [{granted:?}]
+"#,
+        granted = granted.to_string_lossy(),
+    );
+    if borrower_reads {
+        config += &format!(
+            "[grants.{borrower:?}]\nread = [{:?}]\n",
+            granted.to_string_lossy()
+        );
+    }
+    let server = start_config(dir, &config);
+    let id = server.session(ADA).await;
+    server.prompt(ADA, &id, "go").await;
+    let mut full = Value::Null;
+    for _ in 0..200 {
+        full = server.get(&format!("/api/pi/sessions/{id}"), ADA).await.1;
+        if full["transcript"].to_string().contains("Done.") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let result = full["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["message"]["role"] == "toolResult")
+        .unwrap_or_else(|| panic!("no tool result: {full}"));
+    assert_eq!(
+        full.to_string().contains("private text"),
+        borrower_reads,
+        "{full}"
+    );
+    let text = common::text_of(&result["message"]["content"]);
+    let ok = if result["message"]["isError"] == true {
+        "error"
+    } else {
+        "ok"
+    };
+    format!("{ok}: {text}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_rewrite_never_lends_the_tool_owners_grants() {
+    // No grants of its own: the rewritten call is blocked, and says why.
+    let seen = borrowed_through_a_rewrite(false).await;
+    assert!(seen.starts_with("error: "), "{seen}");
+    assert!(
+        seen.contains("may not lend another extension's grants") && seen.contains("--allow-read"),
+        "{seen}"
+    );
+    // Granted the same folder, the rewrite is within its own reach and stands (pi's semantics).
+    let seen = borrowed_through_a_rewrite(true).await;
+    assert_eq!(seen, "ok: private text");
 }
 
 /// The `pichamber.ui` cards of a session's transcript, once there are `n`.

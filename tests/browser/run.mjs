@@ -152,11 +152,11 @@ test("card appears and live panel updates in place", async ({ browser, run }) =>
 	await waitFor(transcript(page).locator(".card-markdown strong", { hasText: "PiChamber" }), "markdown is rendered from the server's html");
 	await waitFor(transcript(page).locator(".card-table td", { hasText: "b.ts" }), "the table's rows are shown");
 	// card-demo updates its "cards-build" panel twice and removes it: the dock ends empty.
-	await page.waitForFunction(() => !document.querySelector('#dock [data-panel-id="cards-build"]'), null, { timeout: STEP });
+	await page.waitForFunction(() => !document.querySelector('#dock [data-panel-id$="/cards-build"]'), null, { timeout: STEP });
 	assert((await transcript(page).locator("article.card-progress").count()) === 3, "the transcript keeps all three progress cards as history");
 
 	await send(page, "/panel 10");
-	const slot = dock(page).locator('[data-panel-id="build"]');
+	const slot = dock(page).locator('[data-panel-id$="/build"]');
 	await waitFor(slot.locator(".progress-value", { hasText: "10 / 100" }), "the live panel appears in the dock");
 	const handle = await slot.elementHandle();
 	await send(page, "/panel 60");
@@ -166,7 +166,7 @@ test("card appears and live panel updates in place", async ({ browser, run }) =>
 	assert((await dock(page).locator(".progress-value", { hasText: "10 / 100" }).count()) === 0, "the old value is gone from the dock");
 	await shot(page, "live-panel");
 	await send(page, "/panel-remove");
-	await page.waitForFunction(() => !document.querySelector('#dock [data-panel-id="build"]'), null, { timeout: STEP });
+	await page.waitForFunction(() => !document.querySelector('#dock [data-panel-id$="/build"]'), null, { timeout: STEP });
 	assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
 });
 
@@ -273,7 +273,8 @@ test("app surface fires its command and cannot read the parent's cookies or stor
 	const mountToken = await page.evaluate(async (id) => {
 		const token = new URLSearchParams(location.hash.slice(1)).get("token");
 		const response = await fetch(`/api/pi/sessions/${id}`, { headers: { Authorization: `Bearer ${token}` } });
-		return (await response.json()).snapshot.apps.board.token;
+		const apps = (await response.json()).snapshot.apps;
+		return Object.entries(apps).find(([key]) => key.endsWith("/board"))?.[1].token;
 	}, sessionId);
 	assert(typeof mountToken === "string" && mountToken.length >= 16, "the snapshot carries a mount token");
 	assert(!(await iframe.getAttribute("srcdoc")).includes(mountToken), "the mount token is not given to the iframe");
@@ -305,7 +306,7 @@ test("reload restores the dock, the app and a pending dialog", async ({ browser,
 	await waitFor(openDialog(page).getByRole("heading", { name: "Favourite language?" }), "a dialog is pending");
 	await page.reload();
 	await waitFor(page.locator("body[data-ready=true]"), "the page starts again");
-	await waitFor(dock(page).locator('[data-panel-id="build"] .progress-value', { hasText: "70 / 100" }), "the dock is restored after a reload");
+	await waitFor(dock(page).locator('[data-panel-id$="/build"] .progress-value', { hasText: "70 / 100" }), "the dock is restored after a reload");
 	await waitFor(page.locator('#apps iframe[title="App: Board"]'), "the app surface is restored after a reload");
 	await waitFor(openDialog(page).getByRole("heading", { name: "Favourite language?" }), "the pending dialog is restored after a reload");
 	await waitFor(transcript(page).locator("article.card-progress"), "the transcript is restored after a reload");

@@ -1071,7 +1071,7 @@ function renderApps() {
 	}
 	for (const [appId, app] of Object.entries(apps)) {
 		if (state.mounts.has(appId)) continue;
-		const title = str(app.title, 256) || appId;
+		const title = str(app.title, 256) || appId.slice(appId.indexOf("/") + 1);
 		const iframe = h("iframe", { sandbox: "allow-scripts", title: `App: ${title}`, referrerpolicy: "no-referrer", loading: "eager" });
 		iframe.srcdoc = `<!doctype html><meta charset="utf-8">${BRIDGE}${typeof app.html === "string" ? app.html : ""}`;
 		const element = h("section", { class: "app-surface", "aria-label": title, dataset: { appId: str(appId, 128) } }, h("h3", { class: "card-title", text: title }), iframe);

@@ -238,6 +238,20 @@ pub fn audit_text(requested: &Value, used: Option<&Usage>) -> String {
         "  overrides built-in tools: {}\n",
         names(&requested["overridesBuiltinTools"], "", "")
     ));
+    let reach: Vec<&str> = requested["otherTools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if reach.is_empty() {
+        out.push_str("  other extensions' and built-in tools: no hook reaches them\n");
+    } else {
+        out.push_str("  other extensions' and built-in tools:\n");
+        for line in reach {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
     if let Some(used) = used {
         let list = |items: &[String]| {
             if items.is_empty() {

@@ -40,7 +40,8 @@ pub mod limits {
     pub const OPTIONS: usize = 20;
     /// App-surface HTML, in bytes.
     pub const APP_HTML: usize = 200 * 1024;
-    pub const APPS_PER_SESSION: usize = 8;
+    pub const APPS_PER_EXTENSION: usize = 8;
+    pub const APPS_PER_SESSION: usize = 32;
 }
 
 /// Whether `name` is a command name an action or an app surface may invoke:

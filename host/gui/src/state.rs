@@ -72,7 +72,14 @@ impl UiState {
 
     /// The token of the app surface mounted as `app_id`.
     pub fn app_token(&self, app_id: &str) -> Option<&str> {
-        self.apps.get(app_id).and_then(|a| a["token"].as_str())
+        self.app_mount(app_id).map(|(token, _)| token)
+    }
+
+    /// The token of the app surface mounted as `app_id` and the owner key of the extension
+    /// that mounted it (none for an entry written before owners were recorded).
+    pub fn app_mount(&self, app_id: &str) -> Option<(&str, Option<&str>)> {
+        let app = self.apps.get(app_id)?;
+        Some((app["token"].as_str()?, app["owner"].as_str()))
     }
 
     /// Rebuilds panels and apps from the entries of a resumed session's branch (status,
@@ -225,7 +232,7 @@ impl UiState {
                     events.push(GuiEvent::ui("panel", json!({ "id": id, "removed": true })));
                 }
             }
-            Effect::App(data) => match self.mount_app(&data) {
+            Effect::App(data) => match self.mount_app(&data, entry["owner"].as_str()) {
                 Ok(Some(removed)) if removed["removed"] == json!(true) => {
                     events.push(GuiEvent::ui("app", removed))
                 }
@@ -241,11 +248,11 @@ impl UiState {
     }
 
     /// Mounts (or replaces, or removes) an app surface; every mount gets a fresh token.
-    fn mount_app(&mut self, data: &Value) -> Result<Option<Value>, String> {
+    fn mount_app(&mut self, data: &Value, owner: Option<&str>) -> Result<Option<Value>, String> {
         let Some(app_id) = data["appId"].as_str().filter(|s| !s.is_empty()) else {
             return Err("a pichamber.app entry needs an appId".into());
         };
-        let app_id = truncate(app_id, limits::KEY);
+        let app_id = owned_id(owner, &truncate(app_id, limits::KEY));
         if data["removed"] == json!(true) {
             return Ok(self
                 .apps
@@ -265,14 +272,31 @@ impl UiState {
                 limits::APP_HTML
             ));
         }
-        if !self.apps.contains_key(&app_id) && self.apps.len() >= limits::APPS_PER_SESSION {
-            return Err(format!(
-                "app {app_id:?}: a session may have {} apps; not mounted",
-                limits::APPS_PER_SESSION
-            ));
+        if !self.apps.contains_key(&app_id) {
+            let own = self
+                .apps
+                .values()
+                .filter(|a| a["owner"].as_str() == owner)
+                .count();
+            if own >= limits::APPS_PER_EXTENSION {
+                return Err(format!(
+                    "app {app_id:?}: an extension may have {} apps; not mounted",
+                    limits::APPS_PER_EXTENSION
+                ));
+            }
+            if self.apps.len() >= limits::APPS_PER_SESSION {
+                return Err(format!(
+                    "app {app_id:?}: a session may have {} apps; not mounted",
+                    limits::APPS_PER_SESSION
+                ));
+            }
         }
         let title = data["title"].as_str().map(|t| truncate(t, limits::TITLE));
-        let app = json!({ "appId": app_id, "title": title, "html": html, "token": random_token() });
+        let mut app =
+            json!({ "appId": app_id, "title": title, "html": html, "token": random_token() });
+        if let Some(owner) = owner {
+            app["owner"] = json!(owner);
+        }
         self.apps.insert(app_id, app.clone());
         Ok(Some(app))
     }
@@ -283,6 +307,17 @@ enum Effect {
     Panel(Value),
     RemovePanel(String),
     App(Value),
+}
+
+/// A panel's or app's id as clients know it: namespaced by the extension that wrote it (the
+/// `owner` the host records on `pichamber.*` entries), so two extensions' `build` panels are
+/// two panels and neither can replace the other's. Entries from before owners were recorded
+/// keep their bare id.
+fn owned_id(owner: Option<&str>, id: &str) -> String {
+    match owner {
+        Some(owner) => format!("{owner}/{id}"),
+        None => id.to_owned(),
+    }
 }
 
 fn known_version(data: &Value) -> bool {
@@ -306,8 +341,11 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
     let mut shown = entry.clone();
     let effect = match (kind, custom_type) {
         ("custom", UI_TYPE) => match card::normalize_descriptor(&entry["data"]) {
-            Descriptor::Card(card) => {
+            Descriptor::Card(mut card) => {
                 let panel = card.get("id").is_some();
+                if let Some(id) = card["id"].as_str() {
+                    card["id"] = json!(owned_id(entry["owner"].as_str(), id));
+                }
                 shown["card"] = card.clone();
                 if panel {
                     Effect::Panel(card)
@@ -315,7 +353,7 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
                     Effect::None
                 }
             }
-            Descriptor::Remove(id) => Effect::RemovePanel(id),
+            Descriptor::Remove(id) => Effect::RemovePanel(owned_id(entry["owner"].as_str(), &id)),
         },
         ("custom_message", UI_TYPE) => {
             // A card in the transcript only: a message never updates the live dock.
@@ -477,6 +515,46 @@ mod tests {
             0,
         );
         assert_eq!(kinds(&events), ["session.entry"]);
+    }
+
+    #[test]
+    fn panels_and_apps_are_namespaced_by_their_owner() {
+        let mut s = UiState::new();
+        let owned = |owner: &str, custom_type: &str, data: Value| SessionEvent::Entry {
+            entry: json!({ "type": "custom", "id": "e1", "customType": custom_type, "data": data, "owner": owner }),
+        };
+        let panel = |owner: &str, value: u32| {
+            owned(
+                owner,
+                UI_TYPE,
+                json!({ "id": "build", "component": "progress", "props": { "value": value } }),
+            )
+        };
+        s.apply(&panel("a@1", 10), 0);
+        let events = s.apply(&panel("b@2", 20), 0);
+        assert_eq!(events[0].data["entry"]["card"]["id"], "b@2/build");
+        let snap = s.snapshot();
+        assert_eq!(snap["panels"]["a@1/build"]["props"]["value"], 10);
+        assert_eq!(snap["panels"]["b@2/build"]["props"]["value"], 20);
+        // b's removal of "build" is of its own.
+        let events = s.apply(
+            &owned("b@2", UI_TYPE, json!({ "id": "build", "removed": true })),
+            0,
+        );
+        assert_eq!(events[1].data["id"], "b@2/build");
+        assert_eq!(s.snapshot()["panels"].as_object().unwrap().len(), 1);
+        // Apps: 8 per owner, whatever the others hold; the owner travels with the mount.
+        let app =
+            |owner: &str, id: String| owned(owner, APP_TYPE, json!({ "appId": id, "html": "" }));
+        for i in 0..8 {
+            s.apply(&app("a@1", format!("x{i}")), 0);
+        }
+        let refused = s.apply(&app("a@1", "x8".into()), 0);
+        assert_eq!(kinds(&refused), ["session.entry", "extension.error"]);
+        let events = s.apply(&app("b@2", "x0".into()), 0);
+        assert_eq!(events[1].data["app"]["appId"], "b@2/x0");
+        assert_eq!(s.app_mount("b@2/x0").unwrap().1, Some("b@2"));
+        assert!(s.app_mount("x0").is_none());
     }
 
     #[test]

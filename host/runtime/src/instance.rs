@@ -427,6 +427,11 @@ impl ExtensionInstance {
         self.broken.is_some()
     }
 
+    /// What the extension may reach.
+    pub fn grants(&self) -> &Grants {
+        &self.options.grants
+    }
+
     pub async fn dispatch_event(
         &mut self,
         name: &str,

@@ -494,6 +494,12 @@ impl SessionHandle {
     pub fn has_command(&self, name: &str) -> bool {
         self.shared.state.lock().unwrap().command(name).is_some()
     }
+
+    /// The owner key of the extension whose command users invoke as `name`.
+    pub fn command_owner(&self, name: &str) -> Option<String> {
+        let state = self.shared.state.lock().unwrap();
+        state.command_owner(name).map(str::to_owned)
+    }
 }
 
 #[derive(Debug)]

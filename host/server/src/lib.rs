@@ -396,8 +396,13 @@ async fn app_command(
     use sha2::Digest;
     let handle = session_of(&user, &id)?;
     let body = body_json(&body)?;
-    let expected = handle.ui.lock().unwrap().app_token(&app).map(str::to_owned);
-    let Some(expected) = expected else {
+    let mount = handle
+        .ui
+        .lock()
+        .unwrap()
+        .app_mount(&app)
+        .map(|(token, owner)| (token.to_owned(), owner.map(str::to_owned)));
+    let Some((expected, owner)) = mount else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "no such app"));
     };
     let given = body["token"].as_str().unwrap_or_default();
@@ -414,10 +419,13 @@ async fn app_command(
             "the command name must match [A-Za-z0-9][A-Za-z0-9:_-]{0,127}",
         ));
     }
-    if !handle.has_command(command) {
+    // An app fires only its own extension's commands: another's is as unknown to it as
+    // one nobody registered.
+    let command_owner = handle.command_owner(command);
+    if command_owner.is_none() || command_owner != owner {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("/{command} is not a registered command"),
+            format!("/{command} is not a command of the extension that mounted this app"),
         ));
     }
     let args = match &body["args"] {

@@ -164,6 +164,39 @@ pub async fn run_step(session: &mut Session, step: Step, sink: &EventSink) -> St
 /// pi's built-in tool names: an extension tool of one of these names replaces the built-in.
 pub const BUILTIN_TOOLS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 
+/// What an extension's event hooks let it see and do to tools that are not its own (pi's event
+/// model, kept by pichamber): one line per hook that reaches them.
+pub fn other_tools_reach(events: &[String]) -> Vec<String> {
+    let mut reach = Vec::new();
+    let hooks = |names: &[&str]| names.iter().any(|n| events.iter().any(|e| e == n));
+    if hooks(&["tool_call"]) {
+        reach.push(
+            "tool_call: sees every tool call's input and may block it; may rewrite the input of \
+             built-in tools (they act in the workspace) and of other extensions' tools only \
+             within its own grants (a rewrite that would lend a grant blocks the call)"
+                .to_owned(),
+        );
+    }
+    if hooks(&["tool_result"]) {
+        reach.push(
+            "tool_result: sees every tool's input and result, and may replace the result".into(),
+        );
+    }
+    if hooks(&[
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+    ]) {
+        reach.push("tool_execution_*: sees every tool call's input, progress and result".into());
+    }
+    if hooks(&["context", "message_end", "turn_end", "agent_end"]) {
+        reach.push(
+            "context / message / turn hooks: see the conversation, tool results included".into(),
+        );
+    }
+    reach
+}
+
 /// Loads an extension alone in a session with no grants, no UI and no model, and reports what
 /// it asks for and registers: `(loaded, report)` where the report has `manifest`, `loaded`,
 /// `errors`, `tools`, `commands`, `events`, `flags`, `shortcuts`, `messageRenderers`,
@@ -215,6 +248,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         "messageRenderers": registrations.message_renderers,
         "providers": registrations.providers,
         "overridesBuiltinTools": overrides,
+        "otherTools": other_tools_reach(&registrations.events),
     });
     drop(state);
     drop(session);

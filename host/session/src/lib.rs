@@ -341,10 +341,17 @@ impl Session {
             },
             None => self.options.clone(),
         };
+        let owner = state::owner_key(&artifact.manifest.name, &artifact.manifest.source_hash);
+        {
+            let owners = &mut self.shared.state.lock().unwrap().owners;
+            owners.truncate(index);
+            owners.push(owner.clone());
+        }
         let port = Arc::new(port::ExtensionPort::new(
             self.shared.clone(),
             index,
             &artifact.manifest.name,
+            owner,
         ));
         match ExtensionInstance::start(&prepared, artifact, port, &options).await {
             Ok(instance) => {
@@ -379,6 +386,29 @@ impl Session {
                 Err(message)
             }
         }
+    }
+
+    /// Why extension `rewriter`'s rewrite of a `tool_call` input may not stand: the tool is
+    /// another extension's, whose grants reach further than the rewriter's own (the rewrite
+    /// would lend them: the rewriter picks what the tool reads and sees its result). pi lets
+    /// any handler rewrite any input; a rewrite within the rewriter's own reach still stands,
+    /// and built-in tools act with the session's authority (the workspace), not a grant.
+    fn lent_grant(&self, rewriter: usize, event: &Value) -> Option<String> {
+        let tool = event["toolName"].as_str()?;
+        let owner = match self.shared.state.lock().unwrap().tool(tool)?.source {
+            ToolSource::Extension(owner) if owner != rewriter => owner,
+            _ => return None,
+        };
+        let owner = self.extensions.get(owner)?;
+        let cwd = std::path::Path::new(&self.shared.cwd);
+        let missing = owner
+            .grants()
+            .beyond(self.extensions[rewriter].grants(), cwd)?;
+        Some(format!(
+            "{} rewrote the input of {tool}, a tool of {}, which may reach what {} may not \
+             ({missing}); the call is blocked: a rewrite may not lend another extension's grants",
+            self.extensions[rewriter].name, owner.name, self.extensions[rewriter].name
+        ))
     }
 
     pub fn extension_names(&self) -> Vec<String> {
@@ -431,6 +461,7 @@ impl Session {
                 continue;
             }
             let extension_name = self.extensions[i].name.clone();
+            let input_before = (name == "tool_call").then(|| event["input"].clone());
             let outcome = self.extensions[i].dispatch_event(name, &event, &ctx).await;
             let dispatched = match outcome {
                 Ok(d) => d,
@@ -450,6 +481,12 @@ impl Session {
                 .and_then(|r| serde_json::from_str(&r).ok());
             match name {
                 "tool_call" => {
+                    if input_before.as_ref() != Some(&event["input"])
+                        && let Some(refusal) = self.lent_grant(i, &event)
+                    {
+                        self.error(&extension_name, name, &refusal);
+                        return Err(refusal);
+                    }
                     if let Some(c) = chain.filter(|c| !c.is_null()) {
                         let block = c["block"] == json!(true);
                         result = c;

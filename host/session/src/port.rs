@@ -35,11 +35,16 @@ pub const MAX_BUS_MESSAGES: usize = 10_000;
 /// Largest session `getTree` serves (its JSON nests one level per entry of a chain).
 pub const MAX_TREE_ENTRIES: usize = 2000;
 
+/// Custom entry types the host records the writing extension's owner key on.
+pub const OWNED_TYPE_PREFIX: &str = "pichamber.";
+
 pub struct ExtensionPort {
     shared: Arc<SessionShared>,
     /// The extension's place in load order.
     index: usize,
     name: String,
+    /// Recorded on its `pichamber.*` entries (see [`super::state::owner_key`]).
+    owner: String,
     /// Session entries it appended, and their bytes.
     entries_appended: AtomicUsize,
     entry_bytes: AtomicUsize,
@@ -48,11 +53,12 @@ pub struct ExtensionPort {
 }
 
 impl ExtensionPort {
-    pub fn new(shared: Arc<SessionShared>, index: usize, name: &str) -> Self {
+    pub fn new(shared: Arc<SessionShared>, index: usize, name: &str, owner: String) -> Self {
         Self {
             shared,
             index,
             name: name.to_owned(),
+            owner,
             entries_appended: AtomicUsize::new(0),
             entry_bytes: AtomicUsize::new(0),
             bus_refusal_reported: Default::default(),
@@ -359,10 +365,16 @@ impl ExtensionHost for ExtensionPort {
     fn append_entry(&self, custom_type: String, data: Value) -> Result<(), String> {
         // Counted per extension: one that fills its share leaves the others theirs.
         self.entry_budget(custom_type.len() + data.to_string().len())?;
+        // The GUI protocol's entries (cards, panels, app surfaces) record which extension
+        // wrote them, beside the data, so one extension's panel or app never replaces
+        // another's.
+        let owner = custom_type
+            .starts_with(OWNED_TYPE_PREFIX)
+            .then_some(self.owner.as_str());
         let mut state = self.shared.state.lock().unwrap();
         let entry = state
             .store
-            .append_custom_entry(&custom_type, Some(data).filter(|d| !d.is_null()))
+            .append_owned_custom_entry(&custom_type, Some(data).filter(|d| !d.is_null()), owner)
             .map_err(|e| format!("appendEntry: {e:#}"))?;
         drop(state);
         self.appended(entry);

@@ -134,6 +134,14 @@ pub struct RegisteredCommand {
     pub has_argument_completions: bool,
 }
 
+/// What names an extension where the host must tell extensions apart across restarts (the
+/// owner of a panel or app surface): its name and 64 bits of its source hash, so another
+/// extension cannot claim it by choosing the same name.
+pub fn owner_key(name: &str, source_hash: &str) -> String {
+    let hex = source_hash.strip_prefix("sha256:").unwrap_or(source_hash);
+    format!("{name}@{}", &hex[..hex.len().min(16)])
+}
+
 impl RegisteredCommand {
     pub fn from_wit(extension: usize, extension_name: &str, def: CommandDefinition) -> Self {
         Self {
@@ -171,6 +179,8 @@ pub struct SessionState {
     pub commands: Vec<RegisteredCommand>,
     /// Per extension (load order).
     pub registrations: Vec<OtherRegistrations>,
+    /// Per extension (load order): its owner key (see [`owner_key`]).
+    pub owners: Vec<String>,
     pub statuses: BTreeMap<String, String>,
     pub widgets: BTreeMap<String, Vec<String>>,
     pub title: Option<String>,
@@ -266,6 +276,7 @@ impl SessionState {
             active_tools: Vec::new(),
             commands: Vec::new(),
             registrations: Vec::new(),
+            owners: Vec::new(),
             statuses: BTreeMap::new(),
             widgets: BTreeMap::new(),
             title: None,
@@ -391,6 +402,12 @@ impl SessionState {
         for (i, invocation) in names {
             self.commands[i].invocation_name = invocation;
         }
+    }
+
+    /// The owner key of the extension that registered the command users invoke as `invocation`.
+    pub fn command_owner(&self, invocation: &str) -> Option<&str> {
+        let command = self.command(invocation)?;
+        self.owners.get(command.extension).map(String::as_str)
     }
 
     pub fn command(&self, invocation: &str) -> Option<&RegisteredCommand> {

@@ -748,11 +748,25 @@ impl SessionStore {
 
     /// Extension state that stays out of the LLM context.
     pub fn append_custom_entry(&mut self, custom_type: &str, data: Option<Value>) -> Result<Value> {
+        self.append_owned_custom_entry(custom_type, data, None)
+    }
+
+    /// [`Self::append_custom_entry`] with the `owner` the host records beside the data (which
+    /// extension wrote it, for entries whose owner matters to the host: see the GUI protocol).
+    pub fn append_owned_custom_entry(
+        &mut self,
+        custom_type: &str,
+        data: Option<Value>,
+        owner: Option<&str>,
+    ) -> Result<Value> {
         let mut entry = Map::new();
         entry.insert("type".into(), "custom".into());
         entry.insert("customType".into(), custom_type.into());
         if let Some(data) = data {
             entry.insert("data".into(), data);
+        }
+        if let Some(owner) = owner {
+            entry.insert("owner".into(), owner.into());
         }
         self.finish_custom(entry)
     }

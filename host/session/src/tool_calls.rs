@@ -201,15 +201,25 @@ impl Session {
             ToolSource::Extension(_) => {}
         }
         // Validation is host work an extension's schema decides (bounded when the tool was
-        // registered): it runs off the async workers so no other session waits for it.
+        // registered): it runs off the async workers so no other session waits for it, and
+        // within the extension's wall limit for one call.
+        let limit = self.options.call_wall_timeout;
         let validated = {
             let (tool, args) = (tool.clone(), args.clone());
-            tokio::task::spawn_blocking(move || validate_arguments(&tool, &args)).await
+            let check = tokio::task::spawn_blocking(move || validate_arguments(&tool, &args));
+            tokio::time::timeout(limit, check).await
         };
         let args = match validated {
-            Ok(Ok(a)) => a,
-            Ok(Err(message)) => return immediate(&message),
-            Err(_) => return immediate("the arguments could not be validated"),
+            Ok(Ok(Ok(a))) => a,
+            Ok(Ok(Err(message))) => return immediate(&message),
+            Ok(Err(_)) => return immediate("the arguments could not be validated"),
+            Err(_) => {
+                return immediate(&format!(
+                    "validating the arguments of {name} took longer than the {} s a call of \
+                     its extension may take (--call-wall-timeout)",
+                    limit.as_secs_f64()
+                ));
+            }
         };
         let mut args = args;
         if self.has_handlers("tool_call") {
