@@ -1159,6 +1159,60 @@ extensions = [{fixture:?}, {squatter:?}]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_spinning_in_guest_code_delays_no_other_user() {
+    let config = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[[users]]
+name = "ada"
+token = "{ADA}"
+extensions = [{busy:?}]
+
+[[users]]
+name = "bob"
+token = "{BOB}"
+extensions = [{fixture:?}]
+"#,
+        busy = ext("tests/fixtures/hostile/busy-command.ts"),
+        fixture = ext("tests/fixtures/gui/gui-fixture.js"),
+    );
+    let server = start_config(tempfile::tempdir().unwrap(), &config);
+    let (ada, bob) = (server.session(ADA).await, server.session(BOB).await);
+    // Two sessions spinning: as many as the machine here has cores.
+    let ada_two = server.session(ADA).await;
+    for session in [&ada, &ada_two] {
+        server.prompt(ADA, session, "/spin").await;
+        server
+            .wait_snapshot(ADA, session, "the spin started", |s| {
+                s["status"]["spin"] == "started"
+            })
+            .await;
+    }
+    // While ada's extension computes, bob's session answers command after command.
+    for n in 1..=5 {
+        server.prompt(BOB, &bob, "/app-next").await;
+        let want = n.to_string();
+        server
+            .wait_snapshot(BOB, &bob, "bob's command", |s| {
+                own(&s["panels"], "hits")["props"]["rows"][0]["value"] == want.as_str()
+            })
+            .await;
+    }
+    assert_eq!(
+        server.snapshot(ADA, &ada).await["status"]["spin"],
+        "started",
+        "bob's five commands waited for ada's spin to end"
+    );
+    server
+        .wait_snapshot(ADA, &ada, "the spin's end", |s| {
+            s["status"]["spin"] == "done after spinning"
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_event_stream_resumes_inside_the_window() {
     let server = start();
     let id = server.session(ADA).await;
