@@ -3,8 +3,9 @@
 //! same dialog answers; the sequences of `extension_ui_request`s must be equal after
 //! normalising request ids and extension paths (nothing else).
 //!
-//! Real pi comes from tests/oracle (`npm ci --prefix tests/oracle`, done by .ci/run). Without
-//! it these tests fail under CI and are skipped with a message elsewhere.
+//! Every scenario runs against both versions of real pi (0.73.1 with its examples, 1.6.0 with
+//! its own), installed by tests/setup.sh; without them these tests fail under CI and are
+//! skipped with a message elsewhere.
 
 mod common;
 
@@ -14,30 +15,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::oracle::Pi;
 use serde_json::{Value, json};
-
-fn oracle_dir() -> PathBuf {
-    common::repo().join("tests/oracle/node_modules")
-}
-
-fn pi_bin() -> Option<PathBuf> {
-    let bin = oracle_dir().join(".bin/pi");
-    if bin.exists() {
-        return Some(bin);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "real pi is missing: run `npm ci --prefix tests/oracle` (CI must install it)"
-    );
-    eprintln!("SKIPPED: real pi not installed (npm ci --prefix tests/oracle)");
-    None
-}
-
-fn example(name: &str) -> PathBuf {
-    oracle_dir()
-        .join("@mariozechner/pi-coding-agent/examples/extensions")
-        .join(name)
-}
 
 /// A dialog answer in pi's extension_ui_response terms.
 #[derive(Clone, Debug)]
@@ -72,15 +51,14 @@ impl Answer {
 /// Drives real pi over RPC: waits for start-up, sends each command as a prompt, answers
 /// dialogs in order, and returns every extension_ui_request it printed.
 fn run_pi(
+    mut cmd: Command,
     extensions: &[PathBuf],
     commands: &[&str],
     answers: &[Answer],
     workdir: &Path,
 ) -> Vec<Value> {
-    let pi = pi_bin().expect("pi");
     let home = workdir.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut cmd = Command::new(pi);
     cmd.args(["--mode", "rpc", "--no-session"]);
     for e in extensions {
         cmd.arg("-e").arg(e);
@@ -215,36 +193,41 @@ fn normalize(requests: Vec<Value>, extensions: &[PathBuf]) -> Vec<Value> {
 }
 
 fn differential(names: &[&str], commands: &[&str], answers: &[Answer]) {
-    if pi_bin().is_none() {
-        return;
+    for version in Pi::ALL {
+        let Some(mut pi) = version.command() else {
+            continue;
+        };
+        pi.args(version.only_given_extensions());
+        let extensions: Vec<PathBuf> = names.iter().map(|n| version.example(n)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = normalize(
+            run_pi(pi, &extensions, commands, answers, dir.path()),
+            &extensions,
+        );
+        let ours = normalize(
+            run_pichamber(&extensions, commands, answers, dir.path()),
+            &extensions,
+        );
+        let v = version.version();
+        assert!(
+            !theirs.is_empty(),
+            "the scenario produced no UI requests in pi {v}: it tests nothing"
+        );
+        let lines = |requests: &[Value]| {
+            requests
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            ours,
+            theirs,
+            "UI requests differ from real pi {v}\n--- pichamber ---\n{}\n--- pi {v} ---\n{}",
+            lines(&ours),
+            lines(&theirs)
+        );
     }
-    let extensions: Vec<PathBuf> = names.iter().map(|n| example(n)).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let pi = normalize(
-        run_pi(&extensions, commands, answers, dir.path()),
-        &extensions,
-    );
-    let ours = normalize(
-        run_pichamber(&extensions, commands, answers, dir.path()),
-        &extensions,
-    );
-    assert!(
-        !pi.is_empty(),
-        "the scenario produced no UI requests in pi: it tests nothing"
-    );
-    assert_eq!(
-        ours,
-        pi,
-        "UI requests differ from real pi\n--- pichamber ---\n{}\n--- pi ---\n{}",
-        ours.iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join("\n"),
-        pi.iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
 }
 
 #[test]

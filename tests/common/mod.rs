@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod oracle;
+
 use serde_json::Value;
 
 /// The repository root.
