@@ -334,14 +334,11 @@ fn run_example(name: &str, builtins: &[Value], pi_vs_pi: bool) -> Outcome {
 #[test]
 fn compatibility_table() {
     let started = Instant::now();
-    let oracle = common::repo().join("tests/oracle/node_modules");
     assert!(
-        oracle
-            .join("@mariozechner/pi-coding-agent/examples/extensions")
-            .is_dir()
-            && scenario::pi_bin().exists(),
-        "real pi and its examples are missing ({}): run `npm ci --prefix tests/oracle`",
-        oracle.display()
+        scenario::examples_dir().is_dir() && scenario::pi_command().is_some(),
+        "real pi {} and its examples are missing ({}): run tests/setup.sh",
+        scenario::version().version(),
+        scenario::examples_dir().display()
     );
     let only: Option<Vec<String>> = std::env::var("CORPUS_ONLY")
         .ok()

@@ -1177,7 +1177,7 @@ fn normalise_response(response: &Value, normaliser: &mut Normaliser) -> Value {
         // A command's sourceInfo names the extension's file on the host in pi; pichamber
         // names the extension (extensions see this list too, and no host paths) — a
         // difference by design.
-        if let Some(commands) = data["commands"].as_array_mut() {
+        if let Some(commands) = data.get_mut("commands").and_then(Value::as_array_mut) {
             for command in commands {
                 if let Some(c) = command.as_object_mut() {
                     c.remove("sourceInfo");
@@ -1202,7 +1202,41 @@ fn command_responses_match_pi() {
     let pi = run_sequence(Side::Pi);
     // A check of the harness: pi against itself must match step for step.
     let pi_vs_pi = std::env::var_os("RPC_DIFF_PI_VS_PI").is_some();
-    let ours = run_sequence(if pi_vs_pi { Side::Pi } else { Side::Pichamber });
+    let mut ours = run_sequence(if pi_vs_pi { Side::Pi } else { Side::Pichamber });
+    if !pi_vs_pi {
+        // pichamber speaks pi 1.6.0's protocol, whose prompt, steer and follow_up responses
+        // say what became of the message (`data.disposition`); 0.73.1's have no data.
+        let mut dispositions = std::collections::BTreeMap::new();
+        for step in &mut ours.steps {
+            let responses = match &mut step.response {
+                Value::Array(list) => list.iter_mut().collect::<Vec<_>>(),
+                one => vec![one],
+            };
+            for response in responses {
+                if let Some(map) = response.as_object_mut()
+                    && let Some(data) = map.get("data")
+                    && data.as_object().is_some_and(|d| d.len() == 1)
+                    && let Some(d) = data["disposition"].as_str()
+                {
+                    dispositions.insert(step.label.clone(), d.to_owned());
+                    map.remove("data");
+                }
+            }
+        }
+        for (label, want) in [
+            ("prompt", "started"),
+            ("prompt an extension command", "handled"),
+            ("steer", "queued"),
+            ("follow_up", "queued"),
+            ("prompt while streaming, followUp", "queued"),
+        ] {
+            assert_eq!(
+                dispositions.get(label).map(String::as_str),
+                Some(want),
+                "{label}: {dispositions:?}"
+            );
+        }
+    }
 
     // Both write the page where they say; the pages themselves differ by design (pi's is a
     // script rendering embedded JSON, pichamber's is rendered HTML without script).

@@ -165,13 +165,32 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
             // extensionPath (the file), pichamber names the extension. Command errors
             // (`command:NAME` in pi) are kept.
             if kind == "response"
-                && let Some(commands) = line["data"]["commands"].as_array_mut()
+                && let Some(commands) = line
+                    .get_mut("data")
+                    .and_then(|d| d.get_mut("commands"))
+                    .and_then(Value::as_array_mut)
             {
                 for command in commands {
                     if let Some(command) = command.as_object_mut() {
                         command.remove("sourceInfo");
                     }
                 }
+            }
+            // pichamber speaks pi 1.6.0's RPC protocol, which added what became of a prompt
+            // (`data.disposition`); 0.73.1's responses have no data, and its clients ignore it.
+            if kind == "response"
+                && super::scenario::version() == super::common::oracle::Pi::V0_73
+                && matches!(
+                    line["command"].as_str(),
+                    Some("prompt" | "steer" | "follow_up")
+                )
+                && let Some(map) = line.as_object_mut()
+                && map
+                    .get("data")
+                    .and_then(Value::as_object)
+                    .is_some_and(|d| d.len() == 1 && d.contains_key("disposition"))
+            {
+                map.remove("data");
             }
             if kind == "extension_error"
                 && line["extensionPath"]

@@ -26,6 +26,7 @@ use pichamber_model::mock_server::{self, MockServer};
 use serde_json::{Value, json};
 
 use super::common;
+use super::common::oracle::Pi;
 use super::rpc::Side;
 
 pub const PROVIDER: &str = "mock";
@@ -62,13 +63,21 @@ pub fn pichamber(args: &[&str]) -> std::process::Output {
         .expect("run pichamber")
 }
 
-pub fn examples_dir() -> PathBuf {
-    common::repo()
-        .join("tests/oracle/node_modules/@mariozechner/pi-coding-agent/examples/extensions")
+/// The version of pi the corpus runs: `CORPUS_PI=1.6.0` for current pi, 0.73.1 otherwise.
+pub fn version() -> Pi {
+    match std::env::var("CORPUS_PI").as_deref() {
+        Ok("1.6.0") | Ok("1.6") => Pi::V1_6,
+        _ => Pi::V0_73,
+    }
 }
 
-pub fn pi_bin() -> PathBuf {
-    common::repo().join("tests/oracle/node_modules/.bin/pi")
+pub fn examples_dir() -> PathBuf {
+    version().package().join("examples/extensions")
+}
+
+/// Real pi of [`version`]; `None` (with a message) when it is not installed.
+pub fn pi_command() -> Option<Command> {
+    version().command()
 }
 
 /// Every example pi ships: its `.ts` files and folders, by name.
@@ -342,7 +351,7 @@ fn extra_grants(example: &str) -> &'static [&'static str] {
 fn command_for(kind: Kind, exts: &[&Path], place: &Place) -> Command {
     let mut cmd = match kind {
         Kind::Pi => {
-            let mut cmd = Command::new(pi_bin());
+            let mut cmd = pi_command().expect("real pi");
             cmd.args([
                 "--mode",
                 "rpc",

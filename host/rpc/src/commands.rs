@@ -12,7 +12,7 @@ use pichamber_model::models_json::{self, ModelsJson};
 use pichamber_model::{ModelClient, OpenAiModel};
 use pichamber_session::export_html::{self, ExportExtras};
 use pichamber_session::messages;
-use pichamber_session::state::{AgentRequest, SessionShared};
+use pichamber_session::state::{AgentRequest, Disposition, SessionShared};
 use pichamber_session::{ForkPosition, QueueMode, Session};
 
 /// The models `set_model`, `cycle_model` and `get_available_models` choose from: pi's
@@ -140,7 +140,11 @@ pub(super) fn handle_line(
             };
             if immediate {
                 let outcome = shared.queue_user_message(&text, &images_arg(&command), behavior);
-                output.line(&response(&id, "prompt", outcome.map(|()| None)));
+                output.line(&response(
+                    &id,
+                    "prompt",
+                    outcome.map(|()| disposition(Disposition::Queued)),
+                ));
                 return;
             }
             // Answered when the session accepts (or rejects) it; queued into a running run.
@@ -158,7 +162,7 @@ pub(super) fn handle_line(
                     deliver_as: command["streamingBehavior"].as_str().map(str::to_owned),
                     source: "rpc",
                     respond: Some(Box::new(move |outcome| {
-                        answer.line(&response(&answer_id, "prompt", outcome.map(|()| None)));
+                        answer.line(&response(&answer_id, "prompt", outcome.map(disposition)));
                     })),
                 });
             let _ = work.send(Work::Wake);
@@ -281,7 +285,13 @@ fn queue(shared: &SessionShared, command: &Value, kind: &str) -> Result<Option<V
     let behavior = if kind == "steer" { "steer" } else { "followUp" };
     shared
         .queue_user_message(text, &images_arg(command), Some(behavior))
-        .map(|()| None)
+        .map(|()| disposition(Disposition::Queued))
+}
+
+/// pi 1.6.0's `data` of a prompt's, steer's or follow-up's response: what became of it
+/// (0.73.1 sent none; its clients ignore it).
+fn disposition(d: Disposition) -> Option<Value> {
+    Some(json!({ "disposition": d.as_str() }))
 }
 
 fn state_of(shared: &SessionShared) -> Value {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::Session;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
-use super::state::{AgentRequest, Responder, SessionShared};
+use super::state::{AgentRequest, Disposition, Responder, SessionShared};
 use pichamber_model::{LlmContext, StreamItem, StreamOptions};
 
 /// How a prompt arrived and what to do with it.
@@ -126,7 +126,7 @@ impl Session {
     pub async fn prompt(&mut self, text: &str, options: PromptOptions) -> Result<(), String> {
         let result = self.prompt_once(text, options, &mut None).await;
         self.run_requests().await;
-        result
+        result.map(|_| ())
     }
 
     /// Runs turns extensions asked for (sendUserMessage, sendMessage with triggerTurn).
@@ -214,7 +214,7 @@ impl Session {
         text: &str,
         options: PromptOptions,
         accepted: &mut Option<Responder>,
-    ) -> Result<(), String> {
+    ) -> Result<Disposition, String> {
         if options.expand_commands
             && let Some(name) = text
                 .strip_prefix('/')
@@ -223,13 +223,13 @@ impl Session {
         {
             // pi runs extension commands immediately and reports their failures as errors.
             let _ = self.run_command(text).await;
-            return Ok(());
+            return Ok(Disposition::Handled);
         }
         let Some((text, images)) = self
             .apply_input(text, options.images, &options.source)
             .await
         else {
-            return Ok(());
+            return Ok(Disposition::Handled);
         };
         // After the input event, skills and templates (pi's order); not for an extension's
         // sendUserMessage.
@@ -239,11 +239,10 @@ impl Session {
             text
         };
         if self.is_streaming() {
-            return self.shared.enqueue_user_message(
-                &text,
-                &images,
-                options.streaming_behavior.as_deref(),
-            );
+            return self
+                .shared
+                .enqueue_user_message(&text, &images, options.streaming_behavior.as_deref())
+                .map(|()| Disposition::Queued);
         }
         match &self.model {
             None => return Err(NO_MODEL.into()),
@@ -266,10 +265,10 @@ impl Session {
         prompts.extend(injected.iter().map(messages::custom_message));
         self.shared.state.lock().unwrap().agent.system_prompt = system_prompt;
         if let Some(accepted) = accepted.take() {
-            accepted(Ok(()));
+            accepted(Ok(Disposition::Started));
         }
         self.run_agent(prompts).await;
-        Ok(())
+        Ok(Disposition::Started)
     }
 
     fn has_command(&self, name: &str) -> bool {
@@ -472,7 +471,7 @@ impl Session {
             };
             let Some((text, images)) = self.apply_input(&text, images, source).await else {
                 if let Some(respond) = respond {
-                    respond(Ok(()));
+                    respond(Ok(Disposition::Handled));
                 }
                 continue;
             };
@@ -483,7 +482,8 @@ impl Session {
             };
             let outcome = self
                 .shared
-                .enqueue_user_message(&text, &images, deliver_as.as_deref());
+                .enqueue_user_message(&text, &images, deliver_as.as_deref())
+                .map(|()| Disposition::Queued);
             match respond {
                 Some(respond) => respond(outcome),
                 None => {

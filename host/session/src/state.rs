@@ -236,8 +236,30 @@ pub struct AgentState {
     pub context_window: Option<u64>,
 }
 
+/// What became of an accepted prompt (pi 1.6.0's `data.disposition` of an RPC prompt's
+/// response).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// A run started for it.
+    Started,
+    /// Queued into a run (steering or a follow-up).
+    Queued,
+    /// An extension command or an `input` handler consumed it; no run started.
+    Handled,
+}
+
+impl Disposition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Started => "started",
+            Disposition::Queued => "queued",
+            Disposition::Handled => "handled",
+        }
+    }
+}
+
 /// Called once with the outcome of a queued prompt (an RPC client's response).
-pub type Responder = Box<dyn FnOnce(Result<(), String>) + Send>;
+pub type Responder = Box<dyn FnOnce(Result<Disposition, String>) + Send>;
 
 pub enum AgentRequest {
     /// A prompt that arrived while the session was busy or from outside it:
