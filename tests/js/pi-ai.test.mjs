@@ -112,3 +112,22 @@ test("network and catalogue functions throw clearly; export names cover pi-ai's"
   const missing = Object.keys(real).filter((k) => !(k in mine));
   assert.deepEqual(missing, [], "every runtime export of pi-ai exists");
 });
+
+test("uuidv7 (pi-ai 1.6.0): RFC 9562 layout, time-ordered, a given time kept, bad times refused", () => {
+  const shape = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const ids = Array.from({ length: 5000 }, () => mine.uuidv7());
+  for (const id of ids) assert.match(id, shape);
+  // Many ids in one millisecond still sort in the order they were made, and are distinct.
+  assert.deepEqual([...ids].sort(), ids);
+  assert.equal(new Set(ids).size, ids.length);
+  const millis = (id) => Number.parseInt(id.replace(/-/g, "").slice(0, 12), 16);
+  const before = Date.now();
+  assert.ok(Math.abs(millis(mine.uuidv7()) - before) < 5000);
+  const given = Date.UTC(2024, 0, 2, 3, 4, 5, 6);
+  const follower = mine.uuidv7(given);
+  assert.match(follower, shape);
+  assert.equal(millis(follower), given);
+  for (const bad of [-1, 1.5, 2 ** 48, Number.NaN]) {
+    assert.throws(() => mine.uuidv7(bad), RangeError, String(bad));
+  }
+});

@@ -6,6 +6,48 @@ import { Type } from "pichamber:typebox";
 
 export { Type };
 
+const UUID_V7_MAX_TIME = 2 ** 48 - 1;
+let uuidLastTime = -1;
+let uuidCounter = 0;
+
+/**
+ * A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, version 7, 12 bits of a counter that keeps
+ * ids of one millisecond in order (pi 1.6.0's `uuidv7`), variant 10, 62 random bits. A given
+ * `timestampMs` is used as it is (ids that follow another's time).
+ */
+export function uuidv7(timestampMs) {
+  const now = timestampMs ?? Date.now();
+  if (!Number.isInteger(now) || now < 0 || now > UUID_V7_MAX_TIME) {
+    throw new RangeError(`UUIDv7 timestamp must be an integer between 0 and ${UUID_V7_MAX_TIME}`);
+  }
+  // QuickJS has no WebCrypto: random bytes come from the host (seeded under `pichamber check`).
+  const random = Uint8Array.from(JSON.parse(globalThis.__host("randomBytes", "[16]")));
+  let time = now;
+  if (timestampMs === undefined) {
+    // Never behind the last id, and one more than it within a millisecond.
+    if (time <= uuidLastTime) {
+      time = uuidLastTime;
+      uuidCounter += 1;
+      if (uuidCounter > 0xfff) {
+        time += 1;
+        uuidCounter = 0;
+      }
+    } else {
+      uuidCounter = random[6] & 0x7f; // a random start, with room to count up
+    }
+    uuidLastTime = time;
+  } else {
+    uuidCounter = ((random[6] & 0x0f) << 8) | random[7];
+  }
+  const bytes = random;
+  for (let i = 5, t = time; i >= 0; i--, t = Math.floor(t / 256)) bytes[i] = t % 256;
+  bytes[6] = 0x70 | (uuidCounter >> 8);
+  bytes[7] = uuidCounter & 0xff;
+  bytes[8] = 0x80 | (bytes[8] & 0x3f);
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 /** A string enum schema ({ type: "string", enum }) as pi-ai builds it for tool parameters. */
 export function StringEnum(values, options) {
   const definition = { type: "string", enum: values };
