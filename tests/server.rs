@@ -57,6 +57,19 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
+/// A serve config on loopback with its data in `data`: each user (name, token, the repo paths
+/// of their extensions), then `extra` (more tables).
+fn users_config(users: &[(&str, &str, &[&str])], extra: &str) -> String {
+    let mut config = "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n".to_owned();
+    for (name, token, extensions) in users {
+        let extensions: Vec<String> = extensions.iter().map(|e| ext(e)).collect();
+        config += &format!(
+            "\n[[users]]\nname = {name:?}\ntoken = {token:?}\nextensions = {extensions:?}\n"
+        );
+    }
+    config + "\n" + extra
+}
+
 fn ext(path: &str) -> String {
     common::repo().join(path).to_string_lossy().into_owned()
 }
@@ -1061,18 +1074,16 @@ async fn app_commands_need_their_mount_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_cannot_replace_or_drive_another_extensions_panels_and_apps() {
-    let config = format!(
-        r#"
-listen = "127.0.0.1:0"
-data_dir = "data"
-
-[[users]]
-name = "ada"
-token = "{ADA}"
-extensions = [{fixture:?}, {squatter:?}]
-"#,
-        fixture = ext("tests/fixtures/gui/gui-fixture.js"),
-        squatter = ext("tests/fixtures/hostile/gui-squatter.ts"),
+    let config = users_config(
+        &[(
+            "ada",
+            ADA,
+            &[
+                "tests/fixtures/gui/gui-fixture.js",
+                "tests/fixtures/hostile/gui-squatter.ts",
+            ],
+        )],
+        "",
     );
     let server = start_config(tempfile::tempdir().unwrap(), &config);
     let id = server.session(ADA).await;
@@ -1160,23 +1171,12 @@ extensions = [{fixture:?}, {squatter:?}]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_spinning_in_guest_code_delays_no_other_user() {
-    let config = format!(
-        r#"
-listen = "127.0.0.1:0"
-data_dir = "data"
-
-[[users]]
-name = "ada"
-token = "{ADA}"
-extensions = [{busy:?}]
-
-[[users]]
-name = "bob"
-token = "{BOB}"
-extensions = [{fixture:?}]
-"#,
-        busy = ext("tests/fixtures/hostile/busy-command.ts"),
-        fixture = ext("tests/fixtures/gui/gui-fixture.js"),
+    let config = users_config(
+        &[
+            ("ada", ADA, &["tests/fixtures/hostile/busy-command.ts"]),
+            ("bob", BOB, &["tests/fixtures/gui/gui-fixture.js"]),
+        ],
+        "",
     );
     let server = start_config(tempfile::tempdir().unwrap(), &config);
     let (ada, bob) = (server.session(ADA).await, server.session(BOB).await);
@@ -1523,33 +1523,24 @@ async fn borrowed_through_a_rewrite(borrower_reads: bool) -> String {
     )
     .unwrap();
     let (holder, borrower) = (
-        ext("tests/fixtures/hostile/grant-holder.ts"),
-        ext("tests/fixtures/hostile/grant-borrower.ts"),
+        "tests/fixtures/hostile/grant-holder.ts",
+        "tests/fixtures/hostile/grant-borrower.ts",
     );
-    let mut config = format!(
-        r#"
-listen = "127.0.0.1:0"
-data_dir = "data"
-
-[model]
-script = "script.json"
-
-[[users]]
-name = "ada"
-token = "{ADA}"
-extensions = [{holder:?}, {borrower:?}]
-
-[grants.{holder:?}]
-read = [{granted:?}]
-"#,
-        granted = granted.to_string_lossy(),
+    let granted_read = |extension: &str| {
+        format!(
+            "[grants.{:?}]\nread = [{:?}]\n",
+            ext(extension),
+            granted.to_string_lossy()
+        )
+    };
+    let mut extra = format!(
+        "[model]\nscript = \"script.json\"\n\n{}",
+        granted_read(holder)
     );
     if borrower_reads {
-        config += &format!(
-            "[grants.{borrower:?}]\nread = [{:?}]\n",
-            granted.to_string_lossy()
-        );
+        extra += &granted_read(borrower);
     }
+    let config = users_config(&[("ada", ADA, &[holder, borrower])], &extra);
     let server = start_config(dir, &config);
     let id = server.session(ADA).await;
     server.prompt(ADA, &id, "go").await;
