@@ -20,6 +20,7 @@ use oxc_resolver::{ResolveOptions, Resolver};
 use oxc_semantic::SemanticBuilder;
 use oxc_span::SourceType;
 use oxc_transformer::{TransformOptions, Transformer};
+use pichamber_pi::PiVersion;
 use serde::Deserialize;
 
 use crate::package_scope::PackageScope;
@@ -70,6 +71,9 @@ pub struct Bundle {
     pub input: PathBuf,
     /// The folder module ids are relative to (`/ext/...`): the package, or the file's folder.
     pub root: PathBuf,
+    /// The pi release the extension was written for, by the scope of the pi packages its
+    /// modules import or its package.json depends on (see `pichamber_pi`).
+    pub pi_version: Option<PiVersion>,
 }
 
 /// One module of the bundle.
@@ -90,6 +94,23 @@ pub struct PackageInfo {
     pub module_type: Option<String>,
     pub pi: Option<PiField>,
     pub pichamber: Option<serde_json::Value>,
+    #[serde(default, rename = "peerDependencies")]
+    pub peer_dependencies: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub dependencies: BTreeMap<String, serde_json::Value>,
+    #[serde(default, rename = "devDependencies")]
+    pub dev_dependencies: BTreeMap<String, serde_json::Value>,
+}
+
+impl PackageInfo {
+    /// The pi releases the package depends on (any kind of dependency says it).
+    fn pi_versions(&self) -> impl Iterator<Item = PiVersion> + '_ {
+        self.peer_dependencies
+            .keys()
+            .chain(self.dependencies.keys())
+            .chain(self.dev_dependencies.keys())
+            .filter_map(|name| PiVersion::of_specifier(name))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -295,12 +316,14 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let mut queue = VecDeque::from([layout.entry.clone()]);
     let mut done: HashMap<PathBuf, ()> = HashMap::new();
     let mut modules = Vec::new();
+    let mut pi_versions: Vec<PiVersion> = Vec::new();
 
     while let Some(path) = queue.pop_front() {
         if done.insert(path.clone(), ()).is_some() {
             continue;
         }
         let module = transform_module(&path, &layout, &aliases, &resolver, &mut ids)?;
+        pi_versions.extend(&module.pi_versions);
         for dep in module.dependencies {
             if !done.contains_key(&dep) {
                 queue.push_back(dep);
@@ -344,7 +367,12 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
             }
         });
     let requested_capabilities = requested_capabilities(&layout, package.as_ref())?.to_value();
+    // The package of a single file counts too: its dependencies are the file's.
+    if let Some(package) = &layout.package {
+        pi_versions.extend(package.pi_versions());
+    }
     Ok(Bundle {
+        pi_version: PiVersion::newest_said(pi_versions),
         entry: entry_id,
         modules,
         version: package.as_ref().and_then(|p| p.version.clone()),
@@ -392,6 +420,8 @@ struct TransformedModule {
     code: String,
     map: Option<String>,
     dependencies: Vec<PathBuf>,
+    /// The pi releases its imports name (type-only imports included: they say it too).
+    pi_versions: Vec<PiVersion>,
 }
 
 fn line_col(source: &str, offset: u32) -> (usize, usize) {
@@ -438,6 +468,7 @@ fn transform_module(
             code: format!("export default {value};\n"),
             map: None,
             dependencies: vec![],
+            pi_versions: vec![],
         });
     }
 
@@ -467,6 +498,12 @@ fn transform_module(
     }
     let mut program = parsed.program;
     let has_module_syntax = parsed.module_record.has_module_syntax;
+    let pi_versions: Vec<PiVersion> = parsed
+        .module_record
+        .requested_modules
+        .keys()
+        .filter_map(|specifier| PiVersion::of_specifier(specifier.as_str()))
+        .collect();
 
     let scoping = SemanticBuilder::new()
         .build(&program)
@@ -540,6 +577,7 @@ fn transform_module(
         code,
         map,
         dependencies,
+        pi_versions,
     })
 }
 
@@ -1060,6 +1098,38 @@ mod tests {
         assert_eq!(
             check_nesting("a = `x${ {b: [1]} }y${c}`; d = e / f / g;"),
             Ok(())
+        );
+    }
+}
+
+#[cfg(test)]
+mod pi_version_tests {
+    use super::*;
+
+    fn written_for(files: &[(&str, &str)]) -> Option<PiVersion> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        bundle(&dir.path().join("index.ts")).unwrap().pi_version
+    }
+
+    #[test]
+    fn an_extension_is_written_for_the_scope_it_imports_even_only_types_from() {
+        let old = "import type { ExtensionAPI } from \"@mariozechner/pi-coding-agent\";\nexport default (pi: ExtensionAPI) => {};\n";
+        assert_eq!(written_for(&[("index.ts", old)]), Some(PiVersion::V0_73));
+        let new = "import { Type } from \"@earendil-works/pi-ai\";\nexport default () => Type;\n";
+        assert_eq!(written_for(&[("index.ts", new)]), Some(PiVersion::V1_6));
+        assert_eq!(
+            written_for(&[("index.ts", "export default () => {};\n")]),
+            None
+        );
+        // A package says it by its dependencies; the newest named wins.
+        let package =
+            r#"{"name": "x", "peerDependencies": {"@earendil-works/pi-coding-agent": "*"}}"#;
+        assert_eq!(
+            written_for(&[("index.ts", old), ("package.json", package)]),
+            Some(PiVersion::V1_6)
         );
     }
 }

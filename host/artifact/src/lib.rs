@@ -46,6 +46,10 @@ pub struct Manifest {
     pub capabilities: serde_json::Value,
     pub pichamber_version: String,
     pub modules: usize,
+    /// The pi release the extension was written for (see `pichamber_pi`); absent when its
+    /// imports name none, and in artifacts built before pichamber recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pi_version: Option<pichamber_pi::PiVersion>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +124,7 @@ impl Artifact {
             capabilities: bundle.requested_capabilities.clone(),
             pichamber_version: env!("CARGO_PKG_VERSION").into(),
             modules: modules.len(),
+            pi_version: bundle.pi_version,
         };
         Self {
             code: ComponentCode::Embedded,
@@ -366,6 +371,7 @@ mod tests {
     #[test]
     fn sections_round_trip_and_code_part_is_the_shim() {
         let bundle = Bundle {
+            pi_version: None,
             entry: "/ext/index.ts".into(),
             modules: vec![crate::bundle::BundledModule {
                 id: "/ext/index.ts".into(),
