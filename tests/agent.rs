@@ -405,11 +405,12 @@ fn entries_reported_before_a_kill_survive_it() {
         .filter(|e| e["type"] == "message")
         .map(|e| e["message"]["role"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(roles, ["user", "assistant", "toolResult"]);
+    // pi 1.6.0 records the prompt and tools first, as a system message.
+    assert_eq!(roles, ["system", "user", "assistant", "toolResult"]);
     let entries = check_survivors(Path::new(&session), &reported);
     assert_eq!(
         entries.len(),
-        5,
+        6,
         "an entry appeared that was never reported"
     );
     assert_eq!(
@@ -498,7 +499,8 @@ fn a_killed_session_resumes_from_its_last_surviving_entry() {
     let pi = pi_reads(Path::new(&session));
     assert_eq!(pi["entries"], Value::Array(all.clone()));
     assert_eq!(pi["leafId"], new[1]["id"]);
-    assert_eq!(pi["context"]["messages"].as_array().unwrap().len(), 5);
+    // The system message, the first run's three and the resumed run's two.
+    assert_eq!(pi["context"]["messages"].as_array().unwrap().len(), 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -532,9 +534,10 @@ async fn a_session_killed_during_a_tool_call_resumes_with_the_call_answered() {
     .unwrap();
     std::fs::write(sb.path("flag"), "").unwrap();
     let survivors = check_survivors(Path::new(&session), &entries_of(&events));
-    // The new session's model and thinking level, the prompt, the assistant's call.
-    assert_eq!(survivors.len(), 4, "the bash call finished before the kill");
-    assert_eq!(survivors[3]["message"]["content"][0]["type"], "toolCall");
+    // The new session's model and thinking level, the system message, the prompt, the
+    // assistant's call.
+    assert_eq!(survivors.len(), 5, "the bash call finished before the kill");
+    assert_eq!(survivors[4]["message"]["content"][0]["type"], "toolCall");
 
     let server = mock(json!([{"text": "Resumed."}])).await;
     let run = run_async(
@@ -556,7 +559,7 @@ async fn a_session_killed_during_a_tool_call_resumes_with_the_call_answered() {
     )
     .await;
     assert!(run.ok, "{}", run.dump());
-    assert_eq!(run.entries()[0]["parentId"], survivors[3]["id"]);
+    assert_eq!(run.entries()[0]["parentId"], survivors[4]["id"]);
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let messages = requests[0]["messages"].as_array().unwrap();
@@ -683,11 +686,15 @@ fn one_turn_emits_pi_events_in_order() {
     assert!(run.ok, "{}", run.dump());
     let mut got = shape(&run.events);
     // Parallel calls may finish in either order; both end after both started.
-    let ends = &mut got[9..11];
+    let ends = &mut got[11..13];
     ends.sort();
+    // pi 1.6.0's: the prompt and tools are declared in a system message first; the run
+    // settles after agent_end.
     let expected = [
         "agent_start",
         "turn_start",
+        "message_start system",
+        "message_end system",
         "message_start user",
         "message_end user",
         "message_start assistant",
@@ -708,6 +715,7 @@ fn one_turn_emits_pi_events_in_order() {
         "message_end assistant",
         "turn_end",
         "agent_end",
+        "agent_settled",
     ];
     assert_eq!(got, expected, "{}", run.dump());
 
@@ -741,7 +749,14 @@ fn one_turn_emits_pi_events_in_order() {
         .collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "toolResult", "toolResult", "assistant"]
+        [
+            "system",
+            "user",
+            "assistant",
+            "toolResult",
+            "toolResult",
+            "assistant"
+        ]
     );
 }
 
@@ -772,7 +787,7 @@ fn every_message_is_persisted_before_its_message_end() {
         assert_eq!(before["type"], "entry", "message_end {i} without its entry");
         assert_eq!(before["entry"]["message"], e["message"]);
     }
-    assert_eq!(message_ends, 5);
+    assert_eq!(message_ends, 6);
     let (store, _) = SessionStore::open(&session, SyncPolicy::None).unwrap();
     assert_eq!(store.get_entries(), &run.entries()[..]);
 }
@@ -1008,8 +1023,8 @@ async fn openai_endpoint_answers_with_system_prompt_user_message_and_tools() {
     assert_eq!(messages.len(), 2, "{}", request.body);
     assert_eq!(messages[0].0, "system");
     assert!(
-        messages[0].1.contains(&format!(
-            "Current working directory: {}",
+        messages[0].1.ends_with(&format!(
+            "\n\n<cwd>\n{}\n</cwd>",
             sb.ws().canonicalize().unwrap().display()
         )),
         "{}",
@@ -1050,18 +1065,15 @@ async fn openai_request_follows_the_agent_options() {
     assert!(run.ok, "{}", run.dump());
     let request = &server.requests()[0];
     assert_eq!(tool_names(request), ["read", "grep"]);
-    // pi's shape for a custom prompt: it, the appended text, then date and directory.
+    // pi 1.6.0's shape for a custom prompt: it, the appended text, the directory, each
+    // section after the first in its tags.
     let system = &roles_and_texts(request)[0].1;
-    let (head, cwd) = system
-        .split_once("\nCurrent working directory: ")
-        .unwrap_or_else(|| panic!("no working directory line: {system}"));
-    assert_eq!(cwd, sb.ws().canonicalize().unwrap().to_string_lossy());
-    let date = head
-        .strip_prefix("You are a test double.\n\nAnswer in one word.\nCurrent date: ")
-        .unwrap_or_else(|| panic!("{system}"));
-    assert!(
-        date.len() == 10 && date.chars().filter(|c| *c == '-').count() == 2,
-        "{system}"
+    assert_eq!(
+        system,
+        &format!(
+            "You are a test double.\n\n<addendum>\nAnswer in one word.\n</addendum>\n\n<cwd>\n{}\n</cwd>",
+            sb.ws().canonicalize().unwrap().display()
+        )
     );
 }
 
@@ -1246,16 +1258,16 @@ async fn a_session_file_carries_the_conversation_into_the_next_run() {
     );
     // Both runs' entries are one session pi can open.
     let pi = pi_reads(Path::new(&session));
-    // The first run's model and thinking level (recorded first, as pi does), then the four
-    // messages of the two runs.
-    assert_eq!(pi["entries"].as_array().unwrap().len(), 6);
+    // The first run's model and thinking level (recorded first, as pi does), its system
+    // message, then the four messages of the two runs.
+    assert_eq!(pi["entries"].as_array().unwrap().len(), 7);
     let ids: HashSet<&str> = pi["entries"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids.len(), 6);
+    assert_eq!(ids.len(), 7);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -551,24 +551,41 @@ fn oracle_script() -> Option<PathBuf> {
 }
 
 /// Names, labels, descriptions, parameter schemas (key order included), prompt snippets and
-/// guidelines: what the model is told about each tool.
+/// guidelines: what the model is told about each tool, in both pi versions.
 #[test]
 fn specs_match_pi() {
     let Some(script) = oracle_script() else {
         return;
     };
-    let out = Command::new("node")
-        .arg(&script)
-        .arg("--specs")
-        .output()
-        .expect("run node");
-    assert!(
-        out.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pi: Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
-    let ours: Vec<Value> = tools::builtin_specs()
+    for version in common::oracle::Pi::ALL {
+        let Some(node) = version.command().and(version.node()) else {
+            continue;
+        };
+        let out = Command::new(node)
+            .arg(&script)
+            .arg("--specs")
+            .env("PI_PACKAGE_DIR", version.package())
+            .output()
+            .expect("run node");
+        assert!(
+            out.status.success(),
+            "oracle {} failed: {}",
+            version.version(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pi: Value = serde_json::from_slice(&out.stdout).expect("oracle JSON");
+        let ours = our_specs(version.version().parse().unwrap());
+        // Compared as text so that key order counts too.
+        let pi = pi.as_array().unwrap();
+        assert_eq!(pi.len(), ours.len());
+        for (p, o) in pi.iter().zip(&ours) {
+            assert_eq!(p.to_string(), o.to_string(), "pi {}", version.version());
+        }
+    }
+}
+
+fn our_specs(pi: tools::PiVersion) -> Vec<Value> {
+    tools::builtin_specs(pi)
         .into_iter()
         .map(|s| {
             json!({
@@ -580,13 +597,7 @@ fn specs_match_pi() {
                 "promptGuidelines": s.prompt_guidelines,
             })
         })
-        .collect();
-    // Compared as text so that key order counts too.
-    let pi = pi.as_array().unwrap();
-    assert_eq!(pi.len(), ours.len());
-    for (p, o) in pi.iter().zip(&ours) {
-        assert_eq!(p.to_string(), o.to_string());
-    }
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

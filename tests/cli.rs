@@ -803,3 +803,83 @@ export default function (pi: any) {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--deny-all"), "{}", stderr(&out));
 }
+
+/// A program that spawns `pi --mode rpc ...` gets pichamber when a `pi` that is pichamber
+/// comes first on PATH: pi's flags are taken as pi means them, the session is kept where pi
+/// keeps it (`--no-session` keeps it in memory), and what pichamber cannot do is refused by
+/// name.
+#[test]
+fn the_binary_answers_to_pis_name_with_pis_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let agent = dir.path().join("agent");
+    let ws = dir.path().join("ws");
+    for d in [&bin, &agent, &ws] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::os::unix::fs::symlink(common::bin(), bin.join("pi")).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    let pi = |args: &[&str], input: &str| {
+        let mut child = Command::new(bin.join("pi"))
+            .args(args)
+            .current_dir(&ws)
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let state = |out: &std::process::Output| -> Value {
+        let line = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.contains("get_state"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no get_state response: {}", stderr(out)));
+        serde_json::from_str(&line).unwrap()
+    };
+    let get_state = "{\"id\":\"1\",\"type\":\"get_state\"}\n";
+
+    let out = pi(&["--mode", "rpc", "-ne", "--no-themes"], get_state);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--no-themes ignored"),
+        "{}",
+        stderr(&out)
+    );
+    let file = state(&out)["data"]["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let expected = agent.join("sessions").join(format!(
+        "--{}--",
+        ws.to_string_lossy()
+            .trim_start_matches('/')
+            .replace('/', "-")
+    ));
+    assert_eq!(std::path::Path::new(&file).parent().unwrap(), expected);
+
+    let out = pi(&["--mode", "rpc", "-ne", "--no-session"], get_state);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(state(&out)["data"]["sessionFile"].is_null());
+
+    let out = pi(&["--mode", "rpc", "--fork", "abc"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("pi option --fork is not supported"),
+        "{}",
+        stderr(&out)
+    );
+    let out = pi(&["hello"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("give --mode rpc"), "{}", stderr(&out));
+}

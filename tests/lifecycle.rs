@@ -112,6 +112,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
                 ..Default::default()
             },
             store: Some(store),
+            pi: pichamber_session::PiVersion::default(),
         },
     );
     session.load(&artifact(dir.path(), source)).await.unwrap();
@@ -259,7 +260,11 @@ async fn fork_before_a_user_message_keeps_what_came_before_and_returns_its_text(
         .filter(|e| e["type"] == "message")
         .map(|e| e["message"]["content"][0]["text"].clone())
         .collect();
-    assert_eq!(kept, [json!("first question"), json!("first answer")]);
+    // The system message (pi 1.6.0's prompt and tools, no text block) came before the question.
+    assert_eq!(
+        kept,
+        [Value::Null, json!("first question"), json!("first answer")]
+    );
     assert_ne!(h.file().unwrap(), original);
     let header = SessionStore::open(h.file().unwrap(), SyncPolicy::None)
         .unwrap()
@@ -268,9 +273,9 @@ async fn fork_before_a_user_message_keeps_what_came_before_and_returns_its_text(
         .clone();
     assert!(header["parentSession"].as_str().is_some(), "{header}");
     assert!(Harness::types(&h.take()).contains(&"session_start:fork".to_owned()));
-    // The agent continues from the fork's context.
+    // The agent continues from the fork's context (the system message, the first exchange).
     let messages = h.session.shared.state.lock().unwrap().agent.messages.len();
-    assert_eq!(messages, 2);
+    assert_eq!(messages, 3);
 }
 
 #[tokio::test]
@@ -344,7 +349,14 @@ async fn tree_navigation_moves_the_leaf_and_takes_an_extension_summary() {
         .collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "branchSummary", "user", "assistant"]
+        [
+            "system",
+            "user",
+            "assistant",
+            "branchSummary",
+            "user",
+            "assistant"
+        ]
     );
 }
 
@@ -464,7 +476,7 @@ async fn tree_navigation_summarises_the_abandoned_branch_with_the_model() {
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["user", "assistant", "branchSummary"]);
+    assert_eq!(roles, ["system", "user", "assistant", "branchSummary"]);
 }
 
 #[tokio::test]

@@ -14,9 +14,19 @@ use std::time::Duration;
 use pichamber_model::mock_server::{self, MockOptions};
 use pichamber_model::scripted::Script;
 use pichamber_model::{
-    LlmContext, ModelClient, ModelsJson, OpenAiConfig, OpenAiModel, ScriptedModel, StreamItem,
-    StreamOptions,
+    LlmContext, ModelClient, ModelsJson, OpenAiConfig, OpenAiModel, PiVersion, ScriptedModel,
+    StreamItem, StreamOptions,
 };
+
+/// The pi-ai these tests compare with (tests/oracle: 0.73.1's).
+const PI: PiVersion = PiVersion::V0_73;
+
+fn pi_options_default() -> StreamOptions {
+    StreamOptions {
+        pi: PI,
+        ..StreamOptions::default()
+    }
+}
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
@@ -61,11 +71,11 @@ async fn call_with(
     cancel: &watch::Sender<bool>,
     cancel_when: impl Fn(&Value) -> bool,
 ) -> (Vec<StreamItem>, Value) {
-    let payload = model.build_payload(ctx, &StreamOptions::default());
+    let payload = model.build_payload(ctx, &pi_options_default());
     let (tx, mut rx) = mpsc::unbounded_channel();
     let m = model.clone();
     let receiver = cancel.subscribe();
-    let task = tokio::spawn(async move { m.stream(payload, tx, receiver).await });
+    let task = tokio::spawn(async move { m.stream(payload, tx, receiver, PI).await });
     let mut items = Vec::new();
     while let Some(item) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
         .await
@@ -170,7 +180,7 @@ async fn openai_streams_text_with_usage() {
     assert_eq!(requests.len(), 1);
     assert_eq!(
         requests[0],
-        model.build_payload(&hello_context(), &StreamOptions::default())
+        model.build_payload(&hello_context(), &pi_options_default())
     );
     let recorded = server.recorded();
     assert_eq!(recorded[0].path, "/v1/chat/completions");
@@ -792,7 +802,7 @@ async fn real_pi_reads_the_mock_and_sends_our_payload() {
     );
     let opts = StreamOptions {
         thinking_level: "medium".into(), // pi's default; clamped to off for this model
-        ..StreamOptions::default()
+        ..pi_options_default()
     };
     for (n, request) in requests.iter().enumerate() {
         let ctx = pi_context(request, messages, n);
@@ -858,7 +868,7 @@ async fn real_pi_with_a_reasoning_model_replays_reasoning_as_we_do() {
         .unwrap();
     let opts = StreamOptions {
         thinking_level: "high".into(),
-        ..StreamOptions::default()
+        ..pi_options_default()
     };
     for (n, request) in requests.iter().enumerate() {
         let ctx = pi_context(request, &messages, n);
@@ -975,6 +985,7 @@ fn opts(v: Value) -> StreamOptions {
         temperature: v["temperature"].as_f64(),
         cache_retention: v["cacheRetention"].as_str().map(str::to_string),
         tool_choice: v.get("toolChoice").cloned(),
+        pi: PI,
     }
 }
 

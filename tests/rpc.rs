@@ -207,6 +207,9 @@ fn agent_args(side: Side, home: &Home, launch: &Launch) -> Vec<std::ffi::OsStrin
             add(&home.models_json);
             add(&"--cwd");
             add(&home.workspace);
+            // The pi these tests compare with (tests/oracle), also where no extension says it.
+            add(&"--pi-version");
+            add(&"0.73.1");
             if launch.session {
                 add(&"--session");
                 add(&home.session_file());

@@ -348,7 +348,10 @@ function execBlocking(command, args = [], options = {}) {
   if ("error" in outcome) throw new Error(outcome.error);
   return outcome.ok;
 }
-globalThis.__pichamber_internal = { exec, execBlocking };
+// The built-in tools' wording and schemas are the host's, for the pi release the session
+// follows: said once, in the host, and the same as the model sees them.
+const builtinTools = () => hostCall("sessionRead", "tools:builtins", []);
+globalThis.__pichamber_internal = { exec, execBlocking, builtinTools };
 
 // ---------------------------------------------------------------------------------------------
 // The extension's registrations.
@@ -454,6 +457,11 @@ const pi = {
     hostCall("registerMessageRenderer", String(customType));
     extension.renderers.set(String(customType), renderer);
   },
+  // pi 1.6.0's terminal renderers of custom entries, tool calls and markdown: RPC mode draws
+  // nothing, so it keeps them and never calls them; so does pichamber.
+  registerEntryRenderer() {},
+  registerToolRenderer() {},
+  registerMarkdownTransformer() {},
   sendMessage: action((message, options) => void hostCall("sendMessage", message, options ?? {})),
   sendUserMessage: action((content, options) => void hostCall("sendUserMessage", content, options ?? {})),
   appendEntry: action((customType, data) => void hostCall("appendEntry", String(customType), data === undefined ? null : data)),

@@ -53,10 +53,7 @@ impl Pi {
     /// (under CI a missing oracle fails instead).
     pub fn command(self) -> Option<Command> {
         let cli = self.package().join("dist/cli.js");
-        let node = match self {
-            Pi::V0_73 => Some(PathBuf::from("node")),
-            Pi::V1_6 => node_for_current_pi(),
-        };
+        let node = self.node();
         match node.filter(|_| cli.exists()) {
             Some(node) => {
                 let mut command = Command::new(node);
@@ -75,6 +72,16 @@ impl Pi {
                 );
                 None
             }
+        }
+    }
+}
+
+impl Pi {
+    /// The node this version runs on.
+    pub fn node(self) -> Option<PathBuf> {
+        match self {
+            Pi::V0_73 => Some(PathBuf::from("node")),
+            Pi::V1_6 => node_for_current_pi(),
         }
     }
 }

@@ -39,7 +39,8 @@ impl Paths {
 }
 
 /// `value` without what differs legitimately:
-/// - `timestamp` fields (wall clock);
+/// - `timestamp` fields (wall clock), and the value of pi 1.6.0's `durationMs` and bash's
+///   `wall_time_seconds` (how long something took; whether they are there still counts);
 /// - the side's temporary folder (`<root>`) and the example's location (`<examples>/NAME`,
 ///   also when a copy with installed dependencies is loaded);
 /// - the `Current date: ...` line pi's system prompt may carry;
@@ -59,7 +60,12 @@ pub fn scrub(value: &Value, paths: &Paths) -> Value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(k, _)| k.as_str() != "timestamp")
-                .map(|(k, v)| (k.clone(), scrub(v, paths)))
+                .map(|(k, v)| match k.as_str() {
+                    "durationMs" | "wall_time_seconds" if v.is_number() => {
+                        (k.clone(), json!("<duration>"))
+                    }
+                    _ => (k.clone(), scrub(v, paths)),
+                })
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(|v| scrub(v, paths)).collect()),
@@ -217,12 +223,14 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
                 }
             }
             // The partial message of a message_update is a snapshot pi takes while the
-            // stream is still being filled in; the delta and the finished message_end are
-            // compared instead.
+            // stream is still being filled in (pi 1.6.0's top-level usage too: it is read when
+            // the event is written); the delta and the finished message_end are compared
+            // instead.
             if kind == "message_update"
                 && let Some(map) = line.as_object_mut()
             {
                 map.remove("message");
+                map.remove("usage");
                 if let Some(event) = map
                     .get_mut("assistantMessageEvent")
                     .and_then(Value::as_object_mut)

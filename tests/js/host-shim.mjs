@@ -117,10 +117,22 @@ globalThis.__host = (name, argsJson) => {
   throw new Error(`unknown host call '${name}'`);
 };
 
+// What the host says of its built-in tools (session read `tools:builtins`); a test may put
+// other specs in `__pichamber_internal.specs` before the first tool is made.
+export const BUILTIN_SPECS_STUB = ["read", "bash", "edit", "write", "grep", "find", "ls"].map((name) => ({
+  name,
+  description: `the ${name} tool`,
+  promptSnippet: `${name} things`,
+  promptGuidelines: [],
+  parameters: { type: "object", properties: { path: { type: "string" } } },
+}));
+
 // exec stub: tests set `globalThis.__pichamber_internal.handler = (cmd, args, opts) => result`.
 export const execCalls = [];
 globalThis.__pichamber_internal = {
   handler: null,
+  specs: null,
+  builtinTools: () => globalThis.__pichamber_internal.specs ?? BUILTIN_SPECS_STUB,
   exec(command, args, options) {
     execCalls.push({ command, args, options });
     const h = globalThis.__pichamber_internal.handler;

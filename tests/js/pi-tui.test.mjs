@@ -417,3 +417,8 @@ test("every runtime export of pi-tui exists", (t) => {
   );
   assert.equal(mine.CURSOR_MARKER, real.CURSOR_MARKER);
 });
+
+test("renderFakeCursor marks text as pi-tui 1.6.0 does", () => {
+  // pi-tui 1.6.0's renderFakeCursor("ab"), printed by pi-tui itself.
+  assert.equal(mine.renderFakeCursor("ab"), "\u001b_pi:fc\u0007ab\u001b_pi:/fc\u0007");
+});

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createRequire } from "node:module";
+import { BUILTIN_SPECS_STUB } from "./host-shim.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoOracle = join(here, "..", "oracle");
@@ -31,7 +32,7 @@ function loadQuickJS() {
 const GUEST_GLOBALS = `
 globalThis.console = { log: (...a) => __log(a.map(String).join(" ")), error: (...a) => __log(a.map(String).join(" ")), warn: (...a) => __log(a.map(String).join(" ")) };
 globalThis.process = { env: { HOME: "/home/user", TERM: "xterm-256color", COLORTERM: "truecolor" }, cwd: () => "/work", platform: "linux", arch: "x64", version: "v20.0.0", versions: {}, argv: [], nextTick: (f, ...a) => queueMicrotask(() => f(...a)) };
-globalThis.__pichamber_internal = { exec: () => Promise.reject(new Error("no exec in smoke test")), execBlocking: () => { throw new Error("no exec handler installed"); } };
+globalThis.__pichamber_internal = { exec: () => Promise.reject(new Error("no exec in smoke test")), execBlocking: () => { throw new Error("no exec handler installed"); }, builtinTools: () => ${JSON.stringify(BUILTIN_SPECS_STUB)} };
 if (typeof queueMicrotask === "undefined") globalThis.queueMicrotask = (f) => Promise.resolve().then(f);
 if (typeof TextEncoder === "undefined") globalThis.TextEncoder = class TextEncoder {
   encode(s) {

@@ -1,5 +1,7 @@
 // Oracle for pichamber's built-in tools: runs pi 0.73.1's own tool definitions (read, bash,
 // edit, write, grep, find, ls) on cases given as JSON and prints what each returned or threw.
+// PI_PACKAGE_DIR names another installed pi-coding-agent package to ask instead (pi 1.6.0's,
+// run with a node it supports).
 //
 // Usage: node builtin-tools.mjs --specs
 //   prints the seven tool definitions as the model sees them: [{ name, label, description,
@@ -20,11 +22,16 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 
 process.env.PI_OFFLINE = "1";
 process.env.PI_CODING_AGENT_DIR = mkdtempSync(join(tmpdir(), "pi-oracle-agent-"));
 
-const pi = await import("@mariozechner/pi-coding-agent");
+const pi = await import(
+	process.env.PI_PACKAGE_DIR
+		? pathToFileURL(join(process.env.PI_PACKAGE_DIR, "dist/index.js")).href
+		: "@mariozechner/pi-coding-agent"
+);
 
 const factories = {
 	read: pi.createReadToolDefinition,

@@ -4,7 +4,6 @@
 // frontmatter parsing (a YAML subset), and inert stand-ins for pi's TUI components. Sessions,
 // settings, models, modes, compaction and the built-in tools' execution live in the pi host:
 // those exports exist so imports link, and throw a clear Error when used.
-import { Type } from "pichamber:typebox";
 import {
   CancellableLoader,
   Container,
@@ -61,6 +60,23 @@ export function getAgentDir() {
 // ---- tool results and definitions ------------------------------------------------------------
 
 export const defineTool = (tool) => tool;
+
+// pi 1.6.0's read-call range, `:start-end` (finite numbers or numeric strings; malformed
+// ranges give nothing).
+const lineNumber = (value) => {
+  if (typeof value === "string" && value.trim() !== "") value = Number(value);
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
+};
+export function formatReadLineRange(offset, limit) {
+  if (offset == null && limit == null) return "";
+  const start = offset == null ? 1 : lineNumber(offset);
+  if (start === undefined) return "";
+  if (limit == null) return `:${start}`;
+  const count = lineNumber(limit);
+  if (count === undefined) return "";
+  const end = start + count - 1;
+  return `:${start}${end ? `-${end}` : ""}`;
+}
 export const isToolCallEventType = (toolName, event) => event.toolName === toolName;
 export const isBashToolResult = (event) => event.toolName === "bash";
 export const isReadToolResult = (event) => event.toolName === "read";
@@ -201,129 +217,33 @@ export async function withFileMutationQueue(filePath, fn) {
 
 // ---- built-in tools: definitions only --------------------------------------------------------
 
-const limits = `${DEFAULT_MAX_LINES} lines or ${DEFAULT_MAX_BYTES / 1024}KB`;
-const BUILT_IN_TOOLS = {
-  read: {
-    description: `Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent as attachments. For text files, output is truncated to ${limits} (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.`,
-    promptSnippet: "Read file contents",
-    promptGuidelines: ["Use read to examine files instead of cat or sed."],
-    parameters: () =>
-      Type.Object({
-        path: Type.String({ description: "Path to the file to read (relative or absolute)" }),
-        offset: Type.Optional(Type.Number({ description: "Line number to start reading from (1-indexed)" })),
-        limit: Type.Optional(Type.Number({ description: "Maximum number of lines to read" })),
-      }),
-  },
-  bash: {
-    description: `Execute a bash command in the current working directory. Returns stdout and stderr. Output is truncated to last ${limits} (whichever is hit first). If truncated, full output is saved to a temp file. Optionally provide a timeout in seconds.`,
-    promptSnippet: "Execute bash commands (ls, grep, find, etc.)",
-    parameters: () =>
-      Type.Object({
-        command: Type.String({ description: "Bash command to execute" }),
-        timeout: Type.Optional(Type.Number({ description: "Timeout in seconds (optional, no default timeout)" })),
-      }),
-  },
-  edit: {
-    description:
-      "Edit a single file using exact text replacement. Every edits[].oldText must match a unique, non-overlapping region of the original file. If two changes affect the same block or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not include large unchanged regions just to connect distant changes.",
-    promptSnippet:
-      "Make precise file edits with exact text replacement, including multiple disjoint edits in one call",
-    promptGuidelines: [
-      "Use edit for precise changes (edits[].oldText must match exactly)",
-      "When changing multiple separate locations in one file, use one edit call with multiple entries in edits[] instead of multiple edit calls",
-      "Each edits[].oldText is matched against the original file, not after earlier edits are applied. Do not emit overlapping or nested edits. Merge nearby changes into one edit.",
-      "Keep edits[].oldText as small as possible while still being unique in the file. Do not pad with large unchanged regions.",
-    ],
-    parameters: () =>
-      Type.Object(
-        {
-          path: Type.String({ description: "Path to the file to edit (relative or absolute)" }),
-          edits: Type.Array(
-            Type.Object(
-              {
-                oldText: Type.String({
-                  description:
-                    "Exact text for one targeted replacement. It must be unique in the original file and must not overlap with any other edits[].oldText in the same call.",
-                }),
-                newText: Type.String({ description: "Replacement text for this targeted edit." }),
-              },
-              { additionalProperties: false },
-            ),
-            {
-              description:
-                "One or more targeted replacements. Each edit is matched against the original file, not incrementally. Do not include overlapping or nested edits. If two changes touch the same block or nearby lines, merge them into one edit instead.",
-            },
-          ),
-        },
-        { additionalProperties: false },
-      ),
-    // Models sometimes send `edits` as a JSON string, or the older single oldText/newText form.
-    prepareArguments(input) {
-      if (!input || typeof input !== "object") return input;
-      if (typeof input.edits === "string") {
-        try {
-          const parsed = JSON.parse(input.edits);
-          if (Array.isArray(parsed)) input.edits = parsed;
-        } catch {}
-      }
-      const { oldText, newText, ...rest } = input;
-      if (typeof oldText !== "string" || typeof newText !== "string") return input;
-      return { ...rest, edits: [...(Array.isArray(input.edits) ? input.edits : []), { oldText, newText }] };
-    },
-  },
-  write: {
-    description:
-      "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.",
-    promptSnippet: "Create or overwrite files",
-    promptGuidelines: ["Use write only for new files or complete rewrites."],
-    parameters: () =>
-      Type.Object({
-        path: Type.String({ description: "Path to the file to write (relative or absolute)" }),
-        content: Type.String({ description: "Content to write to the file" }),
-      }),
-  },
-  grep: {
-    description: `Search file contents for a pattern. Returns matching lines with file paths and line numbers. Respects .gitignore. Output is truncated to 100 matches or ${DEFAULT_MAX_BYTES / 1024}KB (whichever is hit first). Long lines are truncated to 500 chars.`,
-    promptSnippet: "Search file contents for patterns (respects .gitignore)",
-    parameters: () =>
-      Type.Object({
-        pattern: Type.String({ description: "Search pattern (regex or literal string)" }),
-        path: Type.Optional(Type.String({ description: "Directory or file to search (default: current directory)" })),
-        glob: Type.Optional(
-          Type.String({ description: "Filter files by glob pattern, e.g. '*.ts' or '**/*.spec.ts'" }),
-        ),
-        ignoreCase: Type.Optional(Type.Boolean({ description: "Case-insensitive search (default: false)" })),
-        literal: Type.Optional(
-          Type.Boolean({ description: "Treat pattern as literal string instead of regex (default: false)" }),
-        ),
-        context: Type.Optional(
-          Type.Number({ description: "Number of lines to show before and after each match (default: 0)" }),
-        ),
-        limit: Type.Optional(Type.Number({ description: "Maximum number of matches to return (default: 100)" })),
-      }),
-  },
-  find: {
-    description: `Search for files by glob pattern. Returns matching file paths relative to the search directory. Respects .gitignore. Output is truncated to 1000 results or ${DEFAULT_MAX_BYTES / 1024}KB (whichever is hit first).`,
-    promptSnippet: "Find files by glob pattern (respects .gitignore)",
-    parameters: () =>
-      Type.Object({
-        pattern: Type.String({
-          description: "Glob pattern to match files, e.g. '*.ts', '**/*.json', or 'src/**/*.spec.ts'",
-        }),
-        path: Type.Optional(Type.String({ description: "Directory to search in (default: current directory)" })),
-        limit: Type.Optional(Type.Number({ description: "Maximum number of results (default: 1000)" })),
-      }),
-  },
-  ls: {
-    description: `List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories. Includes dotfiles. Output is truncated to 500 entries or ${DEFAULT_MAX_BYTES / 1024}KB (whichever is hit first).`,
-    promptSnippet: "List directory contents",
-    parameters: () =>
-      Type.Object({
-        path: Type.Optional(Type.String({ description: "Directory to list (default: current directory)" })),
-        limit: Type.Optional(Type.Number({ description: "Maximum number of entries to return (default: 500)" })),
-      }),
+// What the model is told about each tool (description, snippet, guidelines, schema) comes from
+// the host; only pi's argument repairs run here.
+const PREPARE_ARGUMENTS = {
+  // Models sometimes send `edits` as a JSON string, or the older single oldText/newText form.
+  edit(input) {
+    if (!input || typeof input !== "object") return input;
+    if (typeof input.edits === "string") {
+      try {
+        const parsed = JSON.parse(input.edits);
+        if (Array.isArray(parsed)) input.edits = parsed;
+      } catch {}
+    }
+    const { oldText, newText, ...rest } = input;
+    if (typeof oldText !== "string" || typeof newText !== "string") return input;
+    return { ...rest, edits: [...(Array.isArray(input.edits) ? input.edits : []), { oldText, newText }] };
   },
 };
+
+let builtInSpecs;
+function builtInSpec(name) {
+  if (!builtInSpecs) {
+    const internal = globalThis.__pichamber_internal;
+    if (typeof internal?.builtinTools !== "function") throw unavailable(`The built-in ${name} tool`);
+    builtInSpecs = new Map(internal.builtinTools().map((spec) => [spec.name, spec]));
+  }
+  return builtInSpecs.get(name);
+}
 
 // The host runs pi's built-in tools for an extension as a host-provided program, with the
 // extension's own grants (the folder must be granted to it; bash must be granted as a
@@ -344,12 +264,12 @@ async function runBuiltIn(name, cwd, options, toolCallId, params, signal, onUpda
 }
 
 function toolDefinition(name, cwd, options) {
-  const { description, promptSnippet, promptGuidelines, parameters, prepareArguments } = BUILT_IN_TOOLS[name];
+  const { description, promptSnippet, promptGuidelines, parameters } = builtInSpec(name);
   const definition = { name, label: name, description, promptSnippet };
-  if (promptGuidelines) definition.promptGuidelines = [...promptGuidelines];
+  if (promptGuidelines?.length) definition.promptGuidelines = [...promptGuidelines];
   return Object.assign(definition, {
-    parameters: parameters(),
-    prepareArguments,
+    parameters: JSON.parse(JSON.stringify(parameters)),
+    prepareArguments: PREPARE_ARGUMENTS[name],
     execute: (toolCallId, params, signal, onUpdate) =>
       runBuiltIn(name, cwd, options, toolCallId, params, signal, onUpdate),
   });

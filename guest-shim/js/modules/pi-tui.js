@@ -429,6 +429,10 @@ export function fuzzyFilter(items, query, getText) {
 // ---- components ------------------------------------------------------------------------------
 
 export const CURSOR_MARKER = "\x1b_pi:c\x07";
+// pi-tui 1.6.0: a cursor drawn in the text (reverse video once the TUI resolves it).
+const FAKE_CURSOR_START = "\x1b_pi:fc\x07";
+const FAKE_CURSOR_END = "\x1b_pi:/fc\x07";
+export const renderFakeCursor = (text) => `${FAKE_CURSOR_START}${text}${FAKE_CURSOR_END}`;
 
 const fill = (line, width) => line + " ".repeat(Math.max(0, width - visibleWidth(line)));
 const blankLines = (count, width) => Array.from({ length: Math.max(0, count) }, () => " ".repeat(width));

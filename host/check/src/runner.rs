@@ -160,6 +160,7 @@ pub async fn run(
         thinking: "off".into(),
         store: None,
         active_tools: None,
+        pi: None,
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

@@ -45,8 +45,8 @@ use pichamber_session::discovery;
 use pichamber_session::retry::RetrySettings;
 use pichamber_session::store::{SessionStore, SyncPolicy};
 use pichamber_session::{
-    AgentSettings, DialogResponder, EventSink, NoDialogs, ScriptedAnswers, Session, SessionEvent,
-    TerminalDialogs, ToolExecution, UiRequest,
+    AgentSettings, DialogResponder, EventSink, NoDialogs, PiVersion, ScriptedAnswers, Session,
+    SessionEvent, TerminalDialogs, ToolExecution, UiRequest,
 };
 
 #[derive(Parser)]
@@ -89,6 +89,18 @@ enum Command {
     /// bearer tokens, extensions per user or for all, data directory and capability grants
     /// come from a config file (TOML or JSON; see README).
     Serve(ServeArgs),
+    /// pi's own command line (`pichamber pi --mode rpc -e EXT ...`; also the binary run
+    /// under the name `pi`): a drop-in for programs that spawn pi's RPC mode. pi's options
+    /// keep pi's meaning (TUI-only ones are ignored with a note); the session is kept where
+    /// pi keeps it; PICHAMBER_PI_ARGS adds pichamber options (grants) to every start.
+    Pi(PiArgs),
+}
+
+#[derive(Args)]
+struct PiArgs {
+    /// pi's arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -171,8 +183,23 @@ struct SessionArgs {
     agent: AgentArgs,
     /// Record the session in this file, in pi's JSONL format; an existing file is resumed
     /// (pi can open it too). Each entry is on disk before it is reported. [default: memory]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["no_session", "continue_session"])]
     session: Option<PathBuf>,
+    /// Record a new session in this folder, named as pi names its files
+    /// (`<time>_<id>.jsonl`; pi's own folder is ~/.pi/agent/sessions/--<cwd>--).
+    #[arg(long, value_name = "DIR")]
+    session_dir: Option<PathBuf>,
+    /// Resume the most recent session of --session-dir (or of pi's folder for --cwd), or
+    /// start one there when it has none (pi's --continue).
+    #[arg(short = 'c', long = "continue", conflicts_with = "no_session")]
+    continue_session: bool,
+    /// Keep the session in memory only (the default; pi's --no-session, for its callers).
+    #[arg(long, conflicts_with = "session_dir")]
+    no_session: bool,
+    /// The pi release to behave as where 0.73.1 and 1.6.0 differ (events, system prompt,
+    /// tool wording) [default: the one the extensions import; 1.6.0 when they do not say]
+    #[arg(long, value_name = "0.73.1|1.6.0")]
+    pi_version: Option<pichamber_session::PiVersion>,
 }
 
 #[derive(Args)]
@@ -241,6 +268,10 @@ struct ModelArgs {
     /// pi's models.json [default: ~/.pi/agent/models.json].
     #[arg(long, value_name = "FILE")]
     models: Option<PathBuf>,
+    /// The API key for the model, for this run only (pi's --api-key; --api-key-env keeps it
+    /// off the command line).
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
     /// Thinking level: off, minimal, low, medium, high, xhigh.
     #[arg(long, value_name = "LEVEL", default_value = "off")]
     thinking: String,
@@ -251,6 +282,9 @@ struct AgentArgs {
     /// Leave out pi's built-in tools (read, bash, edit, write, grep, find, ls).
     #[arg(long)]
     no_builtin_tools: bool,
+    /// Start with no tool active, built-in or extension (pi's --no-tools).
+    #[arg(long, conflicts_with = "tools")]
+    no_tools: bool,
     /// The tools the model may use, comma-separated [default: read,bash,edit,write + every
     /// extension tool].
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
@@ -333,7 +367,14 @@ struct InspectArgs {
 }
 
 pub fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let args = match crate::pi_entry::arguments() {
+        Ok(args) => args,
+        Err(e) => {
+            esay!("pichamber (as pi): {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let matches = Cli::command().get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -375,6 +416,11 @@ pub fn main() -> ExitCode {
             Command::Export(args) => export(args),
             Command::Check(args) => pichamber_check::check(args).await,
             Command::Serve(args) => serve_command(args).await,
+            // `pichamber pi ARGS` is translated before parsing (pi_entry::arguments).
+            Command::Pi(args) => bail!(
+                "pi's arguments were not translated: {}",
+                args.args.join(" ")
+            ),
         }
     });
     // A blocking stdin read (rpc, mock-model) must not hold the process after the work is
@@ -527,11 +573,13 @@ async fn open_session(
     args: &SessionArgs,
     has_ui: bool,
     dialogs: Arc<dyn DialogResponder>,
-    sink: EventSink,
+    sink: impl FnOnce(PiVersion) -> EventSink,
 ) -> Result<Option<Session>> {
     let r = resolve_session(args)?;
+    let artifacts: Vec<Artifact> = r.artifacts.into_iter().map(|(_, a)| a).collect();
+    let pi = pichamber_session::launch::pi_version_for(&artifacts, args.pi_version);
     // Asking grants nothing without the GUI: say what was asked and how to grant it.
-    for (_, artifact) in &r.artifacts {
+    for artifact in &artifacts {
         if let Some(note) = pichamber_access::ungranted_note(
             &artifact.manifest.name,
             &artifact.manifest.capabilities,
@@ -543,19 +591,24 @@ async fn open_session(
     }
     pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
-        artifacts: r.artifacts.into_iter().map(|(_, a)| a).collect(),
+        artifacts,
         prompts: r.prompts,
         skills: r.skills,
         has_ui,
         dialogs,
-        sink,
+        sink: sink(pi),
         instance: r.instance,
         flags: r.flags,
         model: r.model,
         agent: r.agent,
         thinking: args.model.thinking.clone(),
         store: r.store,
-        active_tools: args.agent.tools.clone(),
+        active_tools: if args.agent.no_tools {
+            Some(Vec::new())
+        } else {
+            args.agent.tools.clone()
+        },
+        pi: Some(pi),
     })
     .await
 }
@@ -602,15 +655,37 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
         .map(|p| load_artifact(&p).map(|a| (p, a)))
         .collect::<Result<Vec<_>>>()?;
     let model = model_from_args(&args.model)?;
-    let store = match &args.session {
+    let cwd_text = cwd.to_string_lossy().into_owned();
+    let session_dir = || {
+        args.session_dir.clone().unwrap_or_else(|| {
+            pichamber_session::store::default_session_dir(&discovery::agent_dir(), &cwd_text)
+        })
+    };
+    let resume = match (&args.session, args.continue_session) {
+        (Some(path), _) => Some(path.clone()),
+        // pi's --continue: the most recent session of the folder, if there is one.
+        (None, true) => pichamber_session::store::list_sessions(&session_dir())
+            .into_iter()
+            .next()
+            .map(|s| s.path),
+        (None, false) => None,
+    };
+    let store = match resume {
         Some(path) => {
             let (store, report) =
-                SessionStore::open_or_create(path, &cwd.to_string_lossy(), SyncPolicy::EveryEntry)
+                SessionStore::open_or_create(&path, &cwd_text, SyncPolicy::EveryEntry)
                     .with_context(|| format!("--session {}", path.display()))?;
             if !report.is_clean() {
                 esay!("warning: {}: {report}", path.display());
             }
             Some(store)
+        }
+        None if args.session_dir.is_some() || args.continue_session => {
+            let dir = session_dir();
+            Some(
+                SessionStore::create(&dir, &cwd_text, SyncPolicy::EveryEntry)
+                    .with_context(|| format!("a new session in {}", dir.display()))?,
+            )
         }
         None => None,
     };
@@ -713,7 +788,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     };
     let failed = Arc::new(AtomicBool::new(false));
     let sink = output_sink(args.json, asks_on_terminal, failed.clone());
-    let Some(mut session) = open_session(common, has_ui, dialogs, sink.clone()).await? else {
+    let Some(mut session) = open_session(common, has_ui, dialogs, |_| sink.clone()).await? else {
         return Ok(ExitCode::FAILURE);
     };
     if session.extension_names().is_empty() && steps.is_empty() {
@@ -804,6 +879,10 @@ fn model_from_args(args: &ModelArgs) -> Result<Option<Arc<ModelClient>>> {
         };
         models.openai_config(&provider, model_id)?
     };
+    let mut config = config;
+    if let Some(key) = args.api_key.clone().filter(|k| !k.is_empty()) {
+        config.api_key = Some(key);
+    }
     Ok(Some(Arc::new(ModelClient::OpenAi(OpenAiModel::new(
         config,
     )?))))
@@ -1012,7 +1091,7 @@ async fn mock_model(args: MockModelArgs) -> Result<ExitCode> {
 async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     let output = Arc::new(rpc::Output::stdout());
     let dialogs = Arc::new(rpc::RpcDialogs::default());
-    let sink = rpc::event_sink(output.clone());
+    let sink = |pi| rpc::event_sink(output.clone(), pi);
     let Some(mut session) = open_session(&args.common, true, dialogs.clone(), sink).await? else {
         return Ok(ExitCode::FAILURE);
     };
@@ -1224,6 +1303,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
                     .clone()
                     .unwrap_or_else(|| "OPENAI_API_KEY".into()),
                 models: None,
+                api_key: None,
                 thinking: "off".into(),
             };
             model_from_args(&args)?

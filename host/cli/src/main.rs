@@ -2,6 +2,7 @@
 //! what each command does lives in those crates.
 
 mod cli;
+mod pi_entry;
 
 fn main() -> std::process::ExitCode {
     cli::main()

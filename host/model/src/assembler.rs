@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use pichamber_pi::PiVersion;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -74,6 +75,12 @@ pub(crate) struct Assembler {
     blocks: Vec<Block>,
     usage: Value,
     stop_reason: String,
+    /// The provider's own finish reason (pi 1.6.0 keeps it as `rawStopReason`).
+    raw_stop_reason: Option<String>,
+    /// pi 1.6.0 times the whole call, from before the request to the last chunk.
+    started: std::time::Instant,
+    duration_ms: Option<u64>,
+    pi: PiVersion,
     timestamp: u64,
     response_id: Option<String>,
     response_model: Option<String>,
@@ -92,6 +99,7 @@ impl Assembler {
         model: &str,
         zero_usage: Value,
         tx: UnboundedSender<StreamItem>,
+        pi: PiVersion,
     ) -> Self {
         Assembler {
             api: api.into(),
@@ -99,7 +107,12 @@ impl Assembler {
             model: model.into(),
             blocks: Vec::new(),
             usage: zero_usage,
-            stop_reason: "stop".into(),
+            // pi 1.6.0 says a message is unfinished until the provider says why it stopped.
+            stop_reason: if pi.is_1_6() { "pending" } else { "stop" }.into(),
+            raw_stop_reason: None,
+            started: std::time::Instant::now(),
+            duration_ms: None,
+            pi,
             timestamp: now_ms(),
             response_id: None,
             response_model: None,
@@ -114,6 +127,10 @@ impl Assembler {
 
     pub(crate) fn model_id(&self) -> &str {
         &self.model
+    }
+
+    pub(crate) fn pi(&self) -> PiVersion {
+        self.pi
     }
 
     /// The AssistantMessage as it stands.
@@ -136,8 +153,14 @@ impl Assembler {
         if let Some(model) = &self.response_model {
             m.insert("responseModel".into(), json!(model));
         }
+        if let Some(raw) = &self.raw_stop_reason {
+            m.insert("rawStopReason".into(), json!(raw));
+        }
         if let Some(e) = &self.error_message {
             m.insert("errorMessage".into(), json!(e));
+        }
+        if let Some(ms) = self.duration_ms {
+            m.insert("durationMs".into(), json!(ms));
         }
         Value::Object(m)
     }
@@ -181,7 +204,11 @@ impl Assembler {
         self.usage = usage;
     }
 
-    pub(crate) fn set_stop(&mut self, stop_reason: &str, error_message: Option<String>) {
+    /// `raw` is the provider's finish reason as it came.
+    pub(crate) fn set_stop(&mut self, stop_reason: &str, error_message: Option<String>, raw: &str) {
+        if self.pi.is_1_6() {
+            self.raw_stop_reason = Some(raw.to_owned());
+        }
         self.stop_reason = stop_reason.into();
         if error_message.is_some() {
             self.error_message = error_message;
@@ -380,6 +407,9 @@ impl Assembler {
         if aborted {
             return self.fail(true, "Request was aborted".into());
         }
+        if self.stop_reason == "pending" {
+            return self.fail(false, "Stream ended without finish_reason".into());
+        }
         if self.stop_reason == "error" || self.stop_reason == "aborted" {
             let message = self
                 .error_message
@@ -387,9 +417,17 @@ impl Assembler {
                 .unwrap_or_else(|| "Provider returned an error stop reason".into());
             return self.fail(false, message);
         }
+        self.time();
         let message = self.message();
         self.emit(json!({"type": "done", "reason": self.stop_reason, "message": message}));
         message
+    }
+
+    /// pi 1.6.0's `durationMs` on the finished message.
+    fn time(&mut self) {
+        if self.pi.is_1_6() {
+            self.duration_ms = Some(self.started.elapsed().as_millis() as u64);
+        }
     }
 
     /// The call failed: the message so far with `stopReason` `error` (or `aborted`) and the
@@ -398,6 +436,7 @@ impl Assembler {
         self.strip_scratch();
         self.stop_reason = if aborted { "aborted" } else { "error" }.into();
         self.error_message = Some(message);
+        self.time();
         let message = self.message();
         self.emit(json!({"type": "error", "reason": self.stop_reason, "error": message}));
         message

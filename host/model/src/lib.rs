@@ -25,6 +25,7 @@ mod partial_json;
 pub mod scripted;
 mod transform;
 
+pub use pichamber_pi::PiVersion;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
@@ -55,6 +56,8 @@ pub struct StreamOptions {
     /// `none`, `short` or `long`; unset means `short` unless `PI_CACHE_RETENTION=long`.
     pub cache_retention: Option<String>,
     pub tool_choice: Option<Value>,
+    /// Whose pi-ai release the request follows.
+    pub pi: PiVersion,
 }
 
 impl Default for StreamOptions {
@@ -66,6 +69,7 @@ impl Default for StreamOptions {
             temperature: None,
             cache_retention: None,
             tool_choice: None,
+            pi: PiVersion::default(),
         }
     }
 }
@@ -121,16 +125,18 @@ impl ModelClient {
     }
 
     /// Sends `payload` and streams the answer into `items`; returns the final
-    /// AssistantMessage. Setting `cancel` to `true` aborts (`stopReason: "aborted"`).
+    /// AssistantMessage. Setting `cancel` to `true` aborts (`stopReason: "aborted"`). The
+    /// message has the fields of `pi`'s pi-ai release.
     pub async fn stream(
         &self,
         payload: Value,
         items: mpsc::UnboundedSender<StreamItem>,
         cancel: watch::Receiver<bool>,
+        pi: PiVersion,
     ) -> Value {
         match self {
-            ModelClient::Scripted(m) => m.stream(payload, items, cancel).await,
-            ModelClient::OpenAi(m) => m.stream(payload, items, cancel).await,
+            ModelClient::Scripted(m) => m.stream(payload, items, cancel, pi).await,
+            ModelClient::OpenAi(m) => m.stream(payload, items, cancel, pi).await,
         }
     }
 }

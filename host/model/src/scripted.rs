@@ -53,7 +53,7 @@ use tokio::sync::{mpsc, watch};
 use super::assembler::Assembler;
 use super::openai::response::{api_error_message, apply_chunk, http_error_message};
 use super::openai::{OpenAiConfig, payload, retry_delay, should_retry};
-use super::{LlmContext, StreamItem, StreamOptions, cancelled, is_cancelled};
+use super::{LlmContext, PiVersion, StreamItem, StreamOptions, cancelled, is_cancelled};
 
 /// A script of canned turns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -384,6 +384,7 @@ impl ScriptedModel {
         payload: Value,
         items: mpsc::UnboundedSender<StreamItem>,
         mut cancel: watch::Receiver<bool>,
+        pi: PiVersion,
     ) -> Value {
         let config = &self.config;
         let mut asm = Assembler::new(
@@ -392,6 +393,7 @@ impl ScriptedModel {
             &config.model_id,
             config.zero_usage(),
             items.clone(),
+            pi,
         );
         let mut retries_left = config.max_retries;
         let (turn, call) = loop {

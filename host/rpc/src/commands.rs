@@ -206,6 +206,25 @@ pub(super) fn handle_line(
             Ok(Some(json!({ "commands": state.commands_json() })))
         }
         "get_fork_messages" => Ok(Some(json!({ "messages": fork_messages(shared) }))),
+        // pi 1.6.0's: the levels the current model takes, the queues taken back, the session's
+        // entries (after a cursor) and its tree.
+        "get_available_thinking_levels" => Ok(Some(json!({ "levels": thinking_levels(shared) }))),
+        "clear_queue" => Ok(Some(clear_queue(shared))),
+        "get_entries" => entries_since(shared, &command["since"]),
+        "get_tree" => {
+            let state = shared.state.lock().unwrap();
+            let store = &state.store;
+            if store.get_entries().len() > pichamber_session::store::MAX_TREE_ENTRIES {
+                Err(format!(
+                    "get_tree: the session has more than {} entries; use get_entries",
+                    pichamber_session::store::MAX_TREE_ENTRIES
+                ))
+            } else {
+                Ok(Some(
+                    json!({ "tree": store.get_tree().to_json(), "leafId": store.get_leaf_id() }),
+                ))
+            }
+        }
         // pi leaves `text` out when there is none.
         "get_last_assistant_text" => Ok(Some(match last_assistant_text(shared) {
             Value::Null => json!({}),
@@ -244,15 +263,20 @@ pub(super) fn handle_line(
             let _ = work.send(Work::Command(id, command));
             return;
         }
-        // pi answers an unknown command without its id.
+        // pi 0.73.1 answers an unknown command without its id; 1.6.0 with it.
         _ => {
             let shown = match &command["type"] {
                 Value::String(s) => s.clone(),
                 Value::Null => "undefined".into(),
                 other => other.to_string(),
             };
+            let id = if shared.pi.is_1_6() {
+                &id
+            } else {
+                &Value::Null
+            };
             output.line(&response(
-                &Value::Null,
+                id,
                 &kind,
                 Err(format!("Unknown command: {shown}")),
             ));
@@ -316,6 +340,61 @@ fn state_of(shared: &SessionShared) -> Value {
     out["messageCount"] = json!(agent.messages.len());
     out["pendingMessageCount"] = json!(agent.queued_steering.len() + agent.queued_follow_up.len());
     out
+}
+
+/// pi's `getSupportedThinkingLevels` of the current model (every level without one).
+fn thinking_levels(shared: &SessionShared) -> Vec<&'static str> {
+    const ALL: [&str; 7] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
+    let state = shared.state.lock().unwrap();
+    let Some(model) = &state.model else {
+        return ALL.to_vec();
+    };
+    if model["reasoning"] != json!(true) {
+        return vec!["off"];
+    }
+    let map = &model["thinkingLevelMap"];
+    ALL.into_iter()
+        .filter(|level| match map.get(*level) {
+            Some(Value::Null) => false,
+            Some(_) => true,
+            None => !matches!(*level, "xhigh" | "max"),
+        })
+        .collect()
+}
+
+/// pi's `clearQueue`: the queued steering and follow-up texts, taken back.
+fn clear_queue(shared: &SessionShared) -> Value {
+    let taken = {
+        let mut state = shared.state.lock().unwrap();
+        let agent = &mut state.agent;
+        agent.steering.clear();
+        agent.follow_up.clear();
+        json!({
+            "steering": std::mem::take(&mut agent.queued_steering),
+            "followUp": std::mem::take(&mut agent.queued_follow_up),
+        })
+    };
+    shared.emit_queue_update();
+    taken
+}
+
+/// pi's `get_entries`: every entry, or those after the entry `since`, with the leaf's id.
+fn entries_since(shared: &SessionShared, since: &Value) -> Result<Option<Value>, String> {
+    let state = shared.state.lock().unwrap();
+    let entries = state.store.get_entries();
+    let start = match since {
+        Value::Null => 0,
+        since => {
+            let at = entries
+                .iter()
+                .position(|e| &e["id"] == since)
+                .ok_or_else(|| format!("Entry not found: {}", since.as_str().unwrap_or("?")))?;
+            at + 1
+        }
+    };
+    Ok(Some(
+        json!({ "entries": entries[start..], "leafId": state.store.get_leaf_id() }),
+    ))
 }
 
 fn fork_messages(shared: &SessionShared) -> Vec<Value> {
@@ -385,7 +464,7 @@ fn session_stats(shared: &SessionShared) -> Value {
         "total": input + output + read + write,
     });
     out["cost"] = json!(cost);
-    if let Some(usage) = state.context_usage() {
+    if let Some(usage) = state.context_usage(shared.pi) {
         out["contextUsage"] = usage;
     }
     out

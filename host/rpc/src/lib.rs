@@ -15,6 +15,7 @@
 
 mod commands;
 mod dialogs;
+mod wire;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use tokio::sync::mpsc;
 pub use commands::ModelCatalog;
 pub use dialogs::RpcDialogs;
 
-use pichamber_session::{EventSink, Session, SessionEvent};
+use pichamber_session::{EventSink, PiVersion, Session, SessionEvent};
 
 /// Where protocol lines go; one line is written whole.
 pub struct Output {
@@ -79,12 +80,17 @@ pub fn response(id: &Value, command: &str, outcome: Result<Option<Value>, String
     Value::Object(out)
 }
 
-/// The session's events as pi's RPC mode writes them. Extensions' console output goes to
+/// The session's events as `pi`'s RPC mode writes them. Extensions' console output goes to
 /// stderr (stdout belongs to the protocol); pichamber's own entry and dialog-answer events are
 /// not part of pi's protocol and are left out.
-pub fn event_sink(output: Arc<Output>) -> EventSink {
+pub fn event_sink(output: Arc<Output>, pi: PiVersion) -> EventSink {
     Arc::new(move |event: &SessionEvent| match event {
+        SessionEvent::Agent(value) if pi.is_1_6() => output.line(&wire::for_1_6(value)),
         SessionEvent::Agent(value) => output.line(value),
+        // pi 1.6.0 tells clients of what an extension's appendEntry recorded.
+        SessionEvent::Entry { entry } if pi.is_1_6() && entry["type"] == "custom" => {
+            output.line(&json!({ "type": "entry_appended", "entry": entry }))
+        }
         SessionEvent::ExtensionUiRequest { .. } => {
             output.line(&serde_json::to_value(event).unwrap_or_default())
         }

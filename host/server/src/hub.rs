@@ -25,7 +25,8 @@ use pichamber_session::events::{DialogAnswer, UiRequest};
 use pichamber_session::state::AgentRequest;
 use pichamber_session::store::{SessionStore, SyncPolicy};
 use pichamber_session::{
-    AgentSettings, DialogResponder, EventSink, Session, SessionConfig, SessionEvent, SessionShared,
+    AgentSettings, DialogResponder, EventSink, PiVersion, Session, SessionConfig, SessionEvent,
+    SessionShared,
 };
 
 /// `extension.*` events a user's log keeps for clients that reconnect.
@@ -893,6 +894,13 @@ impl Hub {
                 model: launcher.model.clone(),
                 agent: launcher.agent.clone(),
                 store: Some(store),
+                pi: PiVersion::for_session(
+                    launcher
+                        .catalog
+                        .iter()
+                        .filter(|e| wanted.contains(&e.id))
+                        .map(|e| e.artifact.manifest.pi_version),
+                ),
             },
         );
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());

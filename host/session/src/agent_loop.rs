@@ -17,6 +17,7 @@ use super::Session;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
 use super::state::{AgentRequest, Disposition, Responder, SessionShared};
+use super::system_prompt::SystemPromptOptions;
 use pichamber_model::{LlmContext, StreamItem, StreamOptions};
 
 /// How a prompt arrived and what to do with it.
@@ -260,15 +261,32 @@ impl Session {
         prompts.extend(std::mem::take(
             &mut self.shared.state.lock().unwrap().agent.next_turn,
         ));
-        let base = self.base_system_prompt();
-        let (system_prompt, injected) = self.before_agent_start(&text, &images, base).await;
+        let (system_prompt, injected, options) = self.before_agent_start(&text, &images).await;
         prompts.extend(injected.iter().map(messages::custom_message));
+        // pi 1.6.0 declares the prompt and tools ahead of the run's first message.
+        if let Some(system) = self.system_message_patch(&options) {
+            prompts.insert(0, system);
+        }
+        self.shared.state.lock().unwrap().agent.run_prompt_options = Some(options);
         self.shared.state.lock().unwrap().agent.system_prompt = system_prompt;
         if let Some(accepted) = accepted.take() {
             accepted(Ok(Disposition::Started));
         }
         self.run_agent(prompts).await;
         Ok(Disposition::Started)
+    }
+
+    /// The prompt options of the running prompt: the session's (its tools as they are now)
+    /// with what `before_agent_start` added for the run.
+    fn run_prompt_options(&self) -> SystemPromptOptions {
+        let mut options = self.system_prompt_options();
+        if let Some(run) = &self.shared.state.lock().unwrap().agent.run_prompt_options {
+            options.custom_prompt = run.custom_prompt.clone();
+            options.append = run.append.clone();
+            options.extra_guidelines = run.extra_guidelines.clone();
+            options.sections = run.sections.clone();
+        }
+        options
     }
 
     fn has_command(&self, name: &str) -> bool {
@@ -326,35 +344,59 @@ impl Session {
         }
     }
 
-    /// `before_agent_start`: extensions may chain a new system prompt and inject messages.
+    /// `before_agent_start`: extensions may chain a new system prompt and inject messages;
+    /// under pi 1.6.0 they may also edit the prompt's options for this run (sections, rules,
+    /// the tool selection). Returns the prompt the model gets, the injected messages and the
+    /// run's prompt options.
     async fn before_agent_start(
         &mut self,
         text: &str,
         images: &[Value],
-        base: String,
-    ) -> (String, Vec<Value>) {
+    ) -> (String, Vec<Value>, SystemPromptOptions) {
+        let options = self.system_prompt_options();
+        let base = self.system_prompt_from(&options);
         if !self.has_handlers("before_agent_start") {
-            return (base, Vec::new());
+            return (base, Vec::new(), options);
         }
+        let pi = self.shared.pi;
         let mut event = json!({
             "type": "before_agent_start",
             "prompt": text,
             "systemPrompt": base,
-            "systemPromptOptions": self.system_prompt_options().to_json(),
+            "systemPromptOptions": options.to_json_for(pi),
         });
         if !images.is_empty() {
             event["images"] = Value::Array(images.to_vec());
         }
-        let result = self
-            .emit("before_agent_start", event)
+        let (result, event) = self
+            .emit_with_event("before_agent_start", event)
             .await
-            .unwrap_or(Value::Null);
+            .unwrap_or((Value::Null, Value::Null));
         let injected = result["messages"].as_array().cloned().unwrap_or_default();
+        let mut options = options;
+        let mut base = base;
+        if pi.is_1_6() && event["systemPromptOptions"] != options.to_json_for(pi) {
+            let edited = &event["systemPromptOptions"];
+            if let Some(tools) = edited["selectedTools"].as_array() {
+                let names: Vec<String> = tools
+                    .iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect();
+                if let Err(e) = self.set_active_tools(&names) {
+                    self.error("<runtime>", "before_agent_start", e);
+                }
+            }
+            match self.system_prompt_options().with_edits(edited) {
+                Ok(edited) => options = edited,
+                Err(e) => self.error("<runtime>", "before_agent_start", e),
+            }
+            base = self.system_prompt_from(&options);
+        }
         let system_prompt = match result["systemPrompt"].as_str() {
             Some(s) if !s.is_empty() => s.to_owned(),
             _ => base,
         };
-        (system_prompt, injected)
+        (system_prompt, injected, options)
     }
 
     /// One agent run, continued while a transient model error is retried (see `retry`), then
@@ -365,6 +407,13 @@ impl Session {
             new_messages = self.run_agent_once(Vec::new()).await;
         }
         self.check_auto_compaction().await;
+        self.shared.state.lock().unwrap().agent.run_prompt_options = None;
+        // pi 1.6.0 says when it will not go on by itself: after retries and compaction.
+        if self.shared.pi.is_1_6() {
+            let aborted = *self.shared.abort.borrow();
+            self.agent_event(json!({ "type": "agent_settled", "aborted": aborted }))
+                .await;
+        }
     }
 
     /// `agent_start`, turns until there is nothing left to do, `agent_end`; returns the run's
@@ -396,6 +445,10 @@ impl Session {
                     first_turn = false;
                 } else {
                     self.agent_event(json!({ "type": "turn_start" })).await;
+                    // Tools a tool call turned on or off are declared before the next call.
+                    if let Some(system) = self.system_message_patch(&self.run_prompt_options()) {
+                        new_messages.push(self.deliver_message(system).await);
+                    }
                 }
                 for message in std::mem::take(&mut pending) {
                     new_messages.push(self.deliver_message(message).await);
@@ -587,6 +640,11 @@ impl Session {
         if name == "message_start" {
             self.unlist_queued(&event["message"]);
         }
+        let mut event = event;
+        if name == "agent_end" && self.shared.pi.is_1_6() {
+            let messages = event["messages"].as_array().cloned().unwrap_or_default();
+            event["willRetry"] = json!(self.will_retry(&messages));
+        }
         self.shared.emit(SessionEvent::Agent(event));
     }
 
@@ -596,6 +654,11 @@ impl Session {
     async fn stream_assistant(&mut self) -> Value {
         let model = self.model.clone().expect("run_agent requires a model");
         let mut context = self.shared.state.lock().unwrap().agent.messages.clone();
+        // pi 1.6.0's `context` handlers see the conversation without its system messages
+        // (the prompt and tools are pi's), and the model gets those from the loadout anyway.
+        if self.shared.pi.is_1_6() {
+            context.retain(|m| m["role"] != "system");
+        }
         if self.has_handlers("context") {
             let result = self
                 .emit(
@@ -620,8 +683,9 @@ impl Session {
             tools: self.active_tool_schemas(),
         };
         let options = StreamOptions {
-            thinking_level,
+            thinking_level: thinking_level.clone(),
             session_id: Some(self.shared.id.clone()),
+            pi: self.shared.pi,
             ..Default::default()
         };
         let mut payload = model.build_payload(&llm_context, &options);
@@ -639,9 +703,10 @@ impl Session {
 
         let (items, mut received) = tokio::sync::mpsc::unbounded_channel();
         let cancel = self.shared.abort.subscribe();
+        let pi = self.shared.pi;
         let task = tokio::spawn({
             let model = model.clone();
-            async move { model.stream(payload, items, cancel).await }
+            async move { model.stream(payload, items, cancel, pi).await }
         });
         let mut started = false;
         while let Some(item) = received.recv().await {
@@ -679,6 +744,11 @@ impl Session {
             }
         }
         let final_message = match task.await {
+            // pi 1.6.0's agent notes the thinking level the answer was made with.
+            Ok(mut message) if pi.is_1_6() => {
+                message["thinkingLevel"] = json!(thinking_level);
+                message
+            }
             Ok(message) => message,
             Err(e) => {
                 let info = model.info();
@@ -721,7 +791,7 @@ impl Session {
                     message["display"] != json!(false),
                     Some(message["details"].clone()).filter(|d| !d.is_null()),
                 )),
-                Some("user" | "assistant" | "toolResult") => {
+                Some("user" | "assistant" | "toolResult" | "system") => {
                     Some(state.store.append_message(message.clone()))
                 }
                 _ => None,

@@ -19,6 +19,7 @@ use super::compaction::{
 use super::messages::convert_to_llm;
 use super::store::SessionStore;
 use pichamber_model::{LlmContext, ModelClient, StreamOptions};
+use pichamber_pi::PiVersion;
 
 /// pi's `branchSummary.reserveTokens` default: room kept free of the context window for the
 /// prompt and the answer.
@@ -217,6 +218,8 @@ pub struct BranchSummaryOptions {
     pub replace_instructions: bool,
     /// The budget for the branch is the model's context window minus this.
     pub reserve_tokens: u64,
+    /// Whose request shape the summary call has (the session's pi version).
+    pub pi: PiVersion,
 }
 
 impl Default for BranchSummaryOptions {
@@ -225,6 +228,7 @@ impl Default for BranchSummaryOptions {
             custom_instructions: None,
             replace_instructions: false,
             reserve_tokens: DEFAULT_RESERVE_TOKENS,
+            pi: PiVersion::default(),
         }
     }
 }
@@ -309,12 +313,15 @@ pub async fn summarize_branch(
     );
     let stream_options = StreamOptions {
         max_tokens: Some(MAX_SUMMARY_TOKENS),
+        pi: options.pi,
         ..StreamOptions::default()
     };
     let payload = model.build_payload(&context, &stream_options);
     // Nobody watches a summary stream in; the events go nowhere.
     let (items, _) = mpsc::unbounded_channel();
-    let answer = model.stream(payload, items, cancel).await;
+    let answer = model
+        .stream(payload, items, cancel, stream_options.pi)
+        .await;
     match answer["stopReason"].as_str() {
         Some("aborted") => return Err(Aborted.into()),
         Some("error") => {
@@ -987,6 +994,8 @@ mod tests {
                 custom_instructions: custom.map(str::to_owned),
                 replace_instructions: replace.unwrap_or(false),
                 reserve_tokens: reserve.unwrap_or(DEFAULT_RESERVE_TOKENS),
+                // The oracle is pi 0.73.1's.
+                pi: PiVersion::V0_73,
             };
             let ours = summarize_branch(&model, &entries, options, not_cancelled())
                 .await

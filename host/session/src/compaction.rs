@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 use super::messages::{content_text, convert_to_llm, now_ms};
 use pichamber_model::openai::js_stringify;
 use pichamber_model::{LlmContext, ModelClient, StreamOptions};
+use pichamber_pi::PiVersion;
 
 /// pi's error when the branch already ends in a compaction.
 pub const ALREADY_COMPACTED: &str = "Already compacted";
@@ -41,6 +42,8 @@ pub struct CompactionSettings {
     pub reserve_tokens: u64,
     /// About how many tokens of recent conversation survive a compaction verbatim.
     pub keep_recent_tokens: u64,
+    /// Whose rules estimate the context (the session's pi version; not a setting of pi's).
+    pub pi: PiVersion,
 }
 
 impl Default for CompactionSettings {
@@ -49,6 +52,7 @@ impl Default for CompactionSettings {
             enabled: true,
             reserve_tokens: 16384,
             keep_recent_tokens: 20000,
+            pi: PiVersion::default(),
         }
     }
 }
@@ -63,6 +67,7 @@ impl CompactionSettings {
             keep_recent_tokens: value["keepRecentTokens"]
                 .as_u64()
                 .unwrap_or(d.keep_recent_tokens),
+            pi: d.pi,
         }
     }
 
@@ -246,6 +251,20 @@ pub fn estimate_tokens(message: &Value) -> u64 {
         }
     };
     let chars = match message["role"].as_str() {
+        // pi 1.6.0's system messages: their text, sections and tool declarations.
+        Some("system") => {
+            let sections: usize = message["sections"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(_, text)| str_len(text))
+                .sum();
+            let tools = match message.get("toolsAdded") {
+                Some(tools) if !tools.is_null() => js_len(&js_stringify(tools)),
+                _ => 0,
+            };
+            text_blocks(&message["content"], true) + sections + tools
+        }
         Some("user") => text_blocks(&message["content"], false),
         Some("assistant") => message["content"]
             .as_array()
@@ -282,13 +301,16 @@ pub fn calculate_context_tokens(usage: &Value) -> u64 {
 
 /// The usage of an assistant message that completed (aborted and failed calls report none
 /// worth trusting).
-fn assistant_usage(message: &Value) -> Option<&Value> {
+/// An assistant message's usage, when it can be trusted: not aborted or failed, and (pi
+/// 1.6.0) not all zero, as a provider that reports no usage leaves it.
+fn assistant_usage(message: &Value, pi: PiVersion) -> Option<&Value> {
     let usage = message.get("usage")?;
     (message["role"] == "assistant"
         && message["stopReason"] != "aborted"
         && message["stopReason"] != "error"
-        && js_truthy(usage))
-    .then_some(usage)
+        && js_truthy(usage)
+        && (!pi.is_1_6() || calculate_context_tokens(usage) > 0))
+        .then_some(usage)
 }
 
 /// pi's `estimateContextTokens` result.
@@ -303,12 +325,12 @@ pub struct ContextEstimate {
 
 /// The context's size: the last reported usage plus estimates of the messages after it, or
 /// an estimate of everything when no usage is known.
-pub fn estimate_context_tokens(messages: &[Value]) -> ContextEstimate {
+pub fn estimate_context_tokens(messages: &[Value], pi: PiVersion) -> ContextEstimate {
     let last = messages
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, m)| assistant_usage(m).map(|u| (i, u)));
+        .find_map(|(i, m)| assistant_usage(m, pi).map(|u| (i, u)));
     match last {
         None => {
             let estimated = messages.iter().map(estimate_tokens).sum();
@@ -589,7 +611,7 @@ pub fn prepare<E: Borrow<Value>>(
             .position(|e| e.borrow()["id"] == *first_kept)
             .unwrap_or(p + 1);
     }
-    let tokens_before = estimate_context_tokens(&context_messages(branch)).tokens;
+    let tokens_before = estimate_context_tokens(&context_messages(branch), settings.pi).tokens;
     let cut = find_cut_point(
         branch,
         boundary_start,
@@ -928,6 +950,7 @@ async fn complete(
     context: LlmContext,
     max_tokens: u64,
     thinking_level: &str,
+    pi: PiVersion,
     cancel: watch::Receiver<bool>,
 ) -> Result<String, String> {
     let reasoning = js_truthy(&model.info()["reasoning"]);
@@ -938,12 +961,13 @@ async fn complete(
             "off".to_owned()
         },
         max_tokens: Some(max_tokens),
+        pi,
         ..StreamOptions::default()
     };
     let payload = model.build_payload(&context, &options);
     // Nobody watches a summary stream in; the events go nowhere.
     let (items, _) = mpsc::unbounded_channel();
-    let answer = model.stream(payload, items, cancel).await;
+    let answer = model.stream(payload, items, cancel, options.pi).await;
     if answer["stopReason"] == "error" {
         return Err(answer["errorMessage"]
             .as_str()
@@ -996,6 +1020,7 @@ pub async fn summarize_with_thinking(
             context,
             (reserve as f64 * 0.8).floor() as u64,
             thinking_level,
+            preparation.settings.pi,
             cancel.clone(),
         )
         .await
@@ -1016,6 +1041,7 @@ pub async fn summarize_with_thinking(
                 context,
                 (reserve as f64 * 0.5).floor() as u64,
                 thinking_level,
+                preparation.settings.pi,
                 cancel.clone(),
             )
             .await
@@ -1159,7 +1185,7 @@ pub fn check_auto_compaction<E: Borrow<Value>>(
     let context_tokens = if assistant["stopReason"] == "error" {
         // A failed call reports no usage: estimate from the last one that did, if it is newer
         // than the latest compaction (older usage measured the old, larger context).
-        let estimate = estimate_context_tokens(agent_messages);
+        let estimate = estimate_context_tokens(agent_messages, settings.pi);
         let usage_message = &agent_messages[estimate.last_usage_index?];
         if usage_message["role"] == "assistant" && before_compaction(usage_message) {
             return None;
@@ -1288,6 +1314,14 @@ mod tests {
     fn settings(keep: u64) -> CompactionSettings {
         CompactionSettings {
             keep_recent_tokens: keep,
+            ..settings_0_73()
+        }
+    }
+
+    /// pi's defaults, under the rules of pi 0.73.1 (the oracle these tests compare with).
+    fn settings_0_73() -> CompactionSettings {
+        CompactionSettings {
+            pi: PiVersion::V0_73,
             ..CompactionSettings::default()
         }
     }
@@ -1654,7 +1688,7 @@ mod tests {
         b.other("model_change");
         b.user("hi");
         b.assistant("hello", &[]);
-        let prep = prepare(&b.entries, &CompactionSettings::default()).unwrap();
+        let prep = prepare(&b.entries, &settings_0_73()).unwrap();
         assert_eq!(prep.first_kept_entry_id, "e1");
         assert!(prep.messages_to_summarize.is_empty());
         // Entries without ids (unmigrated sessions) cannot be compacted.
@@ -1980,7 +2014,7 @@ mod tests {
 
     #[test]
     fn threshold_leaves_the_reserve_free() {
-        let s = CompactionSettings::default();
+        let s = settings_0_73();
         assert!(!should_compact(100_000 - 16384, 100_000, &s));
         assert!(should_compact(100_000 - 16383, 100_000, &s));
         // A window smaller than the reserve: always due.
@@ -2035,7 +2069,7 @@ mod tests {
 
     #[test]
     fn auto_compaction_check_follows_pis_cases() {
-        let s = CompactionSettings::default();
+        let s = settings_0_73();
         let info = model_info();
         let none: Vec<Value> = Vec::new();
         let check = |a: &Value, messages: &[Value], branch: &[Value]| {
@@ -2271,7 +2305,11 @@ mod tests {
         for (case, expected) in cases.iter().zip(pi_cases) {
             let branch = case["branch"].as_array().unwrap();
             let keep = &case["settings"]["keepRecentTokens"];
-            let ours = prepare(branch, &CompactionSettings::from_json(&case["settings"]));
+            let settings = CompactionSettings {
+                pi: PiVersion::V0_73,
+                ..CompactionSettings::from_json(&case["settings"])
+            };
+            let ours = prepare(branch, &settings);
             let at = || format!("branch {} with keep {keep}", branch.len());
             let estimates: Vec<u64> = branch
                 .iter()
@@ -2318,7 +2356,7 @@ mod tests {
 
     #[test]
     fn oracle_thresholds_and_overflow_match_pis() {
-        let s = CompactionSettings::default();
+        let s = settings_0_73();
         let mut thresholds = Vec::new();
         for (tokens, window) in [
             (0, 0),

@@ -17,6 +17,7 @@ use crate::{
 use pichamber_artifact::Artifact;
 use pichamber_artifact::bundle;
 use pichamber_model::ModelClient;
+use pichamber_pi::PiVersion;
 use pichamber_runtime::{InstanceOptions, Runtime};
 
 /// Builds sources into an artifact, or reads a built `.wasm`.
@@ -50,6 +51,15 @@ pub struct SessionSpec {
     pub store: Option<SessionStore>,
     /// The tools the model may use (`--tools`); `None`: the default set.
     pub active_tools: Option<Vec<String>>,
+    /// The pi release to follow (`--pi-version`); `None`: the one the extensions were
+    /// written for ([`PiVersion::for_session`]).
+    pub pi: Option<PiVersion>,
+}
+
+/// The pi release a session of these extensions follows, unless one is chosen.
+pub fn pi_version_for(artifacts: &[Artifact], chosen: Option<PiVersion>) -> PiVersion {
+    chosen
+        .unwrap_or_else(|| PiVersion::for_session(artifacts.iter().map(|a| a.manifest.pi_version)))
 }
 
 /// Opens the session and loads its extensions in order. `None` when every extension failed
@@ -67,6 +77,7 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
             model: spec.model,
             agent: spec.agent,
             store: spec.store,
+            pi: pi_version_for(&spec.artifacts, spec.pi),
         },
     );
     session.set_resources(spec.prompts, spec.skills);
@@ -221,6 +232,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
             model: None,
             agent: AgentSettings::default(),
             store: None,
+            pi: pi_version_for(std::slice::from_ref(artifact), None),
         },
     );
     let loaded = session.load(artifact).await.is_ok();

@@ -26,6 +26,7 @@ pub mod resources;
 pub mod retry;
 pub mod state;
 pub mod store;
+mod system_message;
 mod system_prompt;
 pub mod terminal;
 pub mod tool_calls;
@@ -38,6 +39,7 @@ pub use agent_loop::{PromptOptions, QueueMode};
 pub use dialogs::{DialogResponder, NoDialogs, ScriptedAnswers, TerminalDialogs};
 pub use events::{EventSink, SessionEvent, UiRequest};
 pub use lifecycle::{ForkOutcome, ForkPosition, TreeOutcome};
+pub use pichamber_pi::PiVersion;
 pub use state::{SessionShared, SessionState};
 pub use system_prompt::SystemPromptOptions;
 pub use tool_calls::ToolExecution;
@@ -62,6 +64,8 @@ pub struct SessionConfig {
     pub agent: AgentSettings,
     /// Where entries go: a session file (new or resumed) or memory.
     pub store: Option<store::SessionStore>,
+    /// The pi release the session follows (`PiVersion::for_session` of its extensions).
+    pub pi: PiVersion,
 }
 
 /// How the agent behaves (pi's settings of the same names).
@@ -114,6 +118,8 @@ const MAX_BUS_DELIVERIES: usize = 1000;
 
 impl Session {
     pub fn new(runtime: Arc<Runtime>, config: SessionConfig) -> Self {
+        let mut config = config;
+        config.agent.compaction.pi = config.pi;
         let store = config
             .store
             .unwrap_or_else(|| store::SessionStore::in_memory(&config.cwd));
@@ -134,7 +140,7 @@ impl Session {
             }
         }
         if workspace.is_some() {
-            for spec in tools::builtin_specs() {
+            for spec in tools::builtin_specs(config.pi) {
                 state.tools.push(RegisteredTool {
                     source: ToolSource::Builtin,
                     extension_name: String::new(),
@@ -147,6 +153,7 @@ impl Session {
                     prompt_guidelines: spec.prompt_guidelines,
                     has_prepare_arguments: false,
                     execution_mode: None,
+                    constrained_sampling: spec.constrained_sampling,
                 });
             }
             state.active_tools = tools::DEFAULT_ACTIVE
@@ -166,6 +173,7 @@ impl Session {
             id,
             cwd: config.cwd,
             has_ui: config.has_ui,
+            pi: config.pi,
             mode: "rpc".into(),
             sink: config.sink,
             dialogs: config.dialogs,
@@ -257,6 +265,13 @@ impl Session {
                 .collect(),
             context_files: Vec::new(),
             skills: state.resources.skills.clone(),
+            tool_guidelines: active
+                .iter()
+                .filter(|t| !t.prompt_guidelines.is_empty())
+                .map(|t| (t.name.clone(), t.prompt_guidelines.clone()))
+                .collect(),
+            extra_guidelines: Vec::new(),
+            sections: Vec::new(),
         }
     }
 
@@ -298,8 +313,46 @@ impl Session {
         Ok(())
     }
 
+    /// The prompt as text: pi 0.73.1's string, or pi 1.6.0's sections rendered as the model
+    /// gets them.
     pub fn base_system_prompt(&self) -> String {
-        system_prompt::build(&self.system_prompt_options())
+        self.system_prompt_from(&self.system_prompt_options())
+    }
+
+    /// The prompt text `options` make, in the session's pi version.
+    fn system_prompt_from(&self, options: &SystemPromptOptions) -> String {
+        if self.shared.pi.is_1_6() {
+            let sections = system_prompt::sections(options);
+            system_prompt::render(sections.iter().map(|(_, t)| t.as_str()))
+        } else {
+            system_prompt::build(options)
+        }
+    }
+
+    /// pi 1.6.0: the system message that brings the transcript's prompt (as `options` make
+    /// it) and tool loadout up to date, or `None` when the model already has them (and always
+    /// under pi 0.73.1).
+    fn system_message_patch(&self, options: &SystemPromptOptions) -> Option<Value> {
+        if !self.shared.pi.is_1_6() {
+            return None;
+        }
+        let sections = system_prompt::sections(options);
+        let state = self.shared.state.lock().unwrap();
+        let tools: Vec<Value> = state
+            .active_tools
+            .iter()
+            .filter_map(|name| state.tool(name))
+            .map(|t| {
+                system_message::declaration(
+                    &t.name,
+                    &t.description,
+                    &t.parameters,
+                    t.constrained_sampling.as_ref(),
+                )
+            })
+            .collect();
+        let current = system_message::replay(&state.agent.messages);
+        system_message::patch(&current, &sections, &tools, messages::now_ms())
     }
 
     fn error(&self, extension: &str, event: &str, error: impl std::fmt::Display) {

@@ -536,6 +536,7 @@ impl Session {
                     custom_instructions,
                     replace_instructions: replace_instructions.unwrap_or(false),
                     reserve_tokens: branch_summary::DEFAULT_RESERVE_TOKENS,
+                    pi: self.shared.pi,
                 };
                 let cancel = self.shared.abort.subscribe();
                 match branch_summary::summarize_branch(&model, &collected.entries, options, cancel)

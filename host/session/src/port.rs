@@ -32,8 +32,7 @@ pub const MAX_QUEUED_MESSAGE_BYTES: usize = 1 << 20;
 pub const MAX_BUS_BYTES: usize = 16 << 20;
 /// Event-bus messages waiting for delivery in a session.
 pub const MAX_BUS_MESSAGES: usize = 10_000;
-/// Largest session `getTree` serves (its JSON nests one level per entry of a chain).
-pub const MAX_TREE_ENTRIES: usize = 2000;
+use super::store::MAX_TREE_ENTRIES;
 
 /// Custom entry types the host records the writing extension's owner key on.
 pub const OWNED_TYPE_PREFIX: &str = "pichamber.";
@@ -422,6 +421,22 @@ impl ExtensionHost for ExtensionPort {
         // UI reads and updates that the ui-update variant cannot express.
         match method {
             "ui:theme" => return Ok(terminal_theme()),
+            // What the guest's createReadTool & co. describe: the host's wording, for the pi
+            // release the session follows.
+            "tools:builtins" => {
+                let specs: Vec<Value> = pichamber_tools::builtin_specs(self.shared.pi)
+                    .into_iter()
+                    .map(|s| {
+                        json!({
+                            "name": s.name, "description": s.description,
+                            "promptSnippet": s.prompt_snippet,
+                            "promptGuidelines": s.prompt_guidelines,
+                            "parameters": s.parameters,
+                        })
+                    })
+                    .collect();
+                return Ok(Value::Array(specs));
+            }
             // `setEditorText(undefined)`: pi sends the request without a text.
             "ui:clearEditorText" => {
                 if self.shared.has_ui {
@@ -623,7 +638,11 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn context_usage(&self) -> Option<Value> {
-        self.shared.state.lock().unwrap().context_usage()
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .context_usage(self.shared.pi)
     }
 
     fn system_prompt(&self) -> String {

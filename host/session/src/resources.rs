@@ -557,6 +557,29 @@ fn escape_xml(text: &str) -> String {
 
 /// The system prompt's skills section (empty when no skill is visible to the model).
 pub fn format_skills_for_prompt(skills: &[Skill]) -> String {
+    format_skills(
+        skills,
+        "Use the read tool to load a skill's file when the task matches its description.",
+        "When a skill file references a relative path, resolve it against the skill directory (parent of SKILL.md / dirname of the path) and use that absolute path in tool commands.",
+    )
+}
+
+/// pi 1.6.0's wording, which names the tool that reads files (`read`, `bash`, or none when
+/// the reader is hidden).
+pub fn format_skills_for_prompt_1_6(skills: &[Skill], reader: &str) -> String {
+    let load = match reader {
+        "read" => "Use the read tool to load a skill's file when the task matches its description.",
+        "bash" => "Use bash to load a skill's file when the task matches its description.",
+        _ => "Load a skill's file when the task matches its description.",
+    };
+    format_skills(
+        skills,
+        load,
+        "Resolve relative paths against the skill's directory (parent of SKILL.md). Use absolute paths in tool calls.",
+    )
+}
+
+fn format_skills(skills: &[Skill], load: &str, resolve: &str) -> String {
     let visible: Vec<&Skill> = skills
         .iter()
         .filter(|s| !s.disable_model_invocation)
@@ -566,8 +589,8 @@ pub fn format_skills_for_prompt(skills: &[Skill]) -> String {
     }
     let mut lines = vec![
         "\n\nThe following skills provide specialized instructions for specific tasks.".to_owned(),
-        "Use the read tool to load a skill's file when the task matches its description.".into(),
-        "When a skill file references a relative path, resolve it against the skill directory (parent of SKILL.md / dirname of the path) and use that absolute path in tool commands.".into(),
+        load.into(),
+        resolve.into(),
         String::new(),
         "<available_skills>".into(),
     ];

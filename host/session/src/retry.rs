@@ -92,6 +92,24 @@ pub fn is_retryable(message: &Value, context_window: u64) -> bool {
 impl Session {
     /// After a run's agent_end: retries when its last assistant message failed transiently
     /// (see the module docs). Returns true when the agent should continue now.
+    /// Whether [`Session::retry_after`] will retry this run (pi 1.6.0 tells clients so on
+    /// `agent_end`): not aborted, retries on and left, and a retryable error last.
+    pub(super) fn will_retry(&self, new_messages: &[Value]) -> bool {
+        let Some(last) = new_messages.iter().rev().find(|m| m["role"] == "assistant") else {
+            return false;
+        };
+        let state = self.shared.state.lock().unwrap();
+        let window = state
+            .model
+            .as_ref()
+            .and_then(|m| m["contextWindow"].as_u64())
+            .unwrap_or(0);
+        !*self.shared.abort.borrow()
+            && state.agent.retry.enabled
+            && state.agent.retry_attempt < state.agent.retry.max_retries
+            && is_retryable(last, window)
+    }
+
     pub(super) async fn retry_after(&mut self, new_messages: &[Value]) -> bool {
         let Some(last) = new_messages.iter().rev().find(|m| m["role"] == "assistant") else {
             return false;

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::dialogs::DialogResponder;
 use super::events::{EventSink, SessionEvent};
 use super::store::SessionStore;
+use pichamber_pi::PiVersion;
 use pichamber_runtime::wit::{CommandDefinition, ToolDefinition};
 
 /// Facts and services shared by the session and all of its extension instances.
@@ -18,6 +19,8 @@ pub struct SessionShared {
     pub id: String,
     pub cwd: String,
     pub has_ui: bool,
+    /// The pi release whose behaviour the session follows (see `pichamber_pi`).
+    pub pi: PiVersion,
     /// What `ctx.mode` reports: pichamber implements pi's RPC-mode semantics.
     pub mode: String,
     pub sink: EventSink,
@@ -67,6 +70,9 @@ pub struct RegisteredTool {
     pub prompt_guidelines: Vec<String>,
     pub has_prepare_arguments: bool,
     pub execution_mode: Option<String>,
+    /// pi 1.6.0's `constrainedSampling`, declared with the tool in the system message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constrained_sampling: Option<Value>,
     /// The parameter schema, compiled on the tool's first call and kept (a run that never
     /// calls a tool compiles nothing).
     #[serde(skip)]
@@ -101,6 +107,7 @@ impl RegisteredTool {
             prompt_guidelines: def.prompt_guidelines,
             has_prepare_arguments: def.has_prepare_arguments,
             execution_mode: def.execution_mode,
+            constrained_sampling: None,
         }
     }
 }
@@ -204,6 +211,8 @@ pub struct AgentState {
     pub messages: Vec<Value>,
     pub streaming: bool,
     pub system_prompt: String,
+    /// pi 1.6.0: the prompt options `before_agent_start` left for the running prompt.
+    pub run_prompt_options: Option<super::system_prompt::SystemPromptOptions>,
     /// Delivered after the current turn's tool calls, before the next model call.
     pub steering: VecDeque<Value>,
     /// Delivered when the agent would otherwise stop.
@@ -440,7 +449,7 @@ impl SessionState {
 
     /// pi's `ctx.getContextUsage()`: the last assistant's reported usage plus an estimate of
     /// what came after it, against the model's context window.
-    pub fn context_usage(&self) -> Option<Value> {
+    pub fn context_usage(&self, pi: PiVersion) -> Option<Value> {
         let window = self.agent.context_window.filter(|w| *w > 0)?;
         // After a compaction the last reported usage measured the old, larger context: the
         // size is unknown until a model answers again (pi says null, not a guess).
@@ -452,7 +461,7 @@ impl SessionState {
                     && m["role"] == "assistant"
                     && m["stopReason"] != "aborted"
                     && m["stopReason"] != "error"
-                    && super::compaction::estimate_context_tokens(std::slice::from_ref(m))
+                    && super::compaction::estimate_context_tokens(std::slice::from_ref(m), pi)
                         .usage_tokens
                         > 0
             });
@@ -460,7 +469,7 @@ impl SessionState {
                 return Some(json!({ "tokens": null, "contextWindow": window, "percent": null }));
             }
         }
-        let tokens = super::compaction::estimate_context_tokens(&self.agent.messages).tokens;
+        let tokens = super::compaction::estimate_context_tokens(&self.agent.messages, pi).tokens;
         Some(json!({
             "tokens": tokens,
             "contextWindow": window,

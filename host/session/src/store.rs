@@ -950,7 +950,8 @@ impl SessionStore {
     }
 
     /// pi's `getTree`: every entry under its parent, children oldest first; entries whose
-    /// parent is missing are roots.
+    /// parent is missing are roots. Serving it whole is for sessions of at most
+    /// [`MAX_TREE_ENTRIES`] entries.
     pub fn get_tree(&self) -> SessionTree<'_> {
         let mut nodes = Vec::new();
         let mut node_of: HashMap<&str, usize> = HashMap::new();
@@ -1467,6 +1468,10 @@ pub fn find_most_recent_session(dir: &Path) -> Option<PathBuf> {
     candidates.sort_by_key(|c| std::cmp::Reverse(c.1));
     candidates.into_iter().next().map(|(p, _)| p)
 }
+
+/// Largest session whose tree is served as JSON (it nests one level per entry of a chain, and
+/// building and serialising it recurses as deep).
+pub const MAX_TREE_ENTRIES: usize = 2000;
 
 /// The sessions in `dir`, most recently active first (pi's `SessionManager.list`).
 /// Unreadable files and files without a header are left out.

@@ -18,6 +18,7 @@ use super::Session;
 use super::events::SessionEvent;
 use super::messages::{self, error_result, now_ms};
 use super::state::{RegisteredTool, SessionShared, ToolSource};
+use pichamber_pi::PiVersion;
 use pichamber_tools::{self as tools, ToolOutput};
 
 /// How a batch of tool calls runs.
@@ -42,6 +43,8 @@ struct Finalized {
     call: Value,
     result: Value,
     is_error: bool,
+    /// How long the tool's execute took (pi 1.6.0 reports it); `None` when it never ran.
+    duration_ms: Option<u64>,
 }
 
 enum Preflight {
@@ -50,22 +53,36 @@ enum Preflight {
     Ready(Prepared),
 }
 
-type BuiltinTask = tokio::task::JoinHandle<Result<ToolOutput, String>>;
-type BuiltinJoin = Result<Result<ToolOutput, String>, tokio::task::JoinError>;
+/// A built-in tool's outcome and how long it ran, in milliseconds.
+type BuiltinTask = tokio::task::JoinHandle<(Result<ToolOutput, String>, u64)>;
+type BuiltinJoin = Result<(Result<ToolOutput, String>, u64), tokio::task::JoinError>;
 
-/// A built-in tool's outcome as a result value: an Err is pi's thrown error.
-fn builtin_result(name: &str, joined: BuiltinJoin) -> (Value, bool) {
+/// A built-in tool's outcome as a result value (an Err is pi's thrown error), whether it is
+/// an error, and its run time.
+fn builtin_result(name: &str, joined: BuiltinJoin) -> (Value, bool, Option<u64>) {
     match joined {
-        Ok(Ok(output)) => {
+        Ok((Ok(output), ms)) => {
             let mut result = json!({ "content": output.content });
             if !output.details.is_null() {
                 result["details"] = output.details;
             }
-            (result, false)
+            if let Some(structured) = output.structured_content {
+                result["structuredContent"] = structured;
+            }
+            (result, false, Some(ms))
         }
-        Ok(Err(message)) => (error_result(&message), true),
-        Err(e) => (error_result(&format!("tool {name} failed: {e}")), true),
+        Ok((Err(message), ms)) => (error_result(&message), true, Some(ms)),
+        Err(e) => (
+            error_result(&format!("tool {name} failed: {e}")),
+            true,
+            None,
+        ),
     }
+}
+
+/// Milliseconds since `started`, rounded as pi's `Math.round(performance.now() - t)`.
+fn elapsed_ms(started: std::time::Instant) -> u64 {
+    (started.elapsed().as_secs_f64() * 1000.0).round() as u64
 }
 
 enum Running {
@@ -100,7 +117,10 @@ impl Session {
                     }
                 };
                 self.tool_execution_end(&done).await;
-                results.push(self.deliver_message(result_message(&done)).await);
+                results.push(
+                    self.deliver_message(result_message(&done, self.shared.pi))
+                        .await,
+                );
                 finalized.push(done);
             }
         } else {
@@ -130,8 +150,10 @@ impl Session {
                 while let Some(Some((j, p, joined))) = builtins.next().now_or_never() {
                     slots[j] = Some(self.end_builtin(p, joined).await);
                 }
+                let started = std::time::Instant::now();
                 let (result, is_error) = self.execute_extension_tool(&p).await;
-                let f = self.finalize(p, result, is_error).await;
+                let ms = Some(elapsed_ms(started));
+                let f = self.finalize(p, result, is_error, ms).await;
                 self.tool_execution_end(&f).await;
                 slots[i] = Some(f);
             }
@@ -140,7 +162,10 @@ impl Session {
             }
             finalized.extend(slots.into_iter().flatten());
             for done in &finalized {
-                results.push(self.deliver_message(result_message(done)).await);
+                results.push(
+                    self.deliver_message(result_message(done, self.shared.pi))
+                        .await,
+                );
             }
         }
         let terminate = !finalized.is_empty()
@@ -159,12 +184,15 @@ impl Session {
     }
 
     async fn tool_execution_end(&mut self, done: &Finalized) {
-        self.agent_event(json!({
+        let mut event = json!({
             "type": "tool_execution_end",
             "toolCallId": done.call["id"], "toolName": done.call["name"],
             "result": done.result, "isError": done.is_error,
-        }))
-        .await;
+        });
+        if let Some(ms) = done.duration_ms.filter(|_| self.shared.pi.is_1_6()) {
+            event["durationMs"] = json!(ms);
+        }
+        self.agent_event(event).await;
     }
 
     /// Preflight: find the tool (active tools only when the model called it), prepare and
@@ -177,6 +205,7 @@ impl Session {
                 call: call.clone(),
                 result: error_result(message),
                 is_error: true,
+                duration_ms: None,
             })
         };
         let tool: Option<RegisteredTool> = {
@@ -276,9 +305,18 @@ impl Session {
                     prepared.args.clone(),
                 );
                 let cancel = self.shared.abort.subscribe();
+                let options = tools::ExecOptions {
+                    pi: self.shared.pi,
+                    session_env: self.session_env(),
+                    ..Default::default()
+                };
                 let task = tokio::spawn(async move {
                     let on_update = move |partial: Value| report_update(&shared, &id, partial);
-                    tools::execute(&name, &args, &workspace, cancel, &on_update).await
+                    let started = std::time::Instant::now();
+                    let output =
+                        tools::execute_with(&name, &args, &workspace, &options, cancel, &on_update)
+                            .await;
+                    (output, elapsed_ms(started))
                 });
                 Running::Builtin(prepared, task)
             }
@@ -286,29 +324,58 @@ impl Session {
         }
     }
 
+    /// What pi 1.6.0's bash tells a command of its session (`tools::SESSION_ENV`).
+    fn session_env(&self) -> Vec<(String, String)> {
+        let state = self.shared.state.lock().unwrap();
+        let mut env = vec![("PI_SESSION_ID".to_owned(), self.shared.id.clone())];
+        if let Some(file) = state.store.get_session_file() {
+            env.push((
+                "PI_SESSION_FILE".into(),
+                file.to_string_lossy().into_owned(),
+            ));
+        }
+        if let Some(model) = &state.model {
+            for (var, key) in [("PI_PROVIDER", "provider"), ("PI_MODEL", "id")] {
+                if let Some(v) = model[key].as_str() {
+                    env.push((var.into(), v.to_owned()));
+                }
+            }
+        }
+        env.push(("PI_REASONING_LEVEL".into(), state.thinking_level.clone()));
+        env
+    }
+
     /// Waits for / runs a started call, then `tool_execution_update`s and `tool_result`.
     async fn finish(&mut self, running: Running) -> Finalized {
         match running {
             Running::Builtin(p, task) => {
-                let (result, is_error) = builtin_result(&p.name, task.await);
-                self.finalize(p, result, is_error).await
+                let (result, is_error, ms) = builtin_result(&p.name, task.await);
+                self.finalize(p, result, is_error, ms).await
             }
             Running::Extension(p) => {
+                let started = std::time::Instant::now();
                 let (result, is_error) = self.execute_extension_tool(&p).await;
-                self.finalize(p, result, is_error).await
+                let ms = Some(elapsed_ms(started));
+                self.finalize(p, result, is_error, ms).await
             }
         }
     }
 
     async fn end_builtin(&mut self, p: Prepared, joined: BuiltinJoin) -> Finalized {
-        let (result, is_error) = builtin_result(&p.name, joined);
-        let f = self.finalize(p, result, is_error).await;
+        let (result, is_error, ms) = builtin_result(&p.name, joined);
+        let f = self.finalize(p, result, is_error, ms).await;
         self.tool_execution_end(&f).await;
         f
     }
 
     /// A call's raw result through `tool_execution_update` and the `tool_result` middleware.
-    async fn finalize(&mut self, prepared: Prepared, result: Value, is_error: bool) -> Finalized {
+    async fn finalize(
+        &mut self,
+        prepared: Prepared,
+        result: Value,
+        is_error: bool,
+        duration_ms: Option<u64>,
+    ) -> Finalized {
         let (mut result, mut is_error) = (result, is_error);
         self.shared
             .state
@@ -348,6 +415,7 @@ impl Session {
             call: prepared.call,
             result,
             is_error,
+            duration_ms,
         }
     }
 
@@ -446,6 +514,7 @@ impl Session {
                     }
                 )),
                 is_error: true,
+                duration_ms: None,
             }
         };
         let outcome = super::ToolOutcome {
@@ -494,7 +563,7 @@ pub(crate) fn report_update(shared: &SessionShared, id: &str, partial: Value) {
 /// Partial results kept per session for extensions (clients get every one live).
 const MAX_KEPT_UPDATES: usize = 1000;
 
-fn result_message(done: &Finalized) -> Value {
+fn result_message(done: &Finalized, pi: PiVersion) -> Value {
     let mut message = json!({
         "role": "toolResult",
         "toolCallId": done.call["id"],
@@ -505,6 +574,9 @@ fn result_message(done: &Finalized) -> Value {
         message["details"] = details.clone();
     }
     message["isError"] = json!(done.is_error);
+    if let Some(ms) = done.duration_ms.filter(|_| pi.is_1_6()) {
+        message["durationMs"] = json!(ms);
+    }
     message["timestamp"] = json!(now_ms());
     message
 }
@@ -617,6 +689,7 @@ mod tests {
             prompt_guidelines: Vec::new(),
             has_prepare_arguments: false,
             execution_mode: None,
+            constrained_sampling: None,
         }
     }
 

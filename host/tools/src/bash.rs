@@ -84,6 +84,13 @@ pub(crate) async fn execute(
     if let Some(env) = &options.env {
         child.env_clear().envs(env.iter().cloned());
     }
+    // pi 1.6.0 tells the command which session and model it runs for, never an outer pi's.
+    if options.pi.is_1_6() {
+        for name in super::SESSION_ENV {
+            child.env_remove(name);
+        }
+        child.envs(options.session_env.iter().cloned());
+    }
     if let Some(confinement) = &options.confinement {
         confinement.apply(&mut child);
     }

@@ -37,6 +37,7 @@ pub async fn run(
         model_accepts_images: None,
         env: Some(grants.program_env()),
         confinement,
+        ..ExecOptions::default()
     };
     let (_never, cancel) = tokio::sync::watch::channel(false);
     let args = super::prepare_arguments(tool, args);

@@ -238,6 +238,7 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
     Ok(ToolOutput {
         content: json!([{"type": "text", "text": output}]),
         details,
+        structured_content: None,
     })
 }
 

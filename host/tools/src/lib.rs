@@ -52,6 +52,7 @@ mod write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use pichamber_pi::PiVersion;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -71,6 +72,8 @@ pub struct ToolSpec {
     pub prompt_snippet: Option<String>,
     /// Lines pi adds to the system prompt's guidelines when the tool is active.
     pub prompt_guidelines: Vec<String>,
+    /// pi 1.6.0's request for schema-constrained arguments where the provider offers it.
+    pub constrained_sampling: Option<Value>,
 }
 
 /// All built-in tool names in pi's order.
@@ -85,6 +88,9 @@ pub const DEFAULT_ACTIVE: &[&str] = &["read", "bash", "edit", "write"];
 pub struct ToolOutput {
     pub content: Value,
     pub details: Value,
+    /// pi 1.6.0's machine-readable result (read: the text, or the image with its note); it
+    /// goes to `tool_execution_end` and `tool_result`, never to the model.
+    pub structured_content: Option<Value>,
 }
 
 impl ToolOutput {
@@ -92,6 +98,7 @@ impl ToolOutput {
         ToolOutput {
             content: json!([{"type": "text", "text": text.into()}]),
             details,
+            structured_content: None,
         }
     }
 }
@@ -107,15 +114,106 @@ pub struct ExecOptions {
     /// The confinement bash runs in (an extension's grants); `None`, the agent's own bash
     /// tool, runs unconfined.
     pub confinement: Option<std::sync::Arc<pichamber_access::sandbox::Confinement>>,
+    /// Whose tools' result shapes to follow.
+    pub pi: PiVersion,
+    /// pi 1.6.0's [`SESSION_ENV`] values for the agent's bash (only those that are known).
+    pub session_env: Vec<(String, String)>,
 }
 
-/// The seven tool specs, in pi's order.
-pub fn builtin_specs() -> Vec<ToolSpec> {
-    ALL.iter().filter_map(|name| spec(name)).collect()
+/// The variables pi 1.6.0's bash sets to describe the session it runs in (and removes from
+/// what it inherits).
+pub const SESSION_ENV: [&str; 5] = [
+    "PI_SESSION_ID",
+    "PI_SESSION_FILE",
+    "PI_PROVIDER",
+    "PI_MODEL",
+    "PI_REASONING_LEVEL",
+];
+
+/// The seven tool specs, in pi's order, as `pi`'s release words them.
+pub fn builtin_specs(pi: PiVersion) -> Vec<ToolSpec> {
+    ALL.iter().filter_map(|name| spec(name, pi)).collect()
 }
 
-/// One built-in tool's spec.
-pub fn spec(name: &str) -> Option<ToolSpec> {
+/// One built-in tool's spec, as `pi`'s release words it.
+pub fn spec(name: &str, pi: PiVersion) -> Option<ToolSpec> {
+    let mut spec = spec_0_73(name)?;
+    if pi.is_1_6() {
+        reword_for_1_6(&mut spec);
+    }
+    Some(spec)
+}
+
+/// What pi 1.6.0 changed in the tools' wording and schemas (core/tools/*.js).
+fn reword_for_1_6(spec: &mut ToolSpec) {
+    let prefer = json!({"type": "json_schema", "strict": "prefer"});
+    match spec.name {
+        "read" => {
+            spec.description = spec
+                .description
+                .replace("(jpg, png, gif, webp)", "(jpg, png, gif, webp, bmp)");
+            spec.constrained_sampling = Some(prefer);
+        }
+        "bash" => {
+            spec.parameters["properties"]["command"]["description"] =
+                json!("Shell command to execute");
+            spec.prompt_guidelines = vec![
+                "You can inspect PI_* environment variables for current model and session details."
+                    .into(),
+            ];
+            spec.constrained_sampling = Some(prefer);
+        }
+        "edit" => {
+            let p = spec.parameters.as_object_mut().expect("edit's schema");
+            p.remove("additionalProperties");
+            if let Some(items) = spec.parameters["properties"]["edits"]["items"].as_object_mut() {
+                items.remove("additionalProperties");
+            }
+            spec.prompt_guidelines = vec![
+                "Use edit for targeted changes. Batch changes to one file in a single call.".into(),
+                "Each edits[].oldText must exactly and uniquely match the original file. Keep matches short and non-overlapping; merge nearby changes without including large unchanged regions.".into(),
+            ];
+            spec.constrained_sampling = Some(prefer);
+        }
+        "write" => spec.constrained_sampling = Some(prefer),
+        "grep" => {
+            spec.parameters["properties"]["glob"]["description"] = json!(
+                "Filter files by glob pattern relative to path, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"
+            );
+        }
+        "find" => {
+            spec.parameters["properties"]["pattern"]["description"] = json!(
+                "Glob pattern relative to the search directory, e.g. 'src/**/*.ts'. Without '/', e.g. '*.ts', it matches file names at any depth"
+            );
+        }
+        _ => {}
+    }
+}
+
+/// pi 1.6.0's `structuredContent` of a built-in tool's result, derived from what the model
+/// gets: read's text (or its image with the note), nothing for the other file tools.
+fn structured_content(name: &str, output: &ToolOutput) -> Option<Value> {
+    if name != "read" {
+        return None;
+    }
+    let blocks = output.content.as_array()?;
+    let text = blocks
+        .iter()
+        .find(|b| b["type"] == "text")
+        .and_then(|b| b["text"].as_str());
+    match blocks.iter().find(|b| b["type"] == "image") {
+        Some(image) => Some(json!({
+            "type": "image",
+            "data": image["data"],
+            "mimeType": image["mimeType"],
+            "note": text.unwrap_or_default(),
+        })),
+        None => text.map(|t| json!(t)),
+    }
+}
+
+/// pi 0.73.1's spec of one built-in tool.
+fn spec_0_73(name: &str) -> Option<ToolSpec> {
     let kb = DEFAULT_MAX_BYTES / 1024;
     let string = |d: &str| json!({"type": "string", "description": d});
     let number = |d: &str| json!({"type": "number", "description": d});
@@ -138,6 +236,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
             }),
             prompt_snippet: Some("Read file contents".into()),
             prompt_guidelines: vec!["Use read to examine files instead of cat or sed.".into()],
+            constrained_sampling: None,
         },
         "bash" => ToolSpec {
             name: "bash",
@@ -155,6 +254,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
             }),
             prompt_snippet: Some("Execute bash commands (ls, grep, find, etc.)".into()),
             prompt_guidelines: vec![],
+            constrained_sampling: None,
         },
         "edit" => ToolSpec {
             name: "edit",
@@ -188,6 +288,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
                 "Each edits[].oldText is matched against the original file, not after earlier edits are applied. Do not emit overlapping or nested edits. Merge nearby changes into one edit.".into(),
                 "Keep edits[].oldText as small as possible while still being unique in the file. Do not pad with large unchanged regions.".into(),
             ],
+            constrained_sampling: None,
         },
         "write" => ToolSpec {
             name: "write",
@@ -203,6 +304,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
             }),
             prompt_snippet: Some("Create or overwrite files".into()),
             prompt_guidelines: vec!["Use write only for new files or complete rewrites.".into()],
+            constrained_sampling: None,
         },
         "grep" => ToolSpec {
             name: "grep",
@@ -226,6 +328,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
             }),
             prompt_snippet: Some("Search file contents for patterns (respects .gitignore)".into()),
             prompt_guidelines: vec![],
+            constrained_sampling: None,
         },
         "find" => ToolSpec {
             name: "find",
@@ -245,6 +348,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
             }),
             prompt_snippet: Some("Find files by glob pattern (respects .gitignore)".into()),
             prompt_guidelines: vec![],
+            constrained_sampling: None,
         },
         "ls" => ToolSpec {
             name: "ls",
@@ -262,6 +366,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
             }),
             prompt_snippet: Some("List directory contents".into()),
             prompt_guidelines: vec![],
+            constrained_sampling: None,
         },
         _ => return None,
     })
@@ -302,7 +407,11 @@ pub async fn execute_with(
     match name {
         "bash" => bash::execute(args, ws, options, cancel, on_update).await,
         "read" | "edit" | "write" | "grep" | "find" | "ls" => {
-            run_blocking(name, args, ws, options, cancel).await
+            let mut output = run_blocking(name, args, ws, options, cancel).await?;
+            if options.pi.is_1_6() {
+                output.structured_content = structured_content(name, &output);
+            }
+            Ok(output)
         }
         _ => Err(format!("Tool {name} not found")),
     }
@@ -394,12 +503,15 @@ mod tests {
 
     #[test]
     fn specs_in_pi_order_with_defaults() {
-        let names: Vec<_> = builtin_specs().iter().map(|s| s.name).collect();
+        let names: Vec<_> = builtin_specs(PiVersion::V0_73)
+            .iter()
+            .map(|s| s.name)
+            .collect();
         assert_eq!(names, ALL);
         assert_eq!(DEFAULT_ACTIVE, ["read", "bash", "edit", "write"]);
-        let ls = spec("ls").unwrap();
+        let ls = spec("ls", PiVersion::V0_73).unwrap();
         assert!(ls.parameters.get("required").is_none());
-        assert!(spec("nope").is_none());
+        assert!(spec("nope", PiVersion::V1_6).is_none());
     }
 
     #[tokio::test]

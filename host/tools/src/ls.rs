@@ -89,6 +89,7 @@ pub(crate) fn run(args: &Value, ws: &Workspace) -> Result<ToolOutput, String> {
     Ok(ToolOutput {
         content: json!([{"type": "text", "text": output}]),
         details,
+        structured_content: None,
     })
 }
 

@@ -72,6 +72,7 @@ fn read_image(bytes: &[u8], mime: &str, options: &ExecOptions) -> ToolOutput {
             {"type": "image", "data": data, "mimeType": mime},
         ]),
         details: Value::Null,
+        structured_content: None,
     }
 }
 

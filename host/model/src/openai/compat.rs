@@ -2,6 +2,7 @@
 //! provider name and base URL (`detectCompat`) and lets a model's `compat` object
 //! (models.json) override each flag (`getCompat`).
 
+use pichamber_pi::PiVersion;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +27,7 @@ pub(crate) struct Compat {
     pub supports_long_cache_retention: bool,
 }
 
-fn detect(provider: &str, base_url: &str, model_id: &str) -> Compat {
+fn detect(provider: &str, base_url: &str, model_id: &str, pi: PiVersion) -> Compat {
     let url = |s: &str| base_url.contains(s);
     let zai = provider == "zai" || url("api.z.ai");
     let moonshot = provider == "moonshotai" || provider == "moonshotai-cn" || url("api.moonshot.");
@@ -56,9 +57,11 @@ fn detect(provider: &str, base_url: &str, model_id: &str) -> Compat {
     } else {
         "openai"
     };
+    // pi 1.6.0 assumes the developer role and strict tool schemas only where it knows them.
+    let openai = provider == "openai" || url("api.openai.com");
     Compat {
         supports_store: !non_standard,
-        supports_developer_role: !non_standard,
+        supports_developer_role: if pi.is_1_6() { openai } else { !non_standard },
         supports_reasoning_effort: !grok && !zai && !moonshot && !cf_gateway,
         supports_usage_in_streaming: true,
         max_tokens_field: if use_max_tokens {
@@ -73,7 +76,7 @@ fn detect(provider: &str, base_url: &str, model_id: &str) -> Compat {
         requires_reasoning_content_on_assistant_messages: deepseek,
         thinking_format: thinking_format.into(),
         zai_tool_stream: false,
-        supports_strict_mode: !moonshot && !cf_gateway,
+        supports_strict_mode: !pi.is_1_6() && !moonshot && !cf_gateway,
         cache_control_format: (provider == "openrouter" && model_id.starts_with("anthropic/"))
             .then(|| "anthropic".to_string()),
         send_session_affinity_headers: false,
@@ -87,8 +90,9 @@ pub(crate) fn resolve(
     base_url: &str,
     model_id: &str,
     overrides: &Map<String, Value>,
+    pi: PiVersion,
 ) -> Compat {
-    let mut c = detect(provider, base_url, model_id);
+    let mut c = detect(provider, base_url, model_id, pi);
     let flag = |name: &str, current: bool| {
         overrides
             .get(name)
@@ -141,19 +145,54 @@ mod tests {
 
     #[test]
     fn custom_endpoints_are_standard_openai() {
-        let c = resolve("ollama", "http://localhost:11434/v1", "llama", &Map::new());
-        assert!(c.supports_store && c.supports_developer_role && c.supports_reasoning_effort);
+        let c = resolve(
+            "ollama",
+            "http://localhost:11434/v1",
+            "llama",
+            &Map::new(),
+            PiVersion::V0_73,
+        );
+        assert!(c.supports_strict_mode && c.supports_developer_role);
+        assert!(c.supports_store && c.supports_reasoning_effort);
         assert_eq!(c.max_tokens_field, "max_completion_tokens");
         assert_eq!(c.thinking_format, "openai");
+        let c = resolve(
+            "ollama",
+            "http://localhost:11434/v1",
+            "llama",
+            &Map::new(),
+            PiVersion::V1_6,
+        );
+        assert!(!c.supports_strict_mode && !c.supports_developer_role);
+        let c = resolve(
+            "openai",
+            "https://api.openai.com/v1",
+            "gpt",
+            &Map::new(),
+            PiVersion::V1_6,
+        );
+        assert!(c.supports_developer_role);
     }
 
     #[test]
     fn known_hosts_and_overrides() {
-        let c = resolve("x", "https://api.deepseek.com/v1", "d", &Map::new());
+        let c = resolve(
+            "x",
+            "https://api.deepseek.com/v1",
+            "d",
+            &Map::new(),
+            PiVersion::V0_73,
+        );
         assert!(!c.supports_store && c.requires_reasoning_content_on_assistant_messages);
         assert_eq!(c.thinking_format, "deepseek");
         let overrides = json!({"supportsDeveloperRole": false, "maxTokensField": "max_tokens"});
-        let c = resolve("x", "http://h/v1", "m", overrides.as_object().unwrap());
+        let c = resolve(
+            "x",
+            "http://h/v1",
+            "m",
+            overrides.as_object().unwrap(),
+            PiVersion::V0_73,
+        );
         assert!(!c.supports_developer_role);
         assert_eq!(c.max_tokens_field, "max_tokens");
     }

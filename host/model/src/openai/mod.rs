@@ -25,7 +25,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::assembler::Assembler;
-use super::{LlmContext, StreamItem, StreamOptions, cancelled, is_cancelled, usage_value};
+use super::{
+    LlmContext, PiVersion, StreamItem, StreamOptions, cancelled, is_cancelled, usage_value,
+};
 
 /// Per-million-token prices.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -183,6 +185,7 @@ impl OpenAiModel {
         payload: Value,
         items: mpsc::UnboundedSender<StreamItem>,
         mut cancel: watch::Receiver<bool>,
+        pi: PiVersion,
     ) -> Value {
         let config = &self.inner.config;
         let mut asm = Assembler::new(
@@ -191,6 +194,7 @@ impl OpenAiModel {
             &config.model_id,
             config.zero_usage(),
             items.clone(),
+            pi,
         );
         let Some(key) = config.api_key.clone().filter(|k| !k.is_empty()) else {
             return asm.fail(

@@ -98,6 +98,7 @@ pub(crate) fn build(config: &OpenAiConfig, ctx: &LlmContext, opts: &StreamOption
         &config.base_url,
         &config.model_id,
         &config.compat,
+        opts.pi,
     );
     let retention = cache_retention(opts);
     let long_ok = retention == "long" && compat.supports_long_cache_retention;

@@ -2,7 +2,8 @@
 //! finish reason into the AssistantMessage (pi-ai's openai-completions stream loop), and
 //! provider errors into the text the OpenAI SDK would have thrown (`APIError.makeMessage`).
 
-use serde_json::Value;
+use pichamber_pi::PiVersion;
+use serde_json::{Value, json};
 
 use super::ModelCost;
 use crate::assembler::Assembler;
@@ -27,23 +28,54 @@ fn count(v: &Value) -> u64 {
 }
 
 /// pi-ai's `parseChunkUsage`: cached prompt tokens split into cache reads and writes.
-pub(crate) fn parse_usage(raw: &Value, cost: &ModelCost) -> Value {
+/// pi 1.6.0 also reads Kimi's top-level `cached_tokens`, no longer subtracts cache writes from
+/// the cached count, and reports reasoning tokens and whether the provider priced the call.
+pub(crate) fn parse_usage(raw: &Value, cost: &ModelCost, pi: PiVersion) -> Value {
     let prompt = count(&raw["prompt_tokens"]);
     let details = &raw["prompt_tokens_details"];
-    let reported_cached = if !details["cached_tokens"].is_null() {
-        count(&details["cached_tokens"])
-    } else {
-        count(&raw["prompt_cache_hit_tokens"])
-    };
+    let reported_cached = [
+        &details["cached_tokens"],
+        &raw["prompt_cache_hit_tokens"],
+        if pi.is_1_6() {
+            &raw["cached_tokens"]
+        } else {
+            &Value::Null
+        },
+    ]
+    .into_iter()
+    .find(|v| !v.is_null())
+    .map(count)
+    .unwrap_or(0);
     let cache_write = count(&details["cache_write_tokens"]);
-    let cache_read = if cache_write > 0 {
+    let cache_read = if cache_write > 0 && !pi.is_1_6() {
         reported_cached.saturating_sub(cache_write)
     } else {
         reported_cached
     };
     let input = prompt.saturating_sub(cache_read + cache_write);
     let output = count(&raw["completion_tokens"]);
-    usage_value(input, output, cache_read, cache_write, cost)
+    let mut usage = usage_value(input, output, cache_read, cache_write, cost);
+    if pi.is_1_6() {
+        let reasoning = [
+            &raw["completion_tokens_details"]["reasoning_tokens"],
+            &raw["reasoning_tokens"],
+        ]
+        .into_iter()
+        .map(count)
+        .find(|n| *n > 0)
+        .unwrap_or(0);
+        // In pi's key order: reasoning before totalTokens.
+        let total = usage["totalTokens"].take();
+        let cost = usage["cost"].take();
+        let map = usage.as_object_mut().expect("usage is an object");
+        map.remove("totalTokens");
+        map.remove("cost");
+        map.insert("reasoning".into(), json!(reasoning));
+        map.insert("totalTokens".into(), total);
+        map.insert("cost".into(), cost);
+        usage["cost"]["totalFromProvider"] = json!(false);
+    }
+    usage
 }
 
 /// A `finish_reason` as pi's `stopReason`, with an error text for the unusual ones.
@@ -63,17 +95,17 @@ pub(crate) fn apply_chunk(asm: &mut Assembler, chunk: &Value, cost: &ModelCost) 
     }
     asm.note_response(chunk["id"].as_str(), chunk["model"].as_str());
     if truthy(&chunk["usage"]) {
-        asm.set_usage(parse_usage(&chunk["usage"], cost));
+        asm.set_usage(parse_usage(&chunk["usage"], cost, asm.pi()));
     }
     let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
         return;
     };
     if !truthy(&chunk["usage"]) && truthy(&choice["usage"]) {
-        asm.set_usage(parse_usage(&choice["usage"], cost));
+        asm.set_usage(parse_usage(&choice["usage"], cost, asm.pi()));
     }
     if let Some(reason) = choice["finish_reason"].as_str().filter(|r| !r.is_empty()) {
         let (stop, message) = map_finish_reason(reason);
-        asm.set_stop(stop, message);
+        asm.set_stop(stop, message, reason);
     }
     let delta = &choice["delta"];
     if !truthy(delta) {
@@ -164,13 +196,47 @@ mod tests {
             &json!({"prompt_tokens": 100, "completion_tokens": 7,
                     "prompt_tokens_details": {"cached_tokens": 30, "cache_write_tokens": 10}}),
             &cost,
+            PiVersion::V0_73,
         );
         assert_eq!(u["input"], 70);
         assert_eq!(u["cacheRead"], 20);
         assert_eq!(u["cacheWrite"], 10);
         assert_eq!(u["totalTokens"], 107);
+        assert!(u.get("reasoning").is_none());
         assert_eq!(u["cost"]["input"], json!(1.0 / 1_000_000.0 * 70.0));
         assert_eq!(u["cost"]["cacheRead"], json!(0));
+        // pi 1.6.0: cached tokens are all reads; reasoning tokens are counted (within output).
+        let u = parse_usage(
+            &json!({"prompt_tokens": 100, "completion_tokens": 7,
+                    "completion_tokens_details": {"reasoning_tokens": 4},
+                    "prompt_tokens_details": {"cached_tokens": 30, "cache_write_tokens": 10}}),
+            &cost,
+            PiVersion::V1_6,
+        );
+        assert_eq!(u["input"], 60);
+        assert_eq!(u["cacheRead"], 30);
+        assert_eq!(u["reasoning"], 4);
+        assert_eq!(u["totalTokens"], 107);
+        assert_eq!(u["cost"]["totalFromProvider"], false);
+        let keys: Vec<&String> = u.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "input",
+                "output",
+                "cacheRead",
+                "cacheWrite",
+                "reasoning",
+                "totalTokens",
+                "cost"
+            ]
+        );
+        let u = parse_usage(
+            &json!({"prompt_tokens": 10, "cached_tokens": 4}),
+            &cost,
+            PiVersion::V1_6,
+        );
+        assert_eq!(u["cacheRead"], 4);
     }
 
     #[test]

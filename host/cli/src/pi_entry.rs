@@ -1,0 +1,387 @@
+//! pi's own command line, for programs that spawn `pi --mode rpc ...`: `pichamber pi ARGS`,
+//! or the binary run under the name `pi` (a symlink first on PATH). Its arguments become a
+//! `pichamber rpc` command line with pi's meaning (docs/cli.md of pi 1.6.0):
+//!
+//! - pi's short spellings (`-ne`, `-nbt`, `-t`, `-c`, `-a` ...) become the long options;
+//! - `--model provider/id:level` splits into `--provider`, `--model`, `--thinking`;
+//! - with no `--model`, the model pi would pick: settings.json's `defaultProvider` /
+//!   `defaultModel`, else the first model of models.json (both in pi's agent folder);
+//! - the session is kept where pi keeps it (`sessions/--<cwd>--/` in the agent folder) unless
+//!   `--no-session`, `--session` or `--session-dir` says otherwise;
+//! - options that only shape pi's terminal UI or its own network use are accepted and ignored,
+//!   with a note on stderr saying so; anything else pichamber does not do is refused, naming it.
+//!
+//! The extensions' capabilities are pichamber's to grant: `PICHAMBER_PI_ARGS` holds extra
+//! `pichamber rpc` options (`--allow-read . --allow-run git`) for the program that spawns `pi`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Whether the binary was started under pi's name.
+pub fn invoked_as_pi(argv0: &std::ffi::OsStr) -> bool {
+    Path::new(argv0)
+        .file_name()
+        .is_some_and(|name| name == "pi" || name == "pi.exe")
+}
+
+/// pi options that take a value and mean the same to `pichamber rpc`.
+const SAME_WITH_VALUE: &[&str] = &[
+    "--provider",
+    "--model",
+    "--thinking",
+    "--system-prompt",
+    "--append-system-prompt",
+    "--extension",
+    "--tools",
+    "--session",
+    "--session-dir",
+    "--api-key",
+    "--pi-version",
+];
+/// pi flags that mean the same to `pichamber rpc`.
+const SAME_FLAGS: &[&str] = &[
+    "--no-extensions",
+    "--no-skills",
+    "--no-prompt-templates",
+    "--no-builtin-tools",
+    "--no-tools",
+    "--no-session",
+    "--continue",
+];
+/// pi options that shape only its terminal UI, its own downloads or its model cycling:
+/// nothing to do headless (flag or option with a value).
+const IGNORED_FLAGS: &[&str] = &[
+    "--no-themes",
+    "--verbose",
+    "--offline",
+    "--no-context-files",
+    "--no-mcp",
+    "--no-approve",
+];
+const IGNORED_WITH_VALUE: &[&str] = &["--theme", "--use-theme", "--tui-mode", "--models"];
+
+/// pi's short and multi-letter spellings.
+fn long_form(arg: &str) -> &str {
+    match arg {
+        "-e" => "--extension",
+        "-t" => "--tools",
+        "-c" => "--continue",
+        "-a" => "--approve",
+        "-na" => "--no-approve",
+        "-ne" => "--no-extensions",
+        "-ns" => "--no-skills",
+        "-np" => "--no-prompt-templates",
+        "-nc" => "--no-context-files",
+        "-nt" => "--no-tools",
+        "-nbt" => "--no-builtin-tools",
+        other => other,
+    }
+}
+
+/// What `pi --version` runs: the pi version whose command line and protocol pichamber speaks
+/// (a program checks it against what it needs), with pichamber's own on stderr.
+pub const VERSION_COMMAND: &str = "pi-version";
+
+/// What the translation needs from the machine: pi's agent folder and the working folder.
+pub struct Place {
+    pub agent_dir: PathBuf,
+    pub cwd: PathBuf,
+}
+
+/// The `pichamber` command line (without the program name) for pi's `args`, and the notes to
+/// print on stderr about what was ignored.
+pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<String>), String> {
+    let mut out = vec!["rpc".to_owned()];
+    let mut notes = Vec::new();
+    let mut mode = None;
+    let mut model: Option<String> = None;
+    let mut provider: Option<String> = None;
+    let mut thinking: Option<String> = None;
+    let mut session_chosen = false;
+    let mut messages = Vec::new();
+    let mut it = args.iter().peekable();
+    while let Some(raw) = it.next() {
+        let (name, inline) = match raw.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+            _ => (long_form(raw).to_owned(), None),
+        };
+        let mut value = |what: &str| -> Result<String, String> {
+            match inline.clone().or_else(|| it.next().cloned()) {
+                Some(v) => Ok(v),
+                None => Err(format!("{what} needs a value")),
+            }
+        };
+        match name.as_str() {
+            "--mode" => mode = Some(value("--mode")?),
+            "--model" => model = Some(value("--model")?),
+            "--provider" => provider = Some(value("--provider")?),
+            "--thinking" => thinking = Some(value("--thinking")?),
+            "--approve" => out.push("--trust-project".into()),
+            "--print" | "-p" => {
+                return Err("pi's print mode (--print) is not available through pichamber's pi entry yet: use `pichamber run -p TEXT`".into());
+            }
+            n if SAME_WITH_VALUE.contains(&n) => {
+                let v = value(n)?;
+                session_chosen |= n == "--session" || n == "--session-dir";
+                out.push(n.to_owned());
+                out.push(v);
+            }
+            n if SAME_FLAGS.contains(&n) => {
+                session_chosen |= n == "--no-session" || n == "--continue";
+                out.push(n.to_owned());
+            }
+            n if IGNORED_FLAGS.contains(&n) => {
+                notes.push(format!("{n} ignored: it changes nothing headless"));
+            }
+            n if IGNORED_WITH_VALUE.contains(&n) => {
+                let v = value(n)?;
+                notes.push(format!(
+                    "{n} {v} ignored: it shapes pi's terminal UI or model cycling, which pichamber's RPC mode has none of"
+                ));
+            }
+            "--help" | "-h" => return Ok((vec!["rpc".into(), "--help".into()], notes)),
+            "--version" | "-v" => return Ok((vec![VERSION_COMMAND.into()], notes)),
+            n if n.starts_with('-') => {
+                return Err(format!(
+                    "pi option {raw} is not supported by pichamber's pi entry (run `pichamber rpc --help` for what is)"
+                ));
+            }
+            _ => messages.push(raw.clone()),
+        }
+    }
+    match mode.as_deref() {
+        Some("rpc") => {}
+        Some(other) => {
+            return Err(format!(
+                "--mode {other} is not available through pichamber's pi entry yet: it runs pi's RPC mode (--mode rpc); for one-shot prompts use `pichamber run -p TEXT`"
+            ));
+        }
+        None => {
+            return Err("pichamber's pi entry runs pi's RPC mode: give --mode rpc (pi's terminal UI is not part of pichamber)".into());
+        }
+    }
+    if let Some(first) = messages.first() {
+        return Err(format!(
+            "{first}: RPC mode takes no prompt or @file arguments (send prompts as RPC commands)"
+        ));
+    }
+    // `provider/id:level`, as pi's --model reads it.
+    if let Some(m) = model.take() {
+        let (m, level) = match m.rsplit_once(':') {
+            Some((m, level)) if is_thinking_level(level) => (m.to_owned(), Some(level.to_owned())),
+            _ => (m, None),
+        };
+        let (p, id) = match (provider.is_none(), m.split_once('/')) {
+            (true, Some((p, id))) => (Some(p.to_owned()), id.to_owned()),
+            _ => (provider.take(), m),
+        };
+        provider = p;
+        model = Some(id);
+        thinking = thinking.or(level);
+    } else if let Some((p, id)) = default_model(&place.agent_dir) {
+        provider = provider.or(Some(p));
+        model = Some(id);
+    }
+    for (flag, v) in [
+        ("--provider", provider),
+        ("--model", model),
+        ("--thinking", thinking),
+    ] {
+        if let Some(v) = v {
+            out.push(flag.into());
+            out.push(v);
+        }
+    }
+    if !session_chosen {
+        let dir = pichamber_session::store::default_session_dir(
+            &place.agent_dir,
+            &place.cwd.to_string_lossy(),
+        );
+        out.push("--session-dir".into());
+        out.push(dir.to_string_lossy().into_owned());
+    }
+    if let Ok(extra) = std::env::var("PICHAMBER_PI_ARGS") {
+        out.extend(extra.split_whitespace().map(str::to_owned));
+    }
+    Ok((out, notes))
+}
+
+fn is_thinking_level(s: &str) -> bool {
+    ["off", "minimal", "low", "medium", "high", "xhigh", "max"].contains(&s)
+}
+
+/// The model pi starts with when none is given: settings.json's `defaultProvider` and
+/// `defaultModel`, else the first model models.json lists.
+fn default_model(agent_dir: &Path) -> Option<(String, String)> {
+    let read = |name: &str| -> Value {
+        std::fs::read_to_string(agent_dir.join(name))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let settings = read("settings.json");
+    if let (Some(p), Some(m)) = (
+        settings["defaultProvider"].as_str(),
+        settings["defaultModel"].as_str(),
+    ) {
+        return Some((p.to_owned(), m.to_owned()));
+    }
+    let models = read("models.json");
+    models["providers"].as_object()?.iter().find_map(|(p, v)| {
+        let id = v["models"].as_array()?.first()?["id"].as_str()?;
+        Some((p.clone(), id.to_owned()))
+    })
+}
+
+/// The arguments to parse: pi's translated when the binary runs as `pi` or as `pichamber pi`,
+/// as they came otherwise.
+pub fn arguments() -> Result<Vec<OsString>, String> {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let program = args.first().cloned().unwrap_or_else(|| "pichamber".into());
+    let pi_args: Vec<OsString> = if invoked_as_pi(&program) {
+        args.split_off(1)
+    } else if args.get(1).is_some_and(|a| a == "pi") {
+        args.split_off(2)
+    } else {
+        return Ok(args);
+    };
+    let pi_args: Vec<String> = pi_args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| format!("argument {a:?} is not UTF-8"))
+        })
+        .collect::<Result<_, _>>()?;
+    let place = Place {
+        agent_dir: pichamber_session::discovery::agent_dir(),
+        cwd: std::env::current_dir().map_err(|e| format!("the working folder: {e}"))?,
+    };
+    let (translated, notes) = translate(&pi_args, &place)?;
+    for note in notes {
+        eprintln!("pichamber: {note}");
+    }
+    if translated == [VERSION_COMMAND] {
+        println!("{}", pichamber_session::PiVersion::default().number());
+        eprintln!(
+            "(pichamber {}, speaking pi {}'s command line and RPC protocol)",
+            env!("CARGO_PKG_VERSION"),
+            pichamber_session::PiVersion::default().number()
+        );
+        std::process::exit(0);
+    }
+    Ok(std::iter::once(OsString::from("pichamber"))
+        .chain(translated.into_iter().map(OsString::from))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place(dir: &Path) -> Place {
+        Place {
+            agent_dir: dir.to_path_buf(),
+            cwd: "/work/project".into(),
+        }
+    }
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn pi_rpc_arguments_become_pichamber_rpc_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (args, notes) = translate(
+            &strings(&[
+                "--mode",
+                "rpc",
+                "-ne",
+                "-e",
+                "x.ts",
+                "--no-themes",
+                "--model",
+                "mock/m1:high",
+                "-t",
+                "read,bash",
+                "--no-session",
+            ]),
+            &place(dir.path()),
+        )
+        .unwrap();
+        assert_eq!(
+            args,
+            strings(&[
+                "rpc",
+                "--no-extensions",
+                "--extension",
+                "x.ts",
+                "--tools",
+                "read,bash",
+                "--no-session",
+                "--provider",
+                "mock",
+                "--model",
+                "m1",
+                "--thinking",
+                "high",
+            ])
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("--no-themes ignored"));
+    }
+
+    #[test]
+    fn without_a_model_or_session_it_chooses_as_pi_does() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("models.json"),
+            r#"{"providers": {"local": {"models": [{"id": "first"}, {"id": "second"}]}}}"#,
+        )
+        .unwrap();
+        let (args, _) = translate(&strings(&["--mode", "rpc"]), &place(dir.path())).unwrap();
+        let sessions = dir.path().join("sessions/--work-project--");
+        assert_eq!(
+            args,
+            strings(&[
+                "rpc",
+                "--provider",
+                "local",
+                "--model",
+                "first",
+                "--session-dir",
+                &sessions.to_string_lossy(),
+            ])
+        );
+        std::fs::write(
+            dir.path().join("settings.json"),
+            r#"{"defaultProvider": "other", "defaultModel": "m"}"#,
+        )
+        .unwrap();
+        let (args, _) = translate(&strings(&["--mode", "rpc"]), &place(dir.path())).unwrap();
+        assert_eq!(
+            args[1..5],
+            strings(&["--provider", "other", "--model", "m"])
+        );
+    }
+
+    #[test]
+    fn what_pichamber_cannot_do_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let refuse = |args: &[&str]| translate(&strings(args), &place(dir.path())).unwrap_err();
+        assert!(refuse(&[]).contains("give --mode rpc"));
+        assert!(refuse(&["--mode", "json"]).contains("--mode json is not available"));
+        assert!(refuse(&["--mode", "rpc", "--fork", "x"]).contains("pi option --fork"));
+        assert!(refuse(&["--mode", "rpc", "hello"]).contains("takes no prompt"));
+        assert!(refuse(&["--mode", "rpc", "--model"]).contains("--model needs a value"));
+    }
+
+    #[test]
+    fn the_binary_answers_to_pis_name() {
+        assert!(invoked_as_pi("/usr/local/bin/pi".as_ref()));
+        assert!(!invoked_as_pi("pichamber".as_ref()));
+        assert!(!invoked_as_pi("pip".as_ref()));
+    }
+}
