@@ -13,5 +13,8 @@ echo "== cargo test"
 # --no-fail-fast: one failing suite does not hide the ones after it.
 cargo test --workspace --locked --no-fail-fast
 
+echo "== the corpus against pi 1.6.0 (docs/COMPATIBILITY-1.6.md; cargo test ran it against 0.73.1)"
+CORPUS_PI=1.6.0 cargo test --locked -p pichamber --test corpus -- compatibility_table
+
 echo "== node --test (guest virtual modules)"
 node --import ./tests/js/register.mjs --test tests/js/

