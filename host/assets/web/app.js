@@ -546,7 +546,21 @@ function renderMessage(message) {
 		return messageItem("tool", "Shell", h("code", { text: `$ ${str(message.command, 4000)}` }), h("pre", { class: "tool-output", text: str(message.output) }));
 	}
 	if (role === "custom") return genericItem(message.customType || "message", { content: message.content, details: message.details });
+	// pi 1.6.0's system messages hold the prompt and the tools the model is given: a line says
+	// what changed, not the whole prompt.
+	if (role === "system") return h("li", { class: "note", text: systemNote(message) });
 	return genericItem(role || "message", message);
+}
+
+function systemNote(message) {
+	const count = (list) => (Array.isArray(list) ? list.length : 0);
+	const added = count(message.toolsAdded);
+	const removed = count(message.toolsRemoved);
+	const parts = [];
+	if (message.sections && typeof message.sections === "object") parts.push("system prompt");
+	if (added) parts.push(`${added} tool${added === 1 ? "" : "s"} declared`);
+	if (removed) parts.push(`${removed} tool${removed === 1 ? "" : "s"} withdrawn`);
+	return parts.length ? `Model given: ${parts.join(", ")}` : "System prompt updated";
 }
 
 function genericItem(label, json) {
