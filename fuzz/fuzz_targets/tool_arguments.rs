@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         prompt_guidelines: Vec::new(),
         has_prepare_arguments: false,
         execution_mode: None,
+        constrained_sampling: None,
         validator: Default::default(),
     };
     let _ = validate_arguments(&tool, &args);
