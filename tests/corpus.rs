@@ -152,12 +152,6 @@ const KNOWN_DIFFERENCES_1_6: &[(&str, &str)] = &[
          does not offer yet. Tracked: issue 15 (virtual models).",
     ),
     ("minimal-mode.ts", CONSTRAINED_SAMPLING),
-    (
-        "reload-runtime.ts",
-        "Its `agent_settled` handler sends `/reload-runtime` with `expandPromptTemplates: true` \
-         (pi 1.6.0: run it as a command); pichamber does not read that option yet and sends the \
-         text as a message. Tracked: issue 15 (the rest of 1.6.0's ExtensionAPI).",
-    ),
     ("plan-mode", THEME_1_6),
     ("status-line.ts", THEME_1_6),
     ("working-indicator.ts", THEME_1_6),

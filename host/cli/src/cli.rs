@@ -1132,6 +1132,13 @@ fn print_inspection(report: &Value) {
         m["pichamberVersion"].as_str().unwrap_or("?")
     );
     say!(
+        "  written for:  {}",
+        match m["piVersion"].as_str() {
+            Some(v) => format!("pi {v} (by the pi packages it imports)"),
+            None => "no pi version said (a session follows pi 1.6.0)".into(),
+        }
+    );
+    say!(
         "  source hash:  {}",
         m["sourceHash"].as_str().unwrap_or("?")
     );

@@ -161,6 +161,7 @@ pub(super) fn handle_line(
                     images: images_arg(&command),
                     deliver_as: command["streamingBehavior"].as_str().map(str::to_owned),
                     source: "rpc",
+                    commands: true,
                     respond: Some(Box::new(move |outcome| {
                         answer.line(&response(&answer_id, "prompt", outcome.map(disposition)));
                     })),

@@ -433,6 +433,7 @@ impl SessionHandle {
                 images: Vec::new(),
                 deliver_as: behavior.map(str::to_owned),
                 source: "rpc",
+                commands: true,
                 respond: Some(Box::new(move |outcome| {
                     if let (Err(error), Some(user)) = (outcome, reporter.upgrade()) {
                         user.publish(

@@ -141,14 +141,16 @@ impl Session {
                     images,
                     deliver_as,
                     source,
+                    commands,
                     respond,
                 } => {
                     let options = PromptOptions {
                         images,
                         streaming_behavior: deliver_as,
                         source: source.into(),
-                        // pi's sendUserMessage skips command handling; a client's prompt not.
-                        expand_commands: source != "extension",
+                        // pi's sendUserMessage skips command handling (unless asked); a
+                        // client's prompt not.
+                        expand_commands: commands,
                     };
                     let mut respond = respond;
                     let outcome = self.prompt_once(&text, options, &mut respond).await;
@@ -496,8 +498,8 @@ impl Session {
                 .iter()
                 .map(|c| c.invocation_name.clone())
                 .collect();
-            let is_command = |text: &str, source: &str| {
-                source != "extension"
+            let is_command = |text: &str, expands: bool| {
+                expands
                     && text.strip_prefix('/').is_some_and(|t| {
                         commands
                             .iter()
@@ -506,7 +508,7 @@ impl Session {
             };
             let all = std::mem::take(&mut state.agent.requests);
             let (now, later): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| {
-                matches!(r, AgentRequest::UserMessage { text, source, .. } if !is_command(text, source))
+                matches!(r, AgentRequest::UserMessage { text, commands, .. } if !is_command(text, *commands))
             });
             state.agent.requests = later.into();
             now
@@ -517,6 +519,7 @@ impl Session {
                 images,
                 deliver_as,
                 source,
+                commands,
                 respond,
             } = request
             else {
@@ -528,10 +531,10 @@ impl Session {
                 }
                 continue;
             };
-            let text = if source == "extension" {
-                text
-            } else {
+            let text = if commands {
                 self.shared.expand_user_text(&text)
+            } else {
+                text
             };
             let outcome = self
                 .shared
@@ -631,8 +634,11 @@ impl Session {
             };
             let _ = self.emit(&name, extension_event).await;
             // pi handles a sendUserMessage inside the handler, before clients hear of the
-            // event, and sees the agent as busy until agent_end's handlers are done.
-            self.queue_streaming_requests().await;
+            // event, and sees the agent as busy until agent_end's handlers are done; after
+            // agent_settled it is idle, and what a handler sent starts a run of its own.
+            if self.is_streaming() {
+                self.queue_streaming_requests().await;
+            }
         }
         if name == "turn_end" {
             self.turn_index += 1;

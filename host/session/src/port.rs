@@ -348,6 +348,8 @@ impl ExtensionHost for ExtensionPort {
             .get("deliverAs")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        // pi 1.6.0: `expandPromptTemplates` makes the text a prompt as a user would type it.
+        let commands = options.get("expandPromptTemplates") == Some(&json!(true));
         let mut state = self.shared.state.lock().unwrap();
         Self::queue_budget(&state, &json!([&text, &images]))
             .map_err(|e| format!("sendUserMessage: {e}"))?;
@@ -356,6 +358,7 @@ impl ExtensionHost for ExtensionPort {
             images,
             deliver_as,
             source: "extension",
+            commands,
             respond: None,
         });
         Ok(())

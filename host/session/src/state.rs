@@ -279,6 +279,9 @@ pub enum AgentRequest {
         images: Vec<Value>,
         deliver_as: Option<String>,
         source: &'static str,
+        /// Whether `/name` runs an extension command and skills and templates expand: a
+        /// client's prompt, or an extension's sendUserMessage with `expandPromptTemplates`.
+        commands: bool,
         respond: Option<Responder>,
     },
     /// `pi.sendMessage(.., { triggerTurn: true })` while idle: a turn on a custom message.
