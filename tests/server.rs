@@ -1108,8 +1108,10 @@ async fn an_extension_cannot_replace_or_drive_another_extensions_panels_and_apps
         refused.data
     );
     let snapshot = server
-        .wait_snapshot(ADA, &id, "the squatter's apps", |s| {
-            s["apps"].as_object().unwrap().len() == 9
+        // Its last entry removes its own "hits": wait for that too, or the snapshot can fall
+        // between its apps and that removal.
+        .wait_snapshot(ADA, &id, "the squatter's apps and its removal", |s| {
+            s["apps"].as_object().unwrap().len() == 9 && s["panels"].as_object().unwrap().len() == 1
         })
         .await;
     // The fixture's panel and app are its own still; the squatter's landed beside them, under
