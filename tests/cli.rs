@@ -248,7 +248,7 @@ export default function (pi: ExtensionAPI) {
     let manifest = &report["manifest"];
     assert_eq!(manifest["name"], "demo-pkg");
     assert_eq!(manifest["version"], "1.2.3");
-    assert_eq!(manifest["witVersion"], "0.1.0");
+    assert_eq!(manifest["witVersion"], "0.2.0");
     assert_eq!(manifest["entry"], "/ext/src/main.ts");
     assert_eq!(manifest["modules"], 2);
     assert_eq!(

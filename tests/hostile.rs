@@ -1090,7 +1090,12 @@ fn without_a_network_grant_nothing_reaches_the_network() {
         );
     }
     assert_refused(&report, "host-fetch", &["unknown host call 'fetch'"]);
-    assert_refused(&report, "host-net-op", &["unknown operation"]);
+    // The host's fetch operation itself: the same grant is checked.
+    assert_refused(
+        &report,
+        "host-net-op",
+        &["the network capability is not granted", "--allow-net=127.0.0.1"],
+    );
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("something connected to the listener: {other:?}"),

@@ -350,8 +350,17 @@ function execBlocking(command, args = [], options = {}) {
 }
 // The built-in tools' wording and schemas are the host's, for the pi release the session
 // follows: said once, in the host, and the same as the model sees them.
-const builtinTools = () => hostCall("sessionRead", "tools:builtins", []);
-globalThis.__pichamber_internal = { exec, execBlocking, builtinTools };
+const builtinTools = () => hostCall("builtinTools");
+/** One of pi's built-in tools, run by the host under this extension's grants. */
+async function runBuiltinTool(tool, params, updateCallId, { cwd, signal } = {}) {
+  const outcome = await startOperation({ op: "builtinTool", tool, params, updateCallId, cwd }, signal);
+  if (outcome.cancelled) throw new Error("Operation aborted");
+  if ("error" in outcome) throw new Error(outcome.error);
+  return outcome.ok;
+}
+/** fetch, carried out by the host: `{cancelled}`, `{error}` or `{ok: response}`. */
+const fetchOperation = (request, signal) => startOperation({ op: "fetch", ...request }, signal);
+globalThis.__pichamber_internal = { exec, execBlocking, builtinTools, runBuiltinTool, fetchOperation };
 
 // ---------------------------------------------------------------------------------------------
 // The extension's registrations.
@@ -429,6 +438,7 @@ const pi = {
       executionMode: tool.executionMode,
       hasRenderCall: typeof tool.renderCall === "function",
       hasRenderResult: typeof tool.renderResult === "function",
+      constrainedSampling: tool.constrainedSampling,
     });
     extension.tools.set(tool.name, tool);
   },
@@ -528,14 +538,14 @@ const ui = {
   },
   setEditorText: (text) =>
     text === undefined
-      ? void hostCall("sessionRead", "ui:clearEditorText", [])
+      ? void hostCall("clearEditorText")
       : void hostCall("ui", { kind: "editorText", text: String(text) }),
   getEditorText: () => hostCall("getEditorText"),
   addAutocompleteProvider() {},
   setEditorComponent() {},
   getEditorComponent: () => undefined,
   get theme() {
-    return requireModule("pichamber:theme").sessionTheme(() => hostCall("sessionRead", "ui:theme", []));
+    return requireModule("pichamber:theme").sessionTheme(() => hostCall("theme"));
   },
   getAllThemes: () => [],
   getTheme: () => undefined,
@@ -802,8 +812,7 @@ async function runChain(name, event, ctx) {
   }
 }
 
-// ctx.compact's callbacks, kept until the host reports the outcome through this event.
-const COMPACTION_OUTCOME = "pichamber:compaction-outcome";
+// ctx.compact's callbacks, kept until the host reports the outcome (compactionOutcome).
 const compactionCallbacks = new Map();
 let nextCompactionCallback = 1;
 
@@ -853,7 +862,6 @@ globalThis.__pichamber = {
   }),
   dispatchEvent: envelope(async (name, eventJson, ctxJson) => {
     const event = JSON.parse(eventJson);
-    if (name === COMPACTION_OUTCOME) return reportCompaction(event);
     const ctx = makeContext(JSON.parse(ctxJson));
     return runChain(name, event, ctx);
   }),
@@ -882,6 +890,7 @@ globalThis.__pichamber = {
         // stays its own (pi 0.73.1's agent loop).
         isError: false,
         terminate: result.terminate === true,
+        structuredContent: result.structuredContent,
       };
     } catch (err) {
       return toolResultFromError(err);
@@ -897,6 +906,10 @@ globalThis.__pichamber = {
     const command = extension.commands.get(name);
     if (!command?.getArgumentCompletions) return null;
     return (await command.getArgumentCompletions(prefix)) ?? null;
+  }),
+  compactionOutcome: envelope(async (callback, outcomeJson) => {
+    await reportCompaction({ callback: Number(callback), ...JSON.parse(outcomeJson) });
+    return null;
   }),
   deliverBusEvent: envelope(async (channel, dataJson) => {
     await deliverToListeners(channel, JSON.parse(dataJson));

@@ -239,6 +239,19 @@ pub(crate) fn outcome_json(outcome: Outcome) -> String {
             "stdout": r.stdout, "stderr": r.stderr, "code": r.code, "killed": r.killed,
         }}),
         Outcome::Exec(Err(e)) => json!({ "error": e }),
+        Outcome::Fetch(Ok(r)) => {
+            use base64::Engine as _;
+            let headers: Vec<[String; 2]> = r.headers.into_iter().map(|(k, v)| [k, v]).collect();
+            json!({ "ok": {
+                "url": r.url, "status": r.status, "statusText": r.status_text,
+                "headers": headers, "redirected": r.redirected,
+                "body": base64::engine::general_purpose::STANDARD.encode(&r.body),
+            }})
+        }
+        Outcome::Fetch(Err(e)) | Outcome::BuiltinTool(Err(e)) => json!({ "error": e }),
+        Outcome::BuiltinTool(Ok(result)) => {
+            json!({ "ok": serde_json::from_str::<serde_json::Value>(&result).unwrap_or_default() })
+        }
     }
     .to_string()
 }

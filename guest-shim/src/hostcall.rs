@@ -5,15 +5,16 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
+use base64::Engine as _;
 use javy::quickjs::{Ctx, Exception, Function};
 use serde_json::{Value, json};
 
 use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
-    CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog, ExecRequest,
-    FlagDefinition, FlagType, FormDialog, InputDialog, LogLevel, Notification, NotifyKind,
-    Operation, SelectDialog, ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate,
-    WidgetUpdate,
+    BuiltinToolRequest, CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog,
+    ExecRequest, FetchRequest, FlagDefinition, FlagType, FormDialog, InputDialog, LogLevel,
+    Notification, NotifyKind, Operation, SelectDialog, ShortcutDefinition, StatusUpdate,
+    ToolDefinition, UiUpdate, WidgetUpdate,
 };
 use crate::fs;
 
@@ -125,6 +126,11 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
             execution_mode: a.field_str("executionMode"),
             has_render_call: a.field("hasRenderCall").as_bool().unwrap_or(false),
             has_render_result: a.field("hasRenderResult").as_bool().unwrap_or(false),
+            // `false` and anything not an object ask for nothing, as in pi.
+            constrained_sampling: match a.field("constrainedSampling") {
+                Value::Object(_) => Some(a.field("constrainedSampling").to_string()),
+                _ => None,
+            },
         })),
         "registerCommand" => unit(host::register_command(&CommandDefinition {
             name: a.field_str("name").unwrap_or_default(),
@@ -204,6 +210,12 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
             Ok(Value::Null)
         }
         "getEditorText" => Ok(Value::String(host::get_editor_text())),
+        "clearEditorText" => {
+            host::clear_editor_text();
+            Ok(Value::Null)
+        }
+        "theme" => Ok(parse(&host::get_theme())),
+        "builtinTools" => Ok(parse(&host::get_builtin_tools())),
         "toolUpdate" => {
             host::tool_update(&a.str(0), &a.json(1));
             Ok(Value::Null)
@@ -330,6 +342,32 @@ fn operation(a: &Args) -> Result<Operation, String> {
             args: Args::strings(a.field("args")),
             cwd: a.field_str("cwd"),
             timeout_ms,
+        }),
+        Some("fetch") => Operation::Fetch(FetchRequest {
+            url: a.field_str("url").unwrap_or_default(),
+            method: a.field_str("method").unwrap_or_default(),
+            headers: a
+                .field("headers")
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| Some((h[0].as_str()?.to_owned(), h[1].as_str()?.to_owned())))
+                .collect(),
+            body: match a.field_str("body") {
+                Some(b64) => Some(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .map_err(|e| format!("fetch: request body: {e}"))?,
+                ),
+                None => None,
+            },
+            timeout_ms,
+        }),
+        Some("builtinTool") => Operation::BuiltinTool(BuiltinToolRequest {
+            tool: a.field_str("tool").unwrap_or_default(),
+            params: a.field("params").to_string(),
+            cwd: a.field_str("cwd"),
+            update_call_id: a.field_str("updateCallId").filter(|id| !id.is_empty()),
         }),
         other => return Err(format!("unknown operation {other:?}")),
     })

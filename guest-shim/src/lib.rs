@@ -7,7 +7,7 @@
 
 mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/v0.1.0",
+        path: "../wit/v0.2.0",
         world: "extension",
     });
 }
@@ -73,6 +73,10 @@ impl Guest for Extension {
                 .get("terminate")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            structured_content: value
+                .get("structuredContent")
+                .filter(|s| !s.is_null())
+                .map(Value::to_string),
         }
     }
 
@@ -114,6 +118,14 @@ impl Guest for Extension {
 
     fn poll() -> Option<u64> {
         engine::poll()
+    }
+
+    fn compaction_outcome(callback: u64, outcome: Result<String, String>) -> Result<(), String> {
+        let outcome = match outcome {
+            Ok(result) => format!("{{\"result\":{result}}}"),
+            Err(error) => json!({ "error": error }).to_string(),
+        };
+        engine::call_prelude("compactionOutcome", &[&callback.to_string(), &outcome]).map(|_| ())
     }
 
     fn shutdown() {

@@ -145,4 +145,22 @@ globalThis.__pichamber_internal = {
     if (!h) throw new Error("no exec handler installed");
     return h(command, args, options);
   },
+  // The host's built-in tools and fetch: tests set `toolHandler(tool, params, updateCallId,
+  // { cwd })` (the tool's result, or a throw) and `fetchHandler(request)` (the answer, or a
+  // throw), as the prelude's operations resolve them.
+  toolHandler: null,
+  fetchHandler: null,
+  runBuiltinTool(tool, params, updateCallId, options = {}) {
+    const h = globalThis.__pichamber_internal.toolHandler;
+    if (!h) return Promise.reject(new Error("no built-in tool handler installed"));
+    return Promise.resolve().then(() => h(tool, params, updateCallId, { cwd: options.cwd }));
+  },
+  fetchOperation(request, signal) {
+    if (signal?.aborted) return Promise.resolve({ cancelled: true });
+    const h = globalThis.__pichamber_internal.fetchHandler;
+    if (!h) return Promise.resolve({ error: "no fetch handler installed" });
+    return Promise.resolve()
+      .then(() => h(request))
+      .then((ok) => ({ ok }), (e) => ({ error: e.message }));
+  },
 };

@@ -140,30 +140,30 @@ test("built-in tool factories expose pi's names, descriptions and schemas; execu
   const tools = ["Read", "Bash", "Edit", "Write", "Grep", "Find", "Ls"];
   const internal = globalThis.__pichamber_internal;
   const calls = [];
-  internal.handler = (command, args, options) => {
-    calls.push({ command, args, cwd: options.cwd });
-    return { stdout: JSON.stringify({ content: [{ type: "text", text: `ran ${command}` }] }), stderr: "", code: 0, killed: false };
+  internal.toolHandler = (tool, params, updateCallId, { cwd }) => {
+    calls.push({ tool, params, updateCallId, cwd });
+    return { content: [{ type: "text", text: `ran ${tool}` }] };
   };
   for (const n of tools) {
     const tool = mine[`create${n}Tool`]("/work");
     const onUpdate = () => {};
     assert.deepEqual(await tool.execute("call-1", { path: "a" }, undefined, onUpdate), {
-      content: [{ type: "text", text: `ran pichamber:tool:${n.toLowerCase()}` }],
+      content: [{ type: "text", text: `ran ${n.toLowerCase()}` }],
     });
   }
-  assert.deepEqual(calls[0], { command: "pichamber:tool:read", args: ['{"path":"a"}', "call-1"], cwd: "/work" });
+  assert.deepEqual(calls[0], { tool: "read", params: { path: "a" }, updateCallId: "call-1", cwd: "/work" });
   // Without onUpdate no partial results are asked for.
   await mine.createLsTool("/work").execute("call-2", {});
-  assert.deepEqual(calls.at(-1).args, ["{}", ""]);
+  assert.deepEqual(calls.at(-1).updateCallId, "");
   // A refusal from the host is the tool's error.
-  internal.handler = () => Promise.reject(new Error("the built-in read tool is not allowed in /work"));
+  internal.toolHandler = () => Promise.reject(new Error("the built-in read tool is not allowed in /work"));
   await assert.rejects(mine.createReadTool("/work").execute("id", { path: "a" }), /not allowed in \/work/);
   // Custom operations (ssh.ts's remote reads) would need pi's tool code in the guest.
   await assert.rejects(
     mine.createReadTool("/work", { operations: {} }).execute("id", { path: "a" }),
     /with custom operations is not available inside a pichamber extension/,
   );
-  internal.handler = null;
+  internal.toolHandler = null;
   if (!real) return t.skip(SKIP);
   for (const n of tools) {
     const a = mine[`create${n}ToolDefinition`]("/tmp");

@@ -1,6 +1,6 @@
 // Run from the repo root: node --import ./tests/js/register.mjs --test tests/js/
 // web-fetch.js: Headers and Response compared with Node's own; fetch over the stubbed
-// host exec (the request the host receives, the response it hands back, refusals).
+// host operation (the request the host receives, the response it hands back, refusals).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Headers, Response, fetch } from "pichamber:fetch";
@@ -37,17 +37,15 @@ test("Response bodies read as Node's", async () => {
 test("fetch hands the host one request and builds the response from its answer", async () => {
   const internal = globalThis.__pichamber_internal;
   let seen;
-  internal.handler = (command, args) => {
-    seen = { command, request: JSON.parse(args[0]) };
-    const answer = {
+  internal.fetchHandler = (request) => {
+    seen = request;
+    return {
       url: "https://example.com/final", status: 404, statusText: "Not Found", redirected: true,
       headers: [["content-type", "application/json"]], body: Buffer.from('{"missing":true}').toString("base64"),
     };
-    return { stdout: JSON.stringify(answer), stderr: "", code: 0, killed: false };
   };
   const r = await fetch("https://example.com/x", { method: "post", body: "hi", headers: { "X-K": "v" } });
-  assert.equal(seen.command, "pichamber:fetch");
-  assert.deepEqual(seen.request, {
+  assert.deepEqual(seen, {
     url: "https://example.com/x", method: "POST",
     headers: [["content-type", "text/plain;charset=UTF-8"], ["x-k", "v"]],
     body: Buffer.from("hi").toString("base64"),
@@ -57,8 +55,8 @@ test("fetch hands the host one request and builds the response from its answer",
   assert.equal(r.redirected, true);
   assert.deepEqual(await r.json(), { missing: true });
   // A refusal by the host is a TypeError carrying the host's message.
-  internal.handler = () => Promise.reject(new Error("fetch of https://x/ denied: … (grant it with --allow-net=x)"));
+  internal.fetchHandler = () => Promise.reject(new Error("fetch of https://x/ denied: … (grant it with --allow-net=x)"));
   await assert.rejects(fetch("https://x/"), (e) => e instanceof TypeError && /--allow-net=x/.test(e.message));
   await assert.rejects(fetch("https://x/", { method: "GET", body: "no" }), /cannot have body/);
-  internal.handler = null;
+  internal.fetchHandler = null;
 });

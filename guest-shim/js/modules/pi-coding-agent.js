@@ -253,20 +253,20 @@ function builtInSpec(name) {
 async function runBuiltIn(name, cwd, options, toolCallId, params, signal, onUpdate) {
   if (options?.operations) throw unavailable(`The built-in ${name} tool with custom operations`);
   const internal = globalThis.__pichamber_internal;
-  if (typeof internal?.exec !== "function") throw unavailable(`The built-in ${name} tool`);
+  if (typeof internal?.runBuiltinTool !== "function") throw unavailable(`The built-in ${name} tool`);
   const updatesFor = typeof onUpdate === "function" ? String(toolCallId ?? "") : "";
-  const result = await internal.exec(`pichamber:tool:${name}`, [JSON.stringify(params ?? {}), updatesFor], {
+  return internal.runBuiltinTool(name, params ?? {}, updatesFor, {
     cwd: cwd === undefined ? undefined : String(cwd),
     signal,
   });
-  if (result.killed) throw new Error("Operation aborted");
-  return JSON.parse(result.stdout);
 }
 
 function toolDefinition(name, cwd, options) {
-  const { description, promptSnippet, promptGuidelines, parameters } = builtInSpec(name);
+  const { description, promptSnippet, promptGuidelines, parameters, constrainedSampling } = builtInSpec(name);
   const definition = { name, label: name, description, promptSnippet };
   if (promptGuidelines?.length) definition.promptGuidelines = [...promptGuidelines];
+  // pi 1.6.0's read, bash, edit and write ask for schema-constrained sampling.
+  if (constrainedSampling) definition.constrainedSampling = { ...constrainedSampling };
   return Object.assign(definition, {
     parameters: JSON.parse(JSON.stringify(parameters)),
     prepareArguments: PREPARE_ARGUMENTS[name],
@@ -276,8 +276,10 @@ function toolDefinition(name, cwd, options) {
 }
 
 function tool(name, cwd, options) {
-  const { description, parameters, prepareArguments, execute } = toolDefinition(name, cwd, options);
-  return { name, label: name, description, parameters, prepareArguments, executionMode: undefined, execute };
+  const { description, parameters, prepareArguments, execute, constrainedSampling } = toolDefinition(name, cwd, options);
+  const agentTool = { name, label: name, description, parameters, prepareArguments, executionMode: undefined, execute };
+  if (constrainedSampling) agentTool.constrainedSampling = constrainedSampling;
+  return agentTool;
 }
 
 export const createReadToolDefinition = (cwd, options) => toolDefinition("read", cwd, options);

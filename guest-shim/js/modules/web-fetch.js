@@ -140,16 +140,10 @@ export async function fetch(input, init = {}) {
     headers: [...headers],
     body: bytes?.toString("base64"),
   };
-  let result;
-  try {
-    result = await globalThis.__pichamber_internal.exec("pichamber:fetch", [JSON.stringify(request)], { signal });
-  } catch (err) {
-    const failure = new TypeError(err?.message ?? String(err));
-    failure.cause = err;
-    throw failure;
-  }
-  if (result.killed) throw abortError();
-  const answer = JSON.parse(result.stdout);
+  const outcome = await globalThis.__pichamber_internal.fetchOperation(request, signal);
+  if (outcome.cancelled) throw abortError();
+  if ("error" in outcome) throw new TypeError(outcome.error);
+  const answer = outcome.ok;
   return new Response(Buffer.from(answer.body, "base64"), {
     status: answer.status,
     statusText: answer.statusText,

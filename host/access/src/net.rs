@@ -12,9 +12,7 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use futures::StreamExt;
-use serde_json::{Value, json};
 
 use std::net::IpAddr;
 
@@ -272,42 +270,54 @@ fn check_url(grants: &Grants, url: &reqwest::Url) -> Result<(), String> {
     }
 }
 
-/// Carries out one `fetch` for an extension. `request` is `{ url, method?, headers?: [[k, v]],
-/// body?: base64, timeoutMs? }`; the answer `{ url, status, statusText, headers: [[k, v]],
-/// body: base64, redirected }`.
-pub async fn fetch(grants: &Grants, request: &Value) -> Result<Value, String> {
-    let url = request["url"].as_str().unwrap_or_default();
+/// One `fetch` an extension asks for.
+#[derive(Debug, Clone, Default)]
+pub struct FetchRequest {
+    pub url: String,
+    /// GET when empty.
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    pub timeout: Option<Duration>,
+}
+
+/// What the server answered, secrets already replaced by their placeholders.
+#[derive(Debug, Clone)]
+pub struct FetchResponse {
+    /// The URL answered, after redirects.
+    pub url: String,
+    pub status: u16,
+    pub status_text: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub redirected: bool,
+}
+
+/// Carries out one `fetch` for an extension under its network grants.
+pub async fn fetch(grants: &Grants, request: FetchRequest) -> Result<FetchResponse, String> {
+    let FetchRequest {
+        url,
+        method,
+        headers,
+        body,
+        timeout,
+    } = request;
     let mut url =
-        reqwest::Url::parse(url).map_err(|e| format!("fetch: invalid URL {url:?}: {e}"))?;
+        reqwest::Url::parse(&url).map_err(|e| format!("fetch: invalid URL {url:?}: {e}"))?;
     check_url(grants, &url)?;
-    let method = request["method"]
-        .as_str()
-        .unwrap_or("GET")
-        .to_ascii_uppercase();
+    let method = if method.is_empty() {
+        "GET".to_owned()
+    } else {
+        method.to_ascii_uppercase()
+    };
     let mut method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| format!("fetch: invalid method {method:?}"))?;
-    let body = match request["body"].as_str() {
-        Some(b64) => Some(
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| format!("fetch: request body: {e}"))?,
-        ),
-        None => None,
-    };
     if body.as_ref().is_some_and(|b| b.len() > MAX_REQUEST_BYTES) {
         return Err(format!(
             "fetch: the request body is larger than {MAX_REQUEST_BYTES} bytes"
         ));
     }
-    let headers: Vec<(String, String)> = request["headers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| Some((h[0].as_str()?.to_owned(), h[1].as_str()?.to_owned())))
-        .collect();
-    let timeout = request["timeoutMs"]
-        .as_u64()
-        .map(Duration::from_millis)
+    let timeout = timeout
         .unwrap_or(DEFAULT_TIMEOUT)
         .min(Duration::from_secs(600));
     // Redirects are followed here, one hop at a time, each checked against the grants, each
@@ -381,10 +391,13 @@ pub async fn fetch(grants: &Grants, request: &Value) -> Result<Value, String> {
                 None => b,
             })
     };
-    let response_headers: Vec<Value> = response
+    let response_headers = response
         .headers()
         .iter()
-        .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(&hide(v.as_bytes()))]))
+        .map(|(k, v)| {
+            let value = String::from_utf8_lossy(&hide(v.as_bytes())).into_owned();
+            (k.as_str().to_owned(), value)
+        })
         .collect();
     let mut bytes = Vec::new();
     let mut stream = response.bytes_stream();
@@ -397,14 +410,14 @@ pub async fn fetch(grants: &Grants, request: &Value) -> Result<Value, String> {
         }
         bytes.extend_from_slice(&chunk);
     }
-    Ok(json!({
-        "url": url.as_str(),
-        "status": status.as_u16(),
-        "statusText": status.canonical_reason().unwrap_or(""),
-        "headers": response_headers,
-        "body": base64::engine::general_purpose::STANDARD.encode(hide(&bytes)),
-        "redirected": redirected,
-    }))
+    Ok(FetchResponse {
+        url: url.to_string(),
+        status: status.as_u16(),
+        status_text: status.canonical_reason().unwrap_or("").to_owned(),
+        headers: response_headers,
+        body: hide(&bytes),
+        redirected,
+    })
 }
 
 fn fetch_error(url: &reqwest::Url, e: &reqwest::Error) -> String {

@@ -25,8 +25,11 @@ use crate::bundle::Bundle;
 
 pub const MANIFEST_SECTION: &str = "pichamber-manifest";
 pub const MODULES_SECTION: &str = "pichamber-modules";
-/// The WIT package version this host speaks (wit/v0.1.0).
-pub const WIT_VERSION: &str = "0.1.0";
+/// The WIT package version `build` writes (wit/v0.2.0).
+pub const WIT_VERSION: &str = "0.2.0";
+/// Every WIT version an artifact may have been built with and still load, oldest first (the
+/// runtime has an adapter for each older one).
+pub const WIT_VERSIONS: [&str; 2] = ["0.1.0", WIT_VERSION];
 
 /// The prebuilt guest shim (QuickJS + the pi prelude), rebuilt by guest-shim/build.sh.
 pub static GUEST_SHIM: &[u8] = include_bytes!("../../assets/guest-shim.wasm");
@@ -296,10 +299,12 @@ impl Artifact {
                 "a WebAssembly component without a pichamber manifest: build it with `pichamber build EXT -o OUT.wasm`"
             );
         };
-        if manifest.wit_version != WIT_VERSION {
+        if !WIT_VERSIONS.contains(&manifest.wit_version.as_str()) {
             bail!(
-                "built for pichamber:extension@{} but this pichamber speaks @{WIT_VERSION}; rebuild it with this pichamber",
-                manifest.wit_version
+                "built for pichamber:extension@{}, which this pichamber does not load (it loads {}): \
+                 rebuild it with this pichamber, or run it with the pichamber that built it",
+                manifest.wit_version,
+                WIT_VERSIONS.map(|v| format!("@{v}")).join(", ")
             );
         }
         Ok(Self {

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::ui::{DialogAnswer, UiRequest};
 use super::wit::{CommandDefinition, ExecRequest, ExecResult, ToolDefinition};
 use pichamber_access::Grants;
+use pichamber_access::net::{FetchRequest, FetchResponse};
 
 /// Facts about the session an instance is loaded into; fixed for the instance's life.
 #[derive(Debug, Clone)]
@@ -29,16 +30,26 @@ pub struct SessionFacts {
 pub enum HostWork {
     /// `pi.exec`, `child_process`: a granted program.
     Program(ExecRequest),
-    /// `fetch`: the request as JSON (`{ url, method, headers, body }`).
-    Fetch(Value),
+    /// `fetch`, under the network capability.
+    Fetch(FetchRequest),
     /// One of pi's built-in tools run for the extension (`createReadTool(cwd).execute`...):
-    /// `request.args[0]` holds the JSON arguments; partial results go to the tool call
-    /// `update_id`, the one the extension is executing.
+    /// partial results go to the tool call `update_id`, the one the extension is executing.
     BuiltinTool {
         tool: String,
-        request: ExecRequest,
+        /// The tool's arguments, a JSON object.
+        params: Value,
+        cwd: Option<String>,
         update_id: Option<String>,
     },
+}
+
+/// What [`HostWork`] produced, one kind per kind of work.
+#[derive(Debug)]
+pub enum WorkDone {
+    Program(ExecResult),
+    Fetch(FetchResponse),
+    /// The built-in tool's result (`{content, details}`).
+    BuiltinTool(Value),
 }
 
 /// A flag an extension registers (`pi.registerFlag`), its default already parsed.
@@ -87,6 +98,8 @@ pub trait ExtensionHost: Send + Sync {
     fn set_label(&self, entry_id: String, label: Option<String>) -> Result<(), String>;
     /// `ctx.sessionManager.*` reads and the session actions of a command context.
     fn session_read(&self, method: &str, args: Value) -> Result<Value, String>;
+    /// pi's built-in tools as the session's pi release describes them (`createReadTool` & co.).
+    fn builtin_tools(&self) -> Value;
     fn active_tools(&self) -> Vec<String>;
     fn all_tools(&self) -> Value;
     fn set_active_tools(&self, names: Vec<String>);
@@ -110,6 +123,10 @@ pub trait ExtensionHost: Send + Sync {
     /// UI budget let it through).
     fn show_ui(&self, request: UiRequest);
     fn editor_text(&self) -> String;
+    /// `setEditorText(undefined)`.
+    fn clear_editor_text(&self);
+    /// What `ctx.ui.theme` colours with: `{name, colorMode}`.
+    fn theme(&self) -> Value;
     /// A partial result of a tool call the extension is executing.
     fn tool_update(&self, tool_call_id: &str, partial: Value);
 
@@ -120,5 +137,5 @@ pub trait ExtensionHost: Send + Sync {
         &self,
         grants: &Arc<Grants>,
         work: HostWork,
-    ) -> BoxFuture<'static, Result<ExecResult, String>>;
+    ) -> BoxFuture<'static, Result<WorkDone, String>>;
 }

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use wasmtime::Result;
 
 use super::boundary::{MAX_JSON_BYTES, MAX_NAME_BYTES, check_name, parse_json, truncate};
-use super::extension_host::{FlagSpec, HostWork};
+use super::extension_host::{FlagSpec, HostWork, WorkDone};
 use super::instance::{ExtensionState, WallDeadlineExceeded};
+use super::latest::pichamber::extension::host::Host;
+use super::latest::pichamber::extension::types;
 use super::limits::{Exceeded, Kind};
-use super::pichamber::extension::host::Host;
-use super::pichamber::extension::types;
 use super::schema_cost::check_schema_cost;
 use super::ui::{DialogAnswer, UiRequest};
 use super::wit::{
@@ -147,7 +147,11 @@ impl Host for ExtensionState {
                     .iter()
                     .map(String::len)
                     .sum::<usize>()
-                + opt_len(&tool.execution_mode);
+                + opt_len(&tool.execution_mode)
+                + opt_len(&tool.constrained_sampling);
+            if let Some(text) = &tool.constrained_sampling {
+                parse_json("constrainedSampling", text)?;
+            }
             self.registry
                 .admit(Kind::Tool, &tool.name, bytes)
                 .map_err(|e| format!("registerTool {}: {e}", tool.name))?;
@@ -335,6 +339,10 @@ impl Host for ExtensionState {
         })())
     }
 
+    fn get_builtin_tools(&mut self) -> Result<String> {
+        Ok(self.host.builtin_tools().to_string())
+    }
+
     fn get_active_tools(&mut self) -> Result<Vec<String>> {
         Ok(self.host.active_tools())
     }
@@ -493,6 +501,15 @@ impl Host for ExtensionState {
         Ok(self.host.editor_text())
     }
 
+    fn clear_editor_text(&mut self) -> Result<()> {
+        self.host.clear_editor_text();
+        Ok(())
+    }
+
+    fn get_theme(&mut self) -> Result<String> {
+        Ok(self.host.theme().to_string())
+    }
+
     fn tool_update(&mut self, tool_call_id: String, partial: String) -> Result<()> {
         if let Ok(partial) = parse_json("tool update", &partial) {
             self.host.tool_update(&tool_call_id, partial);
@@ -535,9 +552,56 @@ impl Host for ExtensionState {
                 // The operator's --run-timeout is the default and the most a program may run.
                 let most = u32::try_from(self.run_timeout.as_millis()).unwrap_or(u32::MAX);
                 request.timeout_ms = Some(request.timeout_ms.unwrap_or(most).min(most));
-                let work = host_work(request);
+                let done = self.host.work(&self.grants, HostWork::Program(request));
+                async move {
+                    Outcome::Exec(done.await.and_then(|done| match done {
+                        WorkDone::Program(result) => Ok(result),
+                        other => Err(format!("unexpected outcome of a program: {other:?}")),
+                    }))
+                }
+                .boxed()
+            }
+            Operation::Fetch(request) => {
+                let request = match fetch_request(request) {
+                    Ok(r) => r,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let done = self.host.work(&self.grants, HostWork::Fetch(request));
+                async move {
+                    Outcome::Fetch(done.await.and_then(|done| match done {
+                        WorkDone::Fetch(r) => Ok(types::FetchResponse {
+                            url: r.url,
+                            status: r.status,
+                            status_text: r.status_text,
+                            headers: r.headers,
+                            body: r.body,
+                            redirected: r.redirected,
+                        }),
+                        other => Err(format!("unexpected outcome of a fetch: {other:?}")),
+                    }))
+                }
+                .boxed()
+            }
+            Operation::BuiltinTool(request) => {
+                let work = match check_name("built-in tool", &request.tool)
+                    .and_then(|()| parse_json("tool arguments", &request.params))
+                {
+                    Ok(params) => HostWork::BuiltinTool {
+                        tool: request.tool,
+                        params,
+                        cwd: request.cwd,
+                        update_id: request.update_call_id.filter(|id| !id.is_empty()),
+                    },
+                    Err(e) => return Ok(Err(e)),
+                };
                 let done = self.host.work(&self.grants, work);
-                async move { Outcome::Exec(done.await) }.boxed()
+                async move {
+                    Outcome::BuiltinTool(done.await.and_then(|done| match done {
+                        WorkDone::BuiltinTool(result) => Ok(result.to_string()),
+                        other => Err(format!("unexpected outcome of a built-in tool: {other:?}")),
+                    }))
+                }
+                .boxed()
             }
         };
         Ok(self.operations.start(work, person))
@@ -581,25 +645,36 @@ impl Host for ExtensionState {
     }
 }
 
-/// The program-name prefix under which the guest runs a built-in tool (`pichamber:tool:read`
-/// with the JSON arguments as the one argument): no real program has a name like it.
-const BUILTIN_TOOL_PROGRAM: &str = "pichamber:tool:";
-/// The program name under which the guest's `fetch` asks the host (the request as JSON).
-const FETCH_PROGRAM: &str = "pichamber:fetch";
+/// Most headers one fetch may send, and the most bytes of one.
+const MAX_FETCH_HEADERS: usize = 256;
+const MAX_HEADER_BYTES: usize = 16 << 10;
 
-/// What an exec request of WIT 0.1.0 asks for: the reserved program names carry `fetch` and
-/// the built-in tools.
-fn host_work(request: types::ExecRequest) -> HostWork {
-    if request.command == FETCH_PROGRAM {
-        let json = request.args.first().map(String::as_str).unwrap_or_default();
-        return HostWork::Fetch(serde_json::from_str(json).unwrap_or_default());
+fn fetch_request(
+    request: types::FetchRequest,
+) -> Result<pichamber_access::net::FetchRequest, String> {
+    if request.url.len() > MAX_HEADER_BYTES {
+        return Err("fetch: the URL is longer than 16 KiB".into());
     }
-    match request.command.strip_prefix(BUILTIN_TOOL_PROGRAM) {
-        Some(tool) => HostWork::BuiltinTool {
-            tool: tool.to_owned(),
-            update_id: request.args.get(1).filter(|id| !id.is_empty()).cloned(),
-            request,
-        },
-        None => HostWork::Program(request),
+    if request.headers.len() > MAX_FETCH_HEADERS {
+        return Err(format!("fetch: more than {MAX_FETCH_HEADERS} headers"));
     }
+    if let Some((name, _)) = request
+        .headers
+        .iter()
+        .find(|(k, v)| k.len() + v.len() > MAX_HEADER_BYTES)
+    {
+        return Err(format!(
+            "fetch: header {} is longer than 16 KiB",
+            truncate(name, 64)
+        ));
+    }
+    Ok(pichamber_access::net::FetchRequest {
+        url: request.url,
+        method: truncate(&request.method, 32),
+        headers: request.headers,
+        body: request.body,
+        timeout: request
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms.into())),
+    })
 }

@@ -18,7 +18,7 @@ use super::limits::{Meter, Registry};
 use super::operations::Operations;
 use super::wasi::Determinism;
 use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
-use super::{Extension, ExtensionPre};
+use super::{Guest, GuestPre};
 use pichamber_access::Grants;
 use pichamber_artifact::Artifact;
 use pichamber_artifact::source_map::SourceMaps;
@@ -168,7 +168,7 @@ impl std::fmt::Display for CallError {
 
 pub struct ExtensionInstance {
     store: Store<ExtensionState>,
-    bindings: Extension,
+    bindings: Guest,
     pub name: String,
     /// Why the instance stopped (it has not been restarted since).
     broken: Option<String>,
@@ -177,7 +177,7 @@ pub struct ExtensionInstance {
     /// The factory ran once: a trap from now on is followed by a restart.
     started: bool,
     /// What a restart needs.
-    pre: ExtensionPre<ExtensionState>,
+    pre: GuestPre,
     artifact: Arc<Artifact>,
     host: Arc<dyn ExtensionHost>,
     options: InstanceOptions,
@@ -195,7 +195,7 @@ macro_rules! guest_call {
 macro_rules! guest_call_now {
     ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
         $self.arm_call();
-        let $guest = $self.bindings.pichamber_extension_guest();
+        let $guest = &$self.bindings;
         let $store = &mut $self.store;
         let result = $call.await;
         $self.end_call(result)
@@ -205,7 +205,7 @@ macro_rules! guest_call_now {
 impl ExtensionInstance {
     /// Instantiates the extension and runs its factory.
     pub async fn start(
-        pre: &ExtensionPre<ExtensionState>,
+        pre: &GuestPre,
         artifact: &Artifact,
         host: Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
@@ -230,11 +230,11 @@ impl ExtensionInstance {
 
     /// A new store with its limits, and the component instantiated in it.
     async fn instantiate(
-        pre: &ExtensionPre<ExtensionState>,
+        pre: &GuestPre,
         artifact: &Artifact,
         host: &Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
-    ) -> Result<(Store<ExtensionState>, Extension), CallError> {
+    ) -> Result<(Store<ExtensionState>, Guest), CallError> {
         let wasi = super::wasi::wasi_ctx(&options.grants, options.determinism.as_ref())
             .map_err(|e| CallError::Trap(format!("{e:#}")))?;
         let state = ExtensionState {
@@ -264,7 +264,7 @@ impl ExtensionInstance {
             registry: Registry::default(),
             ui_refusal_reported: false,
         };
-        let mut store = Store::new(pre.instance_pre().engine(), state);
+        let mut store = Store::new(pre.engine(), state);
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_callback(|ctx| {
             let state = ctx.data();
@@ -278,7 +278,7 @@ impl ExtensionInstance {
         });
         store.set_epoch_deadline(1);
         let bindings = pre
-            .instantiate_async(&mut store)
+            .instantiate(&mut store)
             .await
             .map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
         Ok((store, bindings))
@@ -476,6 +476,10 @@ impl ExtensionInstance {
             "the tool's details",
             result.details.as_deref().unwrap_or_default(),
         )?;
+        check_size(
+            "the tool's structuredContent",
+            result.structured_content.as_deref().unwrap_or_default(),
+        )?;
         Ok(result)
     }
 
@@ -511,6 +515,21 @@ impl ExtensionInstance {
     /// Runs due timers and completed operations; the delay until the next timer, if any.
     pub async fn poll(&mut self) -> Result<Option<u64>, CallError> {
         guest_call!(self, |g, s| g.call_poll(s))
+    }
+
+    /// Hands ctx.compact's outcome (its result, or why it failed) to the callbacks the
+    /// extension keeps under `callback`.
+    pub async fn compaction_outcome(
+        &mut self,
+        callback: u64,
+        outcome: Result<Value, String>,
+        ctx: &Value,
+    ) -> Result<(), CallError> {
+        let outcome = outcome.map(|v| v.to_string());
+        let ctx = ctx.to_string();
+        guest_call!(self, |g, s| g
+            .call_compaction_outcome(s, callback, outcome, &ctx))?
+        .map_err(|e| self.guest_error(e))
     }
 
     pub async fn shutdown(&mut self) -> Result<(), CallError> {

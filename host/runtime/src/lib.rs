@@ -10,11 +10,13 @@
 
 pub mod boundary;
 mod extension_host;
+mod guest;
 mod host_api;
 mod instance;
 mod limits;
 mod operations;
 pub mod schema_cost;
+mod since_v0_1_0;
 pub mod ui;
 mod wasi;
 
@@ -25,27 +27,33 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
+use wasmtime::component::InstancePre;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts};
+pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
 pub use instance::{CallError, ExtensionInstance, InstanceOptions, MAX_FAILURES, split_stack};
 pub use operations::Operations;
 pub use wasi::Determinism;
 
 use pichamber_artifact::{Artifact, hex};
 
-wasmtime::component::bindgen!({
-    path: "../../wit/v0.1.0",
-    world: "extension",
-    imports: {
-        "pichamber:extension/host.wait": async | trappable,
-        default: trappable,
-    },
-    exports: { default: async },
-});
+/// The newest WIT (wit/v0.2.0): what the host implements (`host_api`) and calls (`guest`).
+/// Each older version has an adapter module (`since_v0_1_0`) that forwards to it.
+mod latest {
+    wasmtime::component::bindgen!({
+        path: "../../wit/v0.2.0",
+        world: "extension",
+        imports: {
+            "pichamber:extension/host.wait": async | trappable,
+            default: trappable,
+        },
+        exports: { default: async },
+    });
+}
 
-pub use self::pichamber::extension::types as wit;
+pub use self::latest::pichamber::extension::types as wit;
+pub use guest::Guest;
 
 /// How often the epoch advances; per-call deadlines are measured in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -57,7 +65,7 @@ pub struct Runtime {
     cache_dir: Option<PathBuf>,
     /// Prepared components by content hash: every extension built by one pichamber shares
     /// the same guest shim, so one compilation serves them all.
-    prepared: Mutex<HashMap<[u8; 32], ExtensionPre<instance::ExtensionState>>>,
+    prepared: Mutex<HashMap<[u8; 32], GuestPre>>,
 }
 
 impl Runtime {
@@ -83,7 +91,8 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        latest::Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        since_v0_1_0::Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         Ok(Self {
             engine,
             linker,
@@ -96,9 +105,9 @@ impl Runtime {
         &self.engine
     }
 
-    /// The prepared component of an artifact: from memory, from the on-disk cache (by the
+    /// The prepared component of an artifact, for the WIT version it was built with: from memory, from the on-disk cache (by the
     /// component's hash, without reading the component), or compiled.
-    pub fn prepare(&self, artifact: &Artifact) -> Result<ExtensionPre<instance::ExtensionState>> {
+    pub fn prepare(&self, artifact: &Artifact) -> Result<GuestPre> {
         let claimed = artifact.component_hash()?;
         if let Some(pre) = self.prepared.lock().unwrap().get(&claimed) {
             return Ok(pre.clone());
@@ -143,7 +152,7 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .context("the component does not match pichamber's WIT interface")?;
-        let pre = ExtensionPre::new(pre)?;
+        let pre = GuestPre::new(&artifact.manifest.wit_version, pre)?;
         self.prepared.lock().unwrap().insert(hash, pre.clone());
         Ok(pre)
     }
@@ -197,4 +206,49 @@ fn start_epoch_ticker(engine: Engine) {
             }
         })
         .expect("spawn the epoch ticker");
+}
+
+/// A component ready to instantiate, with the bindings of the WIT version it was built with.
+#[derive(Clone)]
+pub enum GuestPre {
+    V0_1(since_v0_1_0::ExtensionPre<instance::ExtensionState>),
+    Latest(latest::ExtensionPre<instance::ExtensionState>),
+}
+
+impl GuestPre {
+    fn new(wit_version: &str, pre: InstancePre<instance::ExtensionState>) -> Result<Self> {
+        let context =
+            || format!("the component does not export pichamber's WIT {wit_version} interface");
+        match wit_version {
+            "0.1.0" => Ok(Self::V0_1(
+                since_v0_1_0::ExtensionPre::new(pre)
+                    .map_err(anyhow::Error::from)
+                    .with_context(context)?,
+            )),
+            v if v == pichamber_artifact::WIT_VERSION => Ok(Self::Latest(
+                latest::ExtensionPre::new(pre)
+                    .map_err(anyhow::Error::from)
+                    .with_context(context)?,
+            )),
+            // The artifact reader refuses versions not in pichamber_artifact::WIT_VERSIONS.
+            other => anyhow::bail!("no bindings for WIT {other}"),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        match self {
+            Self::V0_1(pre) => pre.instance_pre().engine(),
+            Self::Latest(pre) => pre.instance_pre().engine(),
+        }
+    }
+
+    pub(crate) async fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<instance::ExtensionState>,
+    ) -> Result<Guest> {
+        Ok(match self {
+            Self::V0_1(pre) => Guest::V0_1(pre.instantiate_async(store).await?),
+            Self::Latest(pre) => Guest::Latest(pre.instantiate_async(store).await?),
+        })
+    }
 }

@@ -5,15 +5,11 @@
 
 use serde_json::{Value, json};
 
-use super::Session;
+use super::{PiVersion, Session};
 use super::compaction::{self, AutoCompactionReason};
 use super::events::SessionEvent;
 
 const CANCELLED: &str = "Compaction cancelled";
-
-/// The guest-internal event that carries a `ctx.compact` outcome to the extension's
-/// callbacks; the prelude handles it before any handler chain (not a pi event).
-const COMPACTION_OUTCOME_EVENT: &str = "pichamber:compaction-outcome";
 
 impl Session {
     /// Compacts the current branch; returns pi's compaction result
@@ -29,7 +25,10 @@ impl Session {
         self.shared.state.lock().unwrap().agent.compacting = true;
         // A fresh abort for this operation (pi makes a new controller for each compaction).
         self.shared.abort.send_replace(false);
-        let outcome = self.compact_inner(custom_instructions).await;
+        let mut from_extension = false;
+        let outcome = self
+            .compact_inner(custom_instructions, &mut from_extension)
+            .await;
         self.shared.state.lock().unwrap().agent.compacting = false;
         let end = match &outcome {
             Ok(result) => json!({
@@ -59,25 +58,24 @@ impl Session {
         callback: u64,
         outcome: Result<Value, String>,
     ) {
-        let event = match outcome {
-            Ok(result) => json!({ "callback": callback, "result": result }),
-            Err(error) => json!({ "callback": callback, "error": error }),
-        };
         let ctx = self.ctx();
         let Some(extension) = self.extensions.get_mut(index) else {
             return;
         };
         let name = extension.name.clone();
-        if let Err(e) = extension
-            .dispatch_event(COMPACTION_OUTCOME_EVENT, &event, &ctx)
-            .await
-        {
+        if let Err(e) = extension.compaction_outcome(callback, outcome, &ctx).await {
             self.error(&name, "compact", e);
         }
         self.flush_bus().await;
     }
 
-    async fn compact_inner(&mut self, custom_instructions: Option<&str>) -> Result<Value, String> {
+    /// The compaction itself; `from_extension` says whether a `session_before_compact`
+    /// handler supplied it (what a failure is reported with).
+    async fn compact_inner(
+        &mut self,
+        custom_instructions: Option<&str>,
+        from_extension: &mut bool,
+    ) -> Result<Value, String> {
         let model = self
             .model
             .clone()
@@ -89,7 +87,6 @@ impl Session {
                 .map_err(|e| e.to_string())?;
             (branch, preparation)
         };
-        let mut from_extension = false;
         let mut result: Option<Value> = None;
         if self.has_handlers("session_before_compact") {
             let answer = self
@@ -107,7 +104,7 @@ impl Session {
             }
             if answer["compaction"].is_object() {
                 result = Some(answer["compaction"].clone());
-                from_extension = true;
+                *from_extension = true;
             }
         }
         let result = match result {
@@ -144,7 +141,7 @@ impl Session {
                     &first_kept,
                     tokens_before,
                     details.clone(),
-                    Some(from_extension),
+                    Some(*from_extension),
                 )
                 .map_err(|e| format!("{e:#}"))?;
             state.agent.messages = state.store.build_session_context().messages;
@@ -156,7 +153,7 @@ impl Session {
         let _ = self
             .emit(
                 "session_compact",
-                json!({ "type": "session_compact", "compactionEntry": entry, "fromExtension": from_extension }),
+                json!({ "type": "session_compact", "compactionEntry": entry, "fromExtension": *from_extension }),
             )
             .await;
         let mut out = json!({

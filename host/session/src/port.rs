@@ -16,7 +16,7 @@ use super::messages;
 use super::state::{AgentRequest, RegisteredCommand, RegisteredTool, SessionShared, ToolSource};
 use pichamber_access::{Grants, ProgramRequest};
 use pichamber_runtime::wit::{CommandDefinition, ExecRequest, ExecResult, ToolDefinition};
-use pichamber_runtime::{ExtensionHost, FlagSpec, HostWork, SessionFacts};
+use pichamber_runtime::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
 
 /// Session entries one extension may append (custom entries, custom messages, labels, names,
 /// thinking-level changes), counted across restarts of its instance.
@@ -421,34 +421,6 @@ impl ExtensionHost for ExtensionPort {
 
     fn session_read(&self, method: &str, args: Value) -> Result<Value, String> {
         let arg = |i: usize| args.get(i).and_then(Value::as_str).map(str::to_owned);
-        // UI reads and updates that the ui-update variant cannot express.
-        match method {
-            "ui:theme" => return Ok(terminal_theme()),
-            // What the guest's createReadTool & co. describe: the host's wording, for the pi
-            // release the session follows.
-            "tools:builtins" => {
-                let specs: Vec<Value> = pichamber_tools::builtin_specs(self.shared.pi)
-                    .into_iter()
-                    .map(|s| {
-                        json!({
-                            "name": s.name, "description": s.description,
-                            "promptSnippet": s.prompt_snippet,
-                            "promptGuidelines": s.prompt_guidelines,
-                            "parameters": s.parameters,
-                        })
-                    })
-                    .collect();
-                return Ok(Value::Array(specs));
-            }
-            // `setEditorText(undefined)`: pi sends the request without a text.
-            "ui:clearEditorText" => {
-                if self.shared.has_ui {
-                    self.ui_event(UiRequest::SetEditorText { text: None });
-                }
-                return Ok(Value::Null);
-            }
-            _ => {}
-        }
         let mut state = self.shared.state.lock().unwrap();
         // Session control from a command context: queued, run when the command returns.
         if let Some(action) = method.strip_prefix("action:") {
@@ -705,6 +677,40 @@ impl ExtensionHost for ExtensionPort {
         String::new()
     }
 
+    fn clear_editor_text(&self) {
+        // pi sends the request without a text.
+        if self.shared.has_ui {
+            self.ui_event(UiRequest::SetEditorText { text: None });
+        }
+    }
+
+    fn theme(&self) -> Value {
+        let mut theme = terminal_theme();
+        // pi 1.6.0's default is its "system" theme, which RPC mode builds from the terminal's
+        // palette indices (0.73.1 picked dark or light).
+        if self.shared.pi == pichamber_pi::PiVersion::V1_6 {
+            theme["name"] = json!("system");
+        }
+        theme
+    }
+
+    fn builtin_tools(&self) -> Value {
+        // What the guest's createReadTool & co. describe: the host's wording, for the pi
+        // release the session follows.
+        pichamber_tools::builtin_specs(self.shared.pi)
+            .into_iter()
+            .map(|s| {
+                json!({
+                    "name": s.name, "description": s.description,
+                    "promptSnippet": s.prompt_snippet,
+                    "promptGuidelines": s.prompt_guidelines,
+                    "parameters": s.parameters,
+                    "constrainedSampling": s.constrained_sampling,
+                })
+            })
+            .collect()
+    }
+
     fn tool_update(&self, tool_call_id: &str, partial: Value) {
         if self.owns_running_call(tool_call_id) {
             super::tool_calls::report_update(&self.shared, tool_call_id, partial);
@@ -740,47 +746,49 @@ impl ExtensionHost for ExtensionPort {
         &self,
         grants: &Arc<Grants>,
         work: HostWork,
-    ) -> BoxFuture<'static, Result<ExecResult, String>> {
+    ) -> BoxFuture<'static, Result<WorkDone, String>> {
         let grants = grants.clone();
         let cwd = self.shared.cwd.clone();
         match work {
             // fetch is carried out by the host under the network capability.
             HostWork::Fetch(request) => async move {
-                let response = pichamber_access::net::fetch(&grants, &request).await?;
-                Ok(stdout_only(response.to_string()))
+                let response = pichamber_access::net::fetch(&grants, request).await?;
+                Ok(WorkDone::Fetch(response))
             }
             .boxed(),
-            // pi's built-in tools are offered to extensions as host-provided programs.
+            // pi's built-in tools, run for the extension under its own grants.
             HostWork::BuiltinTool {
                 tool,
-                request,
+                params,
+                cwd: tool_cwd,
                 update_id,
             } => {
                 let update_id = update_id.filter(|id| self.owns_running_call(id));
                 let shared = self.shared.clone();
+                let pi = self.shared.pi;
                 async move {
                     let on_update = move |partial: Value| {
                         if let Some(id) = &update_id {
                             super::tool_calls::report_update(&shared, id, partial);
                         }
                     };
-                    let cwd = std::path::PathBuf::from(request.cwd.as_deref().unwrap_or(&cwd));
-                    let args = request.args.first().map(String::as_str);
-                    let result =
-                        pichamber_tools::for_extension::run(&grants, &tool, args, &cwd, &on_update)
-                            .await?;
-                    Ok(stdout_only(result.to_string()))
+                    let cwd = std::path::PathBuf::from(tool_cwd.as_deref().unwrap_or(&cwd));
+                    let result = pichamber_tools::for_extension::run(
+                        &grants, &tool, params, &cwd, pi, &on_update,
+                    )
+                    .await?;
+                    Ok(WorkDone::BuiltinTool(result))
                 }
                 .boxed()
             }
             HostWork::Program(request) => async move {
                 let output = grants.run_program(program_request(request), cwd).await?;
-                Ok(ExecResult {
+                Ok(WorkDone::Program(ExecResult {
                     stdout: output.stdout,
                     stderr: output.stderr,
                     code: output.code,
                     killed: output.killed,
-                })
+                }))
             }
             .boxed(),
         }
@@ -793,15 +801,6 @@ fn program_request(request: ExecRequest) -> ProgramRequest {
         args: request.args,
         cwd: request.cwd,
         timeout_ms: request.timeout_ms,
-    }
-}
-
-fn stdout_only(stdout: String) -> ExecResult {
-    ExecResult {
-        stdout,
-        stderr: String::new(),
-        code: 0,
-        killed: false,
     }
 }
 

@@ -107,7 +107,10 @@ impl RegisteredTool {
             prompt_guidelines: def.prompt_guidelines,
             has_prepare_arguments: def.has_prepare_arguments,
             execution_mode: def.execution_mode,
-            constrained_sampling: None,
+            // The runtime checked it is JSON.
+            constrained_sampling: def
+                .constrained_sampling
+                .and_then(|text| serde_json::from_str(&text).ok()),
         }
     }
 }

@@ -445,6 +445,14 @@ impl Session {
                 if r.terminate {
                     result["terminate"] = json!(true);
                 }
+                // pi 1.6.0 keeps a tool's structuredContent in its result.
+                if self.shared.pi == PiVersion::V1_6
+                    && let Some(structured) = r
+                        .structured_content
+                        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+                {
+                    result["structuredContent"] = structured;
+                }
                 (result, r.is_error)
             }
             Err(e) => {

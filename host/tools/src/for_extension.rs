@@ -15,14 +15,15 @@ use pichamber_access::Grants;
 pub async fn run(
     grants: &Grants,
     tool: &str,
-    args: Option<&str>,
+    args: Value,
     cwd: &Path,
+    pi: super::PiVersion,
     on_update: &(dyn Fn(Value) + Send + Sync),
 ) -> Result<Value, String> {
     grants.check_builtin_tool(tool, cwd)?;
-    let args: Value = args
-        .and_then(|a| serde_json::from_str(a).ok())
-        .ok_or_else(|| format!("the built-in {tool} tool got no JSON arguments"))?;
+    if !args.is_object() {
+        return Err(format!("the built-in {tool} tool got no JSON arguments"));
+    }
     let workspace = Workspace::open(cwd).map_err(|e| {
         format!(
             "the built-in {tool} tool cannot open {}: {e}",
@@ -37,6 +38,7 @@ pub async fn run(
         model_accepts_images: None,
         env: Some(grants.program_env()),
         confinement,
+        pi,
         ..ExecOptions::default()
     };
     let (_never, cancel) = tokio::sync::watch::channel(false);
@@ -45,6 +47,9 @@ pub async fn run(
     let mut result = json!({ "content": output.content });
     if !output.details.is_null() {
         result["details"] = output.details;
+    }
+    if let Some(structured) = output.structured_content {
+        result["structuredContent"] = structured;
     }
     Ok(result)
 }
