@@ -486,3 +486,34 @@ test("formatReadLineRange formats read ranges as pi 1.6.0 does", () => {
   for (const [offset, limit, expected] of cases)
     assert.equal(mine.formatReadLineRange(offset, limit), expected, `${offset}, ${limit}`);
 });
+
+// pi 1.6.0 runs on Node >= 22.19, which tests/setup.sh exports as PICHAMBER_PI_NODE; its
+// package is tests/oracle-1.6.
+test("ctx.ui.theme under pi 1.6.0 is its system theme as RPC mode builds it, token by token", async (t) => {
+  const { builtinTheme } = await import("pichamber:theme");
+  const ours = builtinTheme("system", "truecolor");
+  // Palette indices, the terminal's default, faint neutrals (SGR 2 closed by 22).
+  assert.equal(ours.fg("warning", "x"), "\x1b[38;5;3mx\x1b[39m");
+  assert.equal(ours.fg("dim", "x"), "\x1b[39m\x1b[2mx\x1b[22;39m");
+  assert.equal(ours.fg("text", "x"), "\x1b[39mx\x1b[39m");
+  assert.equal(ours.bg("selectedBg", "x"), "\x1b[49mx\x1b[49m");
+  const node = process.env.PICHAMBER_PI_NODE;
+  const dist = new URL("../oracle-1.6/node_modules/@earendil-works/pi-coding-agent/dist/", import.meta.url);
+  const { existsSync } = await import("node:fs");
+  if (!node || !existsSync(dist)) return t.skip("pi 1.6.0 (tests/oracle-1.6) or its node (PICHAMBER_PI_NODE) is missing");
+  const script = `
+    const { initTheme, theme } = await import(${JSON.stringify(new URL("modes/interactive/theme/theme.js", dist).href)});
+    const { THEME_TOKENS } = await import(${JSON.stringify(new URL("modes/interactive/theme/theme-tokens.js", dist).href)});
+    initTheme(undefined);
+    const out = {};
+    for (const [token, { slot }] of Object.entries(THEME_TOKENS)) {
+      out[token] = slot === "foreground" ? theme.fg(token, "x") : theme.bg(token, "x");
+    }
+    console.log(JSON.stringify(out));`;
+  const { execFileSync } = await import("node:child_process");
+  const real = JSON.parse(execFileSync(node, ["--input-type=module", "-e", script], { encoding: "utf8" }));
+  const mine = Object.fromEntries(
+    Object.keys(real).map((token) => [token, ours.bgColors.has(token) ? ours.bg(token, "x") : ours.fg(token, "x")]),
+  );
+  assert.deepEqual(mine, real);
+});

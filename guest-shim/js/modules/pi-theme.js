@@ -175,9 +175,11 @@ const THINKING_COLORS = {
   medium: "thinkingMedium",
   high: "thinkingHigh",
   xhigh: "thinkingXhigh",
+  max: "thinkingMax",
 };
 
-/** pi's Theme: colour values ("#rrggbb", palette index, "") by name, rendered for `mode`. */
+/** pi's Theme: colour values ("#rrggbb", palette index, "") by name, rendered for `mode`;
+ * the tokens in `options.dim` are drawn faint (SGR 2) on top of their colour (pi 1.6.0). */
 export class Theme {
   constructor(fgColors = {}, bgColors = {}, mode = "truecolor", options = {}) {
     this.name = options.name;
@@ -186,11 +188,12 @@ export class Theme {
     this.mode = mode;
     this.fgColors = new Map(Object.entries(fgColors).map(([k, v]) => [k, sgr(v, "fg", mode)]));
     this.bgColors = new Map(Object.entries(bgColors).map(([k, v]) => [k, sgr(v, "bg", mode)]));
+    this.dimTokens = new Set(options.dim ?? []);
   }
   getFgAnsi(color) {
     const ansi = this.fgColors.get(color);
     if (!ansi) throw new Error(`Unknown theme color: ${color}`);
-    return ansi;
+    return this.dimTokens.has(color) ? `${ansi}\x1b[2m` : ansi;
   }
   getBgAnsi(color) {
     const ansi = this.bgColors.get(color);
@@ -198,6 +201,7 @@ export class Theme {
     return ansi;
   }
   fg(color, text) {
+    if (this.dimTokens.has(color)) return `${this.getFgAnsi(color)}${text}\x1b[22;39m`;
     return `${this.getFgAnsi(color)}${text}\x1b[39m`;
   }
   bg(color, text) {
@@ -232,8 +236,37 @@ export class Theme {
   }
 }
 
-/** One of pi's built-in themes ("dark" for an unknown name). */
+// pi 1.6.0's default theme, "system", as its RPC mode builds it: RPC mode asks the terminal
+// nothing, so every token is an ANSI palette index the terminal renders with its own theme
+// (its colour family's slot), or the terminal's default colour; neutral tokens other than
+// body text are faint, panels have no background. Each token's family slot, "" for neutral:
+const SYSTEM_FG = {
+  accent: 5, border: 4, borderAccent: 5, borderMuted: "", success: 2, error: 1, warning: 3,
+  muted: "", dim: "", text: "", thinkingText: "", scrollbarTrack: "", scrollbarThumb: "",
+  searchMatchText: "", userMessageText: "", customMessageText: "", customMessageLabel: 5,
+  toolTitle: "", toolOutput: "", mdHeading: 3, mdLink: 4, mdLinkUrl: "", mdCode: 5,
+  mdCodeBlock: 2, mdCodeBlockBorder: "", mdQuote: "", mdQuoteBorder: "", mdHr: "",
+  mdListBullet: 5, toolDiffAdded: 2, toolDiffRemoved: 1, toolDiffContext: "",
+  syntaxComment: "", syntaxKeyword: 4, syntaxFunction: 3, syntaxVariable: 6, syntaxString: 2,
+  syntaxNumber: 5, syntaxType: 5, syntaxOperator: "", syntaxPunctuation: "", thinkingOff: "",
+  thinkingMinimal: 4, thinkingLow: 4, thinkingMedium: 6, thinkingHigh: 5, thinkingXhigh: 13,
+  thinkingMax: 1, bashMode: 2,
+};
+const SYSTEM_BG = ["selectedBg", "searchMatchBg", "userMessageBg", "customMessageBg", "toolPendingBg", "toolSuccessBg", "toolErrorBg"];
+/** Neutral tokens that stay at full strength: body text. */
+const SYSTEM_FOREGROUND = ["text", "userMessageText", "toolTitle"];
+
+function systemTheme(mode) {
+  const dim = Object.entries(SYSTEM_FG)
+    .filter(([token, slot]) => slot === "" && !SYSTEM_FOREGROUND.includes(token))
+    .map(([token]) => token);
+  const bg = Object.fromEntries(SYSTEM_BG.map((token) => [token, ""]));
+  return new Theme(SYSTEM_FG, bg, mode, { name: "system", dim });
+}
+
+/** One of pi's built-in themes ("dark" for an unknown name); "system" is pi 1.6.0's. */
 export function builtinTheme(name, mode) {
+  if (name === "system") return systemTheme(mode === "256color" ? "256color" : "truecolor");
   const known = Object.hasOwn(BUILTIN, name) ? name : "dark";
   return new Theme(BUILTIN[known].fg, BUILTIN[known].bg, mode === "256color" ? "256color" : "truecolor", { name: known });
 }
