@@ -131,3 +131,65 @@ test("uuidv7 (pi-ai 1.6.0): RFC 9562 layout, time-ordered, a given time kept, ba
     assert.throws(() => mine.uuidv7(bad), RangeError, String(bad));
   }
 });
+
+// pi 1.6.0 runs on Node >= 22.19 (PICHAMBER_PI_NODE, set by tests/setup.sh); its pi-ai is in
+// tests/oracle-1.6. The script runs there and prints JSON.
+async function runPi16(script) {
+  const node = process.env.PICHAMBER_PI_NODE;
+  const dist = new URL("../oracle-1.6/node_modules/@earendil-works/pi-ai/dist/", import.meta.url);
+  const { existsSync } = await import("node:fs");
+  if (!node || !existsSync(dist)) return null;
+  const { execFileSync } = await import("node:child_process");
+  const prelude = `const index = await import(${JSON.stringify(new URL("index.js", dist).href)});
+    const compat = await import(${JSON.stringify(new URL("compat.js", dist).href)});`;
+  return JSON.parse(execFileSync(node, ["--input-type=module", "-e", prelude + script], { encoding: "utf8" }));
+}
+const SKIP_16 = "pi 1.6.0 (tests/oracle-1.6) or its node (PICHAMBER_PI_NODE) is missing";
+
+test("every export of pi-ai 1.6.0 and of its /compat exists, constants equal", async (t) => {
+  const real16 = await runPi16(`
+    const all = { ...index, ...compat };
+    console.log(JSON.stringify(Object.fromEntries(Object.entries(all).map(([k, v]) =>
+      [k, typeof v === "function" ? "function" : typeof v === "object" ? "object" : v]))));`);
+  if (!real16) return t.skip(SKIP_16);
+  const missing = Object.keys(real16).filter((name) => !(name in mine));
+  assert.deepEqual(missing, []);
+  for (const [name, value] of Object.entries(real16)) {
+    if (value === "function" || value === "object") assert.equal(typeof mine[name], value, name);
+    else assert.equal(mine[name], value, name);
+  }
+});
+
+test("pi-ai 1.6.0's transcript helpers replay system messages as pi-ai does", async (t) => {
+  const tool = (name, extra = {}) => ({ name, description: `${name}!`, parameters: { type: "object" }, ...extra });
+  const transcript = [
+    { role: "system", content: "base", sections: { a: "A", b: "B" }, toolsAdded: [tool("read"), tool("bash")], timestamp: 5 },
+    { role: "user", content: "hi", timestamp: 6 },
+    { role: "system", content: [{ type: "text", text: "more" }], sections: { a: null, c: "C" }, toolsRemoved: [{ name: "bash" }], toolsAdded: [tool("read", { constrainedSampling: { type: "json_schema", strict: "prefer" } })], timestamp: 7 },
+    { role: "assistant", content: [{ type: "text", text: "ok" }], timestamp: 8 },
+  ];
+  const calls = (m) => ({
+    collapsed: m.collapseSystemMessages({ messages: transcript }),
+    current: m.getCurrentSystemMessage(transcript),
+    prompt: m.getCurrentSystemPrompt(transcript),
+    tools: m.getCurrentTools(transcript),
+    declared: m.getDeclaredTools(transcript),
+    redefined: m.hasToolRedefinitions(transcript),
+    nonAdditive: m.hasNonAdditiveToolChanges(transcript),
+    update: m.renderSystemMessageUpdate(transcript[2]),
+    text: m.getSystemMessageText(transcript[0]),
+    changes: m.getToolStateChanges([tool("a"), tool("b")], [tool("b", { description: "new" }), tool("c")]),
+    folded: ["none", "changes", "additions"].map((s) => m.resolveTranscriptTools(transcript, s)),
+    normalized: m.normalizeContext({ systemPrompt: "p", tools: [tool("x")], messages: [] }),
+    empty: m.normalizeContext({ systemPrompt: "", tools: [], messages: [] }),
+    kept: m.resolveTranscript({ messages: transcript }, true).messages.length,
+    without: m.withoutInitialSystemMessage(transcript).length,
+  });
+  const real16 = await runPi16(`
+    const transcript = ${JSON.stringify(transcript)};
+    const tool = ${tool.toString()};
+    const calls = ${calls.toString()};
+    console.log(JSON.stringify(calls(index)));`);
+  if (!real16) return t.skip(SKIP_16);
+  assert.deepEqual(JSON.parse(JSON.stringify(calls(mine))), real16);
+});

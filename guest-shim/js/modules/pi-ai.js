@@ -5,6 +5,34 @@
 import { Type } from "pichamber:typebox";
 
 export { Type };
+export * from "pichamber:pi-ai/transcript";
+
+// pi 1.6.0's constants, as it exports them.
+export const PI_AI_VERSION = "1.6.0";
+export const PI_ATTRIBUTION = Object.freeze({ name: "pi", url: "https://pi.dev", categories: ["cli-agent"] });
+export const CACHE_WARMING_IDLE_CONTINUATION_PROBABILITY = 0.15;
+export const CACHE_WARMING_MAX_AGE_MS = 3600000;
+export const CACHE_WARMING_MAX_IDLE_AGE_MS = 1800000;
+export const CACHE_WARMING_MINIMUM_EXPECTED_SAVINGS = 0.05;
+export const DEFAULT_MAX_AGENT_RETRY_DELAY_MS = 60000;
+export const ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY";
+export const ANTHROPIC_AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN";
+export const ANTHROPIC_FEDERATION_RULE_ID_ENV = "ANTHROPIC_FEDERATION_RULE_ID";
+export const ANTHROPIC_IDENTITY_TOKEN_FILE_ENV = "ANTHROPIC_IDENTITY_TOKEN_FILE";
+export const ANTHROPIC_OAUTH_TOKEN_ENV = "ANTHROPIC_OAUTH_TOKEN";
+export const ANTHROPIC_ORGANIZATION_ID_ENV = "ANTHROPIC_ORGANIZATION_ID";
+export const ANTHROPIC_SERVICE_ACCOUNT_ID_ENV = "ANTHROPIC_SERVICE_ACCOUNT_ID";
+export const ANTHROPIC_WORKSPACE_ID_ENV = "ANTHROPIC_WORKSPACE_ID";
+// Telemetry is the host's: the schema's version, without its span catalogue.
+export const AI_TELEMETRY_SCHEMA = Object.freeze({ version: 1, spans: Object.freeze({}) });
+
+/** pi 1.6.0's error of the models store. */
+export class ModelsError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = "ModelsError";
+  }
+}
 
 const UUID_V7_MAX_TIME = 2 ** 48 - 1;
 let uuidLastTime = -1;
@@ -136,6 +164,71 @@ const unavailable = (name) =>
       `${name}() is not available inside a pichamber extension (models and LLM calls belong to the pi host)`,
     );
   };
+
+// A class whose construction needs what the host keeps (credentials, the model catalogue, a
+// provider's stream parser).
+const unavailableClass = (name) =>
+  class {
+    constructor() {
+      throw new Error(`${name} is not available inside a pichamber extension (models and LLM calls belong to the pi host)`);
+    }
+  };
+
+export const InMemoryCredentialStore = unavailableClass("InMemoryCredentialStore");
+export const InMemoryModelsStore = unavailableClass("InMemoryModelsStore");
+export const StreamingJsonParser = unavailableClass("StreamingJsonParser");
+export const ToolCallArgumentsStream = unavailableClass("ToolCallArgumentsStream");
+
+// pi 1.6.0's provider APIs (`anthropicMessagesApi()` & co.), auth, retry and cache-warming
+// helpers, and image generation.
+export const anthropicMessagesApi = unavailable("anthropicMessagesApi");
+export const azureOpenAIResponsesApi = unavailable("azureOpenAIResponsesApi");
+export const bedrockConverseStreamApi = unavailable("bedrockConverseStreamApi");
+export const googleGenerativeAIApi = unavailable("googleGenerativeAIApi");
+export const googleVertexApi = unavailable("googleVertexApi");
+export const mistralConversationsApi = unavailable("mistralConversationsApi");
+export const openAICodexResponsesApi = unavailable("openAICodexResponsesApi");
+export const openAICompletionsApi = unavailable("openAICompletionsApi");
+export const openAIResponsesApi = unavailable("openAIResponsesApi");
+export const piMessagesApi = unavailable("piMessagesApi");
+export const generateImages = unavailable("generateImages");
+export const generateImagesOpenRouter = unavailable("generateImagesOpenRouter");
+export const getImageModel = unavailable("getImageModel");
+export const getImageModels = unavailable("getImageModels");
+export const getImageProviders = unavailable("getImageProviders");
+export const getImagesApiProvider = unavailable("getImagesApiProvider");
+export const registerBuiltInImagesApiProviders = unavailable("registerBuiltInImagesApiProviders");
+export const registerImagesApiProvider = unavailable("registerImagesApiProvider");
+export const setBedrockProviderLoader = unavailable("setBedrockProviderLoader");
+export const createFauxCore = unavailable("createFauxCore");
+export const createModels = unavailable("createModels");
+export const createProvider = unavailable("createProvider");
+export const defaultProviderAuthContext = unavailable("defaultProviderAuthContext");
+export const envApiKeyAuth = unavailable("envApiKeyAuth");
+export const evaluateCacheWarming = unavailable("evaluateCacheWarming");
+export const fauxProvider = unavailable("fauxProvider");
+export const formatUserAgent = unavailable("formatUserAgent");
+export const getAttributionHeaders = unavailable("getAttributionHeaders");
+export const getCacheWarmingDelayMs = unavailable("getCacheWarmingDelayMs");
+export const getCacheWarmingRequestOptions = unavailable("getCacheWarmingRequestOptions");
+export const getClientVersion = unavailable("getClientVersion");
+export const getIdentityHeaders = unavailable("getIdentityHeaders");
+export const getModelType = unavailable("getModelType");
+export const getOpenCodeSessionHeaders = unavailable("getOpenCodeSessionHeaders");
+export const getPromptCacheTtlMs = unavailable("getPromptCacheTtlMs");
+export const hasApi = unavailable("hasApi");
+export const isCacheWarmingReplayable = unavailable("isCacheWarmingReplayable");
+export const isModelType = unavailable("isModelType");
+export const isRecoverableLength = unavailable("isRecoverableLength");
+export const isRetryableAssistantError = unavailable("isRetryableAssistantError");
+export const lazyApi = unavailable("lazyApi");
+export const lazyOAuth = unavailable("lazyOAuth");
+export const lazyStream = unavailable("lazyStream");
+export const mergeClientIdentity = unavailable("mergeClientIdentity");
+export const parseToolCallArguments = unavailable("parseToolCallArguments");
+export const retryAssistantCall = unavailable("retryAssistantCall");
+export const retryDelayMs = unavailable("retryDelayMs");
+export const withClientIdentity = unavailable("withClientIdentity");
 
 export const appendAssistantMessageDiagnostic = unavailable("appendAssistantMessageDiagnostic");
 export const clampThinkingLevel = unavailable("clampThinkingLevel");
