@@ -407,6 +407,49 @@ fn node_globals_and_import_meta_are_there() {
     );
 }
 
+/// node:zlib and node:readline run inside the guest (tests/fixtures/node/platform.ts): Node's
+/// own gzip and deflate output decodes, what the guest compresses decodes again, bad input
+/// and a bomb past `maxOutputLength` fail as in Node, and readline splits a file's lines.
+#[test]
+fn zlib_and_readline_work_inside_the_guest() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lines.txt"), "one\r\ntwo\n\nfour\rfive €\nlast").unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    let (ok, events, stderr) = common::run_json(&[
+        &common::path("tests/fixtures/node/platform.ts"),
+        "--cwd",
+        cwd,
+        "--allow-read",
+        cwd,
+        "--command",
+        "/zlib",
+        "--command",
+        "/readline lines.txt",
+    ]);
+    assert!(ok, "{stderr}");
+    let entries = common::of_type(&events, "entry");
+    assert_eq!(
+        entries[0]["entry"]["data"],
+        json!({
+            "gunzipNode": "pichamber\npichamber\npichamber\n",
+            "inflateNode": "€uro",
+            "gzipMagic": [31, 139],
+            "smaller": true,
+            "roundTrip": true,
+            "raw": "raw!",
+            "unzip": "either",
+            "callback": "async",
+            "badInput": { "code": "Z_DATA_ERROR", "errno": -3, "message": "incorrect header check" },
+            "tooLarge": { "code": "ERR_BUFFER_TOO_LARGE", "name": "RangeError" },
+        })
+    );
+    // As Node splits them: \r\n, \n and a lone \r end a line; the last line needs no break.
+    assert_eq!(
+        entries[1]["entry"]["data"]["lines"],
+        json!(["one", "two", "", "four", "five €", "last"])
+    );
+}
+
 #[test]
 fn work_left_running_by_a_handler_runs_between_steps() {
     let dir = tempfile::tempdir().unwrap();

@@ -100,6 +100,9 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
     if let Some(op) = name.strip_prefix("fs.") {
         return fs::call(op, &a);
     }
+    if name == "zlib" {
+        return crate::zlib::call(&a);
+    }
     match name {
         "log" => {
             let level = match a.str(0).as_str() {

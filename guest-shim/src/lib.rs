@@ -16,6 +16,7 @@ mod engine;
 mod fs;
 mod hostcall;
 mod modules;
+mod zlib;
 
 use bindings::exports::pichamber::extension::guest::{
     CompletionItem, DispatchResult, Guest, LoadContext, ModuleSource, ToolResult,

@@ -3,6 +3,7 @@
 // scriptable `globalThis.__pichamber_internal.exec` stub for child_process tests.
 import * as fs from "node:fs";
 import { randomBytes } from "node:crypto";
+import * as nodeZlib from "node:zlib";
 
 function nodeError(e, op, path) {
   const table = {
@@ -114,10 +115,20 @@ globalThis.__host = (name, argsJson) => {
     const n = Math.min(Number(args[0]) || 0, 65536);
     return JSON.stringify(Array.from(randomBytes(n)));
   }
+  if (name === "zlib") {
+    // guest-shim/src/zlib.rs's contract, over Node's zlib: base64 in and out, errors "CODE: message".
+    const [op, b64, options] = args;
+    try {
+      const out = nodeZlib[`${op}Sync`](Buffer.from(b64, "base64"), { level: options?.level, maxOutputLength: options?.maxOutputLength });
+      return JSON.stringify(out.toString("base64"));
+    } catch (e) {
+      throw new Error(`${e.code}: ${e.message}`);
+    }
+  }
   throw new Error(`unknown host call '${name}'`);
 };
 
-// What the host says of its built-in tools (session read `tools:builtins`); a test may put
+// What the host says of its built-in tools (`get-builtin-tools`); a test may put
 // other specs in `__pichamber_internal.specs` before the first tool is made.
 export const BUILTIN_SPECS_STUB = ["read", "bash", "edit", "write", "grep", "find", "ls"].map((name) => ({
   name,
