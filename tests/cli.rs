@@ -413,7 +413,11 @@ fn node_globals_and_import_meta_are_there() {
 #[test]
 fn zlib_and_readline_work_inside_the_guest() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("lines.txt"), "one\r\ntwo\n\nfour\rfive €\nlast").unwrap();
+    std::fs::write(
+        dir.path().join("lines.txt"),
+        "one\r\ntwo\n\nfour\rfive €\nlast",
+    )
+    .unwrap();
     let cwd = dir.path().to_str().unwrap();
     let (ok, events, stderr) = common::run_json(&[
         &common::path("tests/fixtures/node/platform.ts"),
@@ -447,6 +451,68 @@ fn zlib_and_readline_work_inside_the_guest() {
     assert_eq!(
         entries[1]["entry"]["data"]["lines"],
         json!(["one", "two", "", "four", "five €", "last"])
+    );
+}
+
+/// pi 1.6.0 compacts nothing when nothing precedes the kept messages (its system message is
+/// prompt state, not conversation) and tells extensions with `session_compact_failed`;
+/// 0.73.1 compacted such a session and has no such event.
+#[test]
+fn a_compaction_with_nothing_to_compact_fails_as_pi_1_6_fails_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "failed.ts",
+        r#"export default function (pi: any) {
+  pi.on("session_compact_failed", (event: any) => { pi.appendEntry("failed", event); });
+  pi.registerCommand("c", { handler: async (_a: string, ctx: any) => ctx.compact() });
+}"#,
+    );
+    let script = write(
+        &dir,
+        "s.json",
+        r#"{"turns":[{"text":"hello"},{"text":"a summary"}]}"#,
+    );
+    let run = |pi: &str| {
+        let (ok, events, stderr) = common::run_json(&[
+            &ext,
+            "--pi-version",
+            pi,
+            "--script",
+            &script,
+            "-p",
+            "hi",
+            "--command",
+            "/c",
+        ]);
+        assert!(ok, "{stderr}");
+        events
+    };
+    let events = run("1.6.0");
+    let end = common::of_type(&events, "compaction_end")[0].clone();
+    assert_eq!(
+        end["errorMessage"],
+        "Compaction failed: Nothing to compact (session too small)"
+    );
+    let failed: Vec<_> = common::of_type(&events, "entry")
+        .into_iter()
+        .filter(|e| e["entry"]["customType"] == "failed")
+        .map(|e| e["entry"]["data"].clone())
+        .collect();
+    assert_eq!(
+        failed,
+        [json!({
+            "type": "session_compact_failed", "reason": "manual",
+            "errorMessage": "Compaction failed: Nothing to compact (session too small)",
+            "aborted": false, "willRetry": false, "fromExtension": false,
+        })]
+    );
+    let events = run("0.73.1");
+    assert!(common::of_type(&events, "compaction_end")[0]["errorMessage"].is_null());
+    assert!(
+        common::of_type(&events, "entry")
+            .iter()
+            .all(|e| e["entry"]["customType"] != "failed")
     );
 }
 

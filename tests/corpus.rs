@@ -118,29 +118,6 @@ fn for_version() -> (
 
 /// pi 1.6.0's examples: why one still behaves differently, and where that is tracked.
 const KNOWN_DIFFERENCES_1_6: &[(&str, &str)] = &[
-    ("bash-spawn-hook.ts", CONSTRAINED_SAMPLING),
-    ("built-in-tool-renderer.ts", CONSTRAINED_SAMPLING),
-    ("ssh.ts", CONSTRAINED_SAMPLING),
-    (
-        "custom-provider-anthropic",
-        "pi-ai 1.6.0's `collapseSystemMessages` is not in the guest's pi-ai yet, so the \
-         provider does not load. Tracked: issue 15 (pi 1.6.0's helper exports).",
-    ),
-    (
-        "custom-provider-gitlab-duo",
-        "pi-ai 1.6.0's `anthropicMessagesApi` is not in the guest's pi-ai yet, so the provider \
-         does not load. Tracked: issue 15 (pi 1.6.0's helper exports).",
-    ),
-    (
-        "doom-overlay",
-        "It reads its WAD file through `node:zlib`, which the guest does not provide. Tracked: \
-         issue 16 (the Node platform).",
-    ),
-    (
-        "git-merge-and-resolve.ts",
-        "It imports `node:readline`, which the guest does not provide. Tracked: issue 16 (the \
-         Node platform).",
-    ),
     (
         "gondolin",
         "Its dependency `@earendil-works/gondolin` is not on npm (the registry answers 404), so \
@@ -151,35 +128,13 @@ const KNOWN_DIFFERENCES_1_6: &[(&str, &str)] = &[
         "It registers a virtual model (`pi.registerVirtualModel`, pi 1.6.0), which pichamber \
          does not offer yet. Tracked: issue 15 (virtual models).",
     ),
-    ("minimal-mode.ts", CONSTRAINED_SAMPLING),
-    ("plan-mode", THEME_1_6),
-    ("status-line.ts", THEME_1_6),
-    ("working-indicator.ts", THEME_1_6),
     (
         "summarize.ts",
         "As with 0.73.1: the guest carries no model catalog, so `getModel` finds no \
          `openai/gpt-5.2` where pi finds it and then reports its missing authentication. \
          Tracked: a model registry served to extensions by the host.",
     ),
-    (
-        "trigger-compact.ts",
-        "pi 1.6.0 refuses to compact a session this small (\"Nothing to compact\"), where \
-         pichamber follows 0.73.1's rule and compacts it; its summarisation prompts are its own \
-         wording too. Tracked: issue 15 (1.6.0's compaction).",
-    ),
 ];
-
-/// Why four examples differ in the same way.
-const CONSTRAINED_SAMPLING: &str = "It registers a built-in tool made by `createReadTool` / \
-     `createBashTool`, whose pi 1.6.0 definition asks for schema-constrained sampling \
-     (`constrainedSampling`); WIT 0.1.0's tool record has no field for it, so the declaration \
-     in the system message lacks it. Tracked: issue 15 (WIT 0.2.0).";
-
-/// Why three examples differ in the same way.
-const THEME_1_6: &str = "pi 1.6.0's theme (okhsl colours, its `dim` as the terminal's \
-     faint style, 256-colour codes where 0.73.1 wrote true colour) is not ported: the guest \
-     colours with 0.73.1's dark theme, so a status written in a theme colour has other escape \
-     codes. Tracked: issue 15.";
 
 /// Why an example still behaves differently, and where that is tracked. Every differing
 /// example needs an entry (the run fails otherwise), and an entry for an example that behaves

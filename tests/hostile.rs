@@ -1094,7 +1094,10 @@ fn without_a_network_grant_nothing_reaches_the_network() {
     assert_refused(
         &report,
         "host-net-op",
-        &["the network capability is not granted", "--allow-net=127.0.0.1"],
+        &[
+            "the network capability is not granted",
+            "--allow-net=127.0.0.1",
+        ],
     );
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}

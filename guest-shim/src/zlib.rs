@@ -49,7 +49,11 @@ pub fn call(a: &Args) -> Result<Value, String> {
         // unzip: gzip or zlib, by the header.
         "unzip" if input.starts_with(&[0x1f, 0x8b]) => decode(GzDecoder::new(&input[..]), most),
         "unzip" => decode(ZlibDecoder::new(&input[..]), most),
-        other => return Err(format!("ERR_INVALID_ARG_VALUE: unknown zlib operation {other:?}")),
+        other => {
+            return Err(format!(
+                "ERR_INVALID_ARG_VALUE: unknown zlib operation {other:?}"
+            ));
+        }
     }?;
     Ok(Value::String(
         base64::engine::general_purpose::STANDARD.encode(out),

@@ -5,9 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::{PiVersion, Session};
 use super::compaction::{self, AutoCompactionReason};
 use super::events::SessionEvent;
+use super::{PiVersion, Session};
 
 const CANCELLED: &str = "Compaction cancelled";
 
@@ -46,7 +46,24 @@ impl Session {
                 end
             }
         };
+        let failed = (outcome.is_err()).then(|| {
+            json!({
+                "type": "session_compact_failed", "reason": reason,
+                "errorMessage": end.get("errorMessage"), "aborted": end["aborted"],
+                "willRetry": false, "fromExtension": from_extension,
+            })
+        });
         self.shared.emit(SessionEvent::Agent(end));
+        // pi 1.6.0 tells extensions when a compaction failed or was cancelled.
+        if let Some(mut event) = failed
+            && self.shared.pi == PiVersion::V1_6
+            && self.has_handlers("session_compact_failed")
+        {
+            if event["errorMessage"].is_null() {
+                event.as_object_mut().unwrap().remove("errorMessage");
+            }
+            let _ = self.emit("session_compact_failed", event).await;
+        }
         outcome
     }
 

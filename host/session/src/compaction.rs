@@ -427,7 +427,11 @@ pub(crate) fn branch_summary_message(entry: &Value) -> Value {
 /// instead.
 fn message_for_summary(entry: &Value) -> Option<Value> {
     match entry["type"].as_str()? {
-        "message" => entry.get("message").filter(|m| js_truthy(m)).cloned(),
+        // A system message (pi 1.6.0) is prompt state, not conversation: nothing to summarise.
+        "message" => entry
+            .get("message")
+            .filter(|m| js_truthy(m) && m["role"] != "system")
+            .cloned(),
         "custom_message" => Some(custom_message(entry)),
         "branch_summary" => Some(branch_summary_message(entry)),
         _ => None,
@@ -638,6 +642,13 @@ pub fn prepare<E: Borrow<Value>>(
             .collect(),
         _ => Vec::new(),
     };
+    // pi 1.6.0 compacts nothing when nothing precedes the kept part; 0.73.1 compacted anyway.
+    if settings.pi == PiVersion::V1_6
+        && messages_to_summarize.is_empty()
+        && turn_prefix_messages.is_empty()
+    {
+        return None;
+    }
 
     let mut file_ops = FileOps::default();
     // Files the previous (pi-made) compaction recorded carry over.
