@@ -988,7 +988,15 @@ fn the_binary_answers_to_pis_name_with_pis_command_line() {
         "{}",
         stderr(&out)
     );
-    let out = pi(&["hello"], "");
+    let out = pi(&["--mode", "tui"], "");
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("give --mode rpc"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("pi's modes are rpc, json and text"),
+        "{}",
+        stderr(&out)
+    );
+    // No mode with stdout redirected is print mode, as in pi; here no model is configured.
+    let out = pi(&["-ne", "--no-session", "hello"], "");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("No model configured"), "{}", stderr(&out));
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod compare;
 pub mod oracle;
 
 use serde_json::Value;

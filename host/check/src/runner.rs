@@ -161,6 +161,7 @@ pub async fn run(
         store: None,
         active_tools: None,
         pi: None,
+        mode: "rpc",
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

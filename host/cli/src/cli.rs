@@ -1,6 +1,6 @@
 //! The `pichamber` command: build, run and inspect isolated pi extensions.
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -71,7 +71,8 @@ enum Command {
     /// Show an extension's manifest and what it registers.
     Inspect(InspectArgs),
     /// Speak pi's RPC protocol on stdin/stdout (docs/rpc.md of pi): a drop-in for
-    /// `pi --mode rpc` whose extensions run isolated.
+    /// `pi --mode rpc` whose extensions run isolated; with --print or --mode json, pi's
+    /// one-shot modes.
     Rpc(Box<RpcArgs>),
     /// Serve a script of canned model turns as an OpenAI-compatible endpoint on loopback, so
     /// pi (through a models.json provider) and pichamber can be driven by the same model.
@@ -245,6 +246,19 @@ struct RunArgs {
 struct RpcArgs {
     #[command(flatten)]
     common: SessionArgs,
+    /// pi's --mode: rpc (JSONL commands on stdin, responses and events on stdout), json (run
+    /// the MESSAGEs, write the session header and every event as JSONL, exit) or text (as
+    /// --print).
+    #[arg(long, value_name = "MODE", default_value = "rpc", value_parser = ["rpc", "json", "text"])]
+    mode: String,
+    /// pi's --print: run the MESSAGEs, write the final assistant text, exit.
+    #[arg(long)]
+    print: bool,
+    /// With --print or --mode json, after `--`: the prompts, in order. `@path` includes a text
+    /// file in the first prompt (as `<file name="...">`); text piped on stdin comes first, as
+    /// in pi.
+    #[arg(value_name = "MESSAGE", last = true)]
+    messages: Vec<String>,
 }
 
 #[derive(Args)]
@@ -571,6 +585,7 @@ fn discovered_extensions(cwd: &Path, trust_project: bool) -> Vec<PathBuf> {
 /// session file. `None` when every extension failed to load (each failure was reported).
 async fn open_session(
     args: &SessionArgs,
+    mode: &'static str,
     has_ui: bool,
     dialogs: Arc<dyn DialogResponder>,
     sink: impl FnOnce(PiVersion) -> EventSink,
@@ -609,6 +624,7 @@ async fn open_session(
             args.agent.tools.clone()
         },
         pi: Some(pi),
+        mode,
     })
     .await
 }
@@ -788,7 +804,8 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     };
     let failed = Arc::new(AtomicBool::new(false));
     let sink = output_sink(args.json, asks_on_terminal, failed.clone());
-    let Some(mut session) = open_session(common, has_ui, dialogs, |_| sink.clone()).await? else {
+    let Some(mut session) = open_session(common, "rpc", has_ui, dialogs, |_| sink.clone()).await?
+    else {
         return Ok(ExitCode::FAILURE);
     };
     if session.extension_names().is_empty() && steps.is_empty() {
@@ -1087,18 +1104,94 @@ async fn mock_model(args: MockModelArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `pichamber rpc`: pi's RPC protocol on stdin/stdout.
+/// `pichamber rpc`: pi's RPC protocol on stdin/stdout, or one of its one-shot modes.
 async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     let output = Arc::new(rpc::Output::stdout());
+    let once = match (args.mode.as_str(), args.print) {
+        ("json", _) => Some(rpc::once::OneShot::Json),
+        ("text", _) | (_, true) => Some(rpc::once::OneShot::Text),
+        _ => None,
+    };
+    if let Some(mode) = once {
+        let prompts = one_shot_prompts(&args.messages)?;
+        let sink = |pi| rpc::once::event_sink(mode, output.clone(), pi);
+        let dialogs = Arc::new(pichamber_session::NoDialogs);
+        let Some(session) =
+            open_session(&args.common, mode.ctx_mode(), false, dialogs, sink).await?
+        else {
+            return Ok(ExitCode::FAILURE);
+        };
+        return Ok(ExitCode::from(
+            rpc::once::run(session, mode, prompts, output).await,
+        ));
+    }
+    if let Some(first) = args.messages.first() {
+        bail!(
+            "{first}: RPC mode takes no prompt or @file arguments (send prompts as RPC commands; --print or --mode json run prompts given here)"
+        );
+    }
     let dialogs = Arc::new(rpc::RpcDialogs::default());
     let sink = |pi| rpc::event_sink(output.clone(), pi);
-    let Some(mut session) = open_session(&args.common, true, dialogs.clone(), sink).await? else {
+    let Some(mut session) = open_session(&args.common, "rpc", true, dialogs.clone(), sink).await?
+    else {
         return Ok(ExitCode::FAILURE);
     };
     session.start().await;
     let models = rpc::ModelCatalog::load(args.common.model.models.as_deref());
     rpc::serve(session, dialogs, output, models, tokio::io::stdin()).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The prompts of a one-shot run, as pi builds them: text piped on stdin, then the `@path`
+/// files, then the first message make the first prompt; each other message is one more.
+fn one_shot_prompts(messages: &[String]) -> Result<Vec<String>> {
+    let (files, mut texts): (Vec<&String>, Vec<&String>) =
+        messages.iter().partition(|m| m.starts_with('@'));
+    let mut first = String::new();
+    if !std::io::stdin().is_terminal() {
+        let mut piped = String::new();
+        std::io::stdin()
+            .read_to_string(&mut piped)
+            .context("reading stdin")?;
+        first.push_str(piped.trim());
+    }
+    for file in files {
+        let path = std::path::absolute(&file[1..])?;
+        let bytes = std::fs::read(&path)
+            .map_err(|e| anyhow::anyhow!("Error: File not found: {} ({e})", path.display()))?;
+        if [&b"\x89PNG"[..], b"\xff\xd8\xff", b"GIF8", b"RIFF"]
+            .iter()
+            .any(|magic| bytes.starts_with(magic))
+        {
+            bail!(
+                "{}: images given as @path are not supported by pichamber yet (text files are)",
+                path.display()
+            );
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "Could not read file {}: {e} (@path includes a text file in the first prompt)",
+                path.display()
+            )
+        })?;
+        if text.is_empty() {
+            continue;
+        }
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        first.push_str(&format!(
+            "<file name=\"{}\">\n{text}\n</file>\n",
+            path.display()
+        ));
+    }
+    if !texts.is_empty() {
+        first.push_str(texts.remove(0));
+    }
+    let mut prompts = Vec::new();
+    if !first.is_empty() {
+        prompts.push(first);
+    }
+    prompts.extend(texts.into_iter().cloned());
+    Ok(prompts)
 }
 
 async fn inspect(args: InspectArgs) -> Result<ExitCode> {

@@ -2,6 +2,10 @@
 //! or the binary run under the name `pi` (a symlink first on PATH). Its arguments become a
 //! `pichamber rpc` command line with pi's meaning (docs/cli.md of pi 1.6.0):
 //!
+//! - `--mode rpc` serves pi's RPC protocol; `--print` / `--mode text` and `--mode json` run the
+//!   prompts given and exit (pi's print mode, also what it picks when stdin or stdout is not
+//!   a terminal and no mode is given);
+//!
 //! - pi's short spellings (`-ne`, `-nbt`, `-t`, `-c`, `-a` ...) become the long options;
 //! - `--model provider/id:level` splits into `--provider`, `--model`, `--thinking`;
 //! - with no `--model`, the model pi would pick: settings.json's `defaultProvider` /
@@ -84,10 +88,12 @@ fn long_form(arg: &str) -> &str {
 /// (a program checks it against what it needs), with pichamber's own on stderr.
 pub const VERSION_COMMAND: &str = "pi-version";
 
-/// What the translation needs from the machine: pi's agent folder and the working folder.
+/// What the translation needs from the machine: pi's agent folder, the working folder, and
+/// whether stdin and stdout are both terminals.
 pub struct Place {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
+    pub terminal: bool,
 }
 
 /// The `pichamber` command line (without the program name) for pi's `args`, and the notes to
@@ -96,6 +102,7 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
     let mut out = vec!["rpc".to_owned()];
     let mut notes = Vec::new();
     let mut mode = None;
+    let mut print = false;
     let mut model: Option<String> = None;
     let mut provider: Option<String> = None;
     let mut thinking: Option<String> = None;
@@ -119,8 +126,11 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
             "--provider" => provider = Some(value("--provider")?),
             "--thinking" => thinking = Some(value("--thinking")?),
             "--approve" => out.push("--trust-project".into()),
-            "--print" | "-p" => {
-                return Err("pi's print mode (--print) is not available through pichamber's pi entry yet: use `pichamber run -p TEXT`".into());
+            "--print" | "-p" => print = true,
+            // Everything after `--` is a message, as in pi.
+            "--" => {
+                messages.extend(it.by_ref().cloned());
+                break;
             }
             n if SAME_WITH_VALUE.contains(&n) => {
                 let v = value(n)?;
@@ -151,21 +161,29 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
             _ => messages.push(raw.clone()),
         }
     }
-    match mode.as_deref() {
-        Some("rpc") => {}
-        Some(other) => {
+    // pi's choice of interface: print mode when asked, or when a stream is redirected.
+    let mode = match (mode.as_deref(), print) {
+        (Some("json"), _) => "json",
+        (Some("rpc"), false) => "rpc",
+        (Some("rpc"), true) => return Err("--print cannot be combined with --mode rpc".into()),
+        (Some("text") | None, true) => "text",
+        (Some("text") | None, false) if !place.terminal => "text",
+        (Some("text") | None, false) => {
+            return Err("pi's terminal UI is not part of pichamber: give --mode rpc, --mode json or --print (or redirect stdin or stdout, which picks print mode as pi does)".into());
+        }
+        (Some(other), _) => {
+            return Err(format!("--mode {other}: pi's modes are rpc, json and text"));
+        }
+    };
+    if mode == "rpc" {
+        if let Some(first) = messages.first() {
             return Err(format!(
-                "--mode {other} is not available through pichamber's pi entry yet: it runs pi's RPC mode (--mode rpc); for one-shot prompts use `pichamber run -p TEXT`"
+                "{first}: RPC mode takes no prompt or @file arguments (send prompts as RPC commands)"
             ));
         }
-        None => {
-            return Err("pichamber's pi entry runs pi's RPC mode: give --mode rpc (pi's terminal UI is not part of pichamber)".into());
-        }
-    }
-    if let Some(first) = messages.first() {
-        return Err(format!(
-            "{first}: RPC mode takes no prompt or @file arguments (send prompts as RPC commands)"
-        ));
+    } else {
+        out.push("--mode".into());
+        out.push(mode.into());
     }
     // `provider/id:level`, as pi's --model reads it.
     if let Some(m) = model.take() {
@@ -204,6 +222,10 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
     }
     if let Ok(extra) = std::env::var("PICHAMBER_PI_ARGS") {
         out.extend(extra.split_whitespace().map(str::to_owned));
+    }
+    if !messages.is_empty() {
+        out.push("--".into());
+        out.extend(messages);
     }
     Ok((out, notes))
 }
@@ -254,9 +276,11 @@ pub fn arguments() -> Result<Vec<OsString>, String> {
                 .map_err(|a| format!("argument {a:?} is not UTF-8"))
         })
         .collect::<Result<_, _>>()?;
+    use std::io::IsTerminal;
     let place = Place {
         agent_dir: pichamber_session::discovery::agent_dir(),
         cwd: std::env::current_dir().map_err(|e| format!("the working folder: {e}"))?,
+        terminal: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
     };
     let (translated, notes) = translate(&pi_args, &place)?;
     for note in notes {
@@ -284,6 +308,7 @@ mod tests {
         Place {
             agent_dir: dir.to_path_buf(),
             cwd: "/work/project".into(),
+            terminal: true,
         }
     }
 
@@ -372,10 +397,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let refuse = |args: &[&str]| translate(&strings(args), &place(dir.path())).unwrap_err();
         assert!(refuse(&[]).contains("give --mode rpc"));
-        assert!(refuse(&["--mode", "json"]).contains("--mode json is not available"));
+        assert!(refuse(&["--mode", "tui"]).contains("pi's modes are rpc, json and text"));
+        assert!(refuse(&["--mode", "rpc", "-p"]).contains("--print cannot be combined"));
+        assert!(refuse(&["--mode", "text"]).contains("terminal UI is not part of pichamber"));
         assert!(refuse(&["--mode", "rpc", "--fork", "x"]).contains("pi option --fork"));
         assert!(refuse(&["--mode", "rpc", "hello"]).contains("takes no prompt"));
         assert!(refuse(&["--mode", "rpc", "--model"]).contains("--model needs a value"));
+    }
+
+    #[test]
+    fn print_and_json_modes_run_the_messages_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |args: &[&str], terminal: bool| {
+            let place = Place {
+                terminal,
+                ..place(dir.path())
+            };
+            let (args, _) = translate(&strings(args), &place).unwrap();
+            args.into_iter()
+                .filter(|a| a != "--session-dir" && !a.contains("sessions/"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            at(&["-p", "hello", "@a.txt", "--", "-x"], true),
+            strings(&["rpc", "--mode", "text", "--", "hello", "@a.txt", "-x"])
+        );
+        assert_eq!(
+            at(&["--mode", "json", "hi"], true),
+            strings(&["rpc", "--mode", "json", "--", "hi"])
+        );
+        // No mode and a redirected stream: print mode, as pi picks it.
+        assert_eq!(
+            at(&["hi"], false),
+            strings(&["rpc", "--mode", "text", "--", "hi"])
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `pichamber rpc`: pi 0.73.1's RPC protocol (docs/rpc.md) on stdin/stdout, so a program that
-//! drives `pi --mode rpc` can drive pichamber unchanged.
+//! `pichamber rpc`: pi's RPC protocol (docs/rpc.md) on stdin/stdout, so a program that
+//! drives `pi --mode rpc` can drive pichamber unchanged; and pi's one-shot print and JSON
+//! modes ([`once`]).
 //!
 //! Framing is strict JSONL: records end at LF only (a trailing CR is dropped); U+2028 and
 //! U+2029 inside strings are content. Each command gets one `response` (`id` echoed);
@@ -15,6 +16,7 @@
 
 mod commands;
 mod dialogs;
+pub mod once;
 mod wire;
 
 use std::io::Write;
@@ -49,6 +51,11 @@ impl Output {
     pub fn line(&self, value: &Value) {
         let mut text = serde_json::to_string(value).unwrap_or_default();
         text.push('\n');
+        self.text(&text);
+    }
+
+    /// Text as it is (print mode's answer).
+    pub fn text(&self, text: &str) {
         let mut out = self.out.lock().unwrap();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();

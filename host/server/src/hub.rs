@@ -902,6 +902,7 @@ impl Hub {
                         .filter(|e| wanted.contains(&e.id))
                         .map(|e| e.artifact.manifest.pi_version),
                 ),
+                mode: "rpc",
             },
         );
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());

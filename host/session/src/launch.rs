@@ -54,6 +54,8 @@ pub struct SessionSpec {
     /// The pi release to follow (`--pi-version`); `None`: the one the extensions were
     /// written for ([`PiVersion::for_session`]).
     pub pi: Option<PiVersion>,
+    /// What `ctx.mode` says ("rpc", "print", "json").
+    pub mode: &'static str,
 }
 
 /// The pi release a session of these extensions follows, unless one is chosen.
@@ -78,6 +80,7 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
             agent: spec.agent,
             store: spec.store,
             pi: pi_version_for(&spec.artifacts, spec.pi),
+            mode: spec.mode,
         },
     );
     session.set_resources(spec.prompts, spec.skills);
@@ -233,6 +236,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
             agent: AgentSettings::default(),
             store: None,
             pi: pi_version_for(std::slice::from_ref(artifact), None),
+            mode: "rpc",
         },
     );
     let loaded = session.load(artifact).await.is_ok();

@@ -66,6 +66,8 @@ pub struct SessionConfig {
     pub store: Option<store::SessionStore>,
     /// The pi release the session follows (`PiVersion::for_session` of its extensions).
     pub pi: PiVersion,
+    /// What `ctx.mode` says: pi's "rpc", or its one-shot "print" and "json".
+    pub mode: &'static str,
 }
 
 /// How the agent behaves (pi's settings of the same names).
@@ -174,7 +176,7 @@ impl Session {
             cwd: config.cwd,
             has_ui: config.has_ui,
             pi: config.pi,
-            mode: "rpc".into(),
+            mode: config.mode.into(),
             sink: config.sink,
             dialogs: config.dialogs,
             state: Mutex::new(state),

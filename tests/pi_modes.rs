@@ -1,0 +1,197 @@
+//! pi's one-shot modes through the pi entry, against real pi 1.6.0: `pi --mode json` writes
+//! the session header and then the same events (checked by type, by the messages' text and by
+//! what the extension saw), and `pi --print` the final answer, with text piped on stdin and an
+//! `@file` making the first prompt as pi makes it.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::compare::{first_difference, normalise};
+use common::oracle::Pi;
+use pichamber_model::mock_server;
+use pichamber_model::scripted::Script;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Side {
+    Pi,
+    Pichamber,
+}
+
+fn script() -> Script {
+    Script::from_value(json!({"turns": [
+        {"toolCalls": [{"id": "call_1", "name": "read", "arguments": {"path": "notes.txt"}}]},
+        {"text": "The notes have two lines."},
+        {"text": "Second prompt, second answer."},
+    ]}))
+    .unwrap()
+}
+
+/// Runs `pi ARGS` on one side with `stdin` piped in; (exit code, stdout, stderr).
+fn pi(side: Side, root: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = runtime.block_on(mock_server::start(script())).unwrap();
+    let (agent, ws) = (root.join("home/agent"), root.join("ws"));
+    for dir in [&agent, &ws] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(ws.join("notes.txt"), "first line\nsecond line\n").unwrap();
+    let models = json!({"providers": {"mock": {
+        "baseUrl": mock.base_url(), "api": "openai-completions", "apiKey": "test-key",
+        "models": [{"id": "mock-model"}],
+    }}});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    let settings =
+        json!({"defaultProvider": "mock", "defaultModel": "mock-model", "quietStartup": true});
+    std::fs::write(agent.join("settings.json"), settings.to_string()).unwrap();
+    let extension = common::repo().join("tests/fixtures/pi-modes/mode.ts");
+    let mut command = match side {
+        Side::Pi => {
+            let mut c = Command::new(Pi::V1_6.node().unwrap());
+            c.arg(Pi::V1_6.package().join("dist/cli.js"));
+            c
+        }
+        Side::Pichamber => {
+            let mut c = Command::new(common::bin());
+            c.arg("pi");
+            c
+        }
+    };
+    command
+        .args(["--no-session", "-e"])
+        .arg(&extension)
+        .args(args)
+        .current_dir(&ws)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", root.join("home"))
+        .env("PI_CODING_AGENT_DIR", &agent)
+        .env("PI_OFFLINE", "1")
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn pi");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(mock);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What JSON mode's records say, without what differs by design: each record's type; the
+/// header's keys; the text of each message that ended; the tool results; what the extension
+/// recorded.
+fn summary(stdout: &str, root: &Path) -> Value {
+    let records: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let text = |content: &Value| -> Value {
+        match content {
+            Value::String(s) => json!(s),
+            Value::Array(blocks) => json!(
+                blocks
+                    .iter()
+                    .map(|b| b["text"]
+                        .as_str()
+                        .map_or_else(|| b["type"].clone(), |t| json!(t)))
+                    .collect::<Vec<_>>()
+            ),
+            other => other.clone(),
+        }
+    };
+    let header = &records[0];
+    let summary = json!({
+        "header": header.as_object().map(|h| h.keys().cloned().collect::<Vec<_>>()),
+        "headerType": header["type"],
+        "types": records[1..].iter().map(|r| r["type"].clone()).collect::<Vec<_>>(),
+        "messages": records.iter().filter(|r| r["type"] == "message_end" && r["message"]["role"] != "system")
+            .map(|r| json!([r["message"]["role"], text(&r["message"]["content"])])).collect::<Vec<_>>(),
+        "toolResults": records.iter().filter(|r| r["type"] == "tool_execution_end")
+            .map(|r| text(&r["result"]["content"])).collect::<Vec<_>>(),
+        "entries": records.iter().filter(|r| r["type"] == "entry_appended")
+            .map(|r| r["entry"]["data"].clone()).collect::<Vec<_>>(),
+    });
+    normalise(&summary, &root.to_string_lossy())
+}
+
+#[test]
+fn json_and_print_modes_behave_as_pi_1_6_does() {
+    if Pi::V1_6.command().is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "real pi 1.6.0 is missing: run tests/setup.sh (CI must install it)"
+        );
+        eprintln!("SKIPPED: real pi 1.6.0 not installed (tests/setup.sh)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Both sides' folders have names of the same length (paths show in text).
+    let roots = [dir.path().join("side1"), dir.path().join("side2")];
+    let args = [
+        "--mode",
+        "json",
+        "@notes.txt",
+        "What do the notes say?",
+        "And then?",
+    ];
+    let run = |side: Side, root: &Path| {
+        let (code, stdout, stderr) = pi(side, root, &args, "Piped context.\n");
+        assert_eq!(code, 0, "{side:?}: {stderr}");
+        summary(&stdout, root)
+    };
+    let theirs = run(Side::Pi, &roots[0]);
+    let ours = run(Side::Pichamber, &roots[1]);
+    // What is compared is said outright too, so a change that breaks both alike fails here.
+    assert_eq!(theirs["headerType"], "session");
+    assert_eq!(
+        theirs["messages"][0],
+        json!([
+            "user",
+            [
+                "Piped context.<file name=\"<root>/ws/notes.txt\">\nfirst line\nsecond line\n\n</file>\nWhat do the notes say?"
+            ]
+        ])
+    );
+    assert_eq!(
+        theirs["entries"],
+        json!([{ "mode": "json", "hasUI": false }])
+    );
+    if let Some(difference) = first_difference(&theirs, &ours, "") {
+        panic!(
+            "pichamber's JSON mode differs from pi's at {difference}\npi: {theirs:#}\npichamber: {ours:#}"
+        );
+    }
+
+    let print = ["-p", "What do the notes say?"];
+    let theirs = pi(Side::Pi, &roots[0], &print, "");
+    let ours = pi(Side::Pichamber, &roots[1], &print, "");
+    assert_eq!(
+        (theirs.0, theirs.1.as_str()),
+        (0, "The notes have two lines.\n"),
+        "{}",
+        theirs.2
+    );
+    assert_eq!(
+        (ours.0, ours.1.as_str()),
+        (0, "The notes have two lines.\n"),
+        "{}",
+        ours.2
+    );
+}
