@@ -717,8 +717,10 @@ fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
     let project = root.path().join("project");
     let tool = |name: &str| {
         format!(
-            r#"export default (pi: any) => pi.registerTool({{ name: "{name}", description: "", parameters: {{ type: "object" }},
-                 execute: async () => ({{ content: [{{ type: "text", text: "{name} ran" }}] }}) }});"#
+            r#"export default (pi: any) => {{ pi.registerTool({{ name: "{name}", description: "", parameters: {{ type: "object" }},
+                 execute: async () => ({{ content: [{{ type: "text", text: "{name} ran" }}] }}) }});
+               pi.registerCommand("where_{name}", {{ handler: async () => pi.appendEntry("where",
+                 pi.getCommands().map((c: any) => [c.name, c.sourceInfo])) }}); }};"#
         )
     };
     std::fs::create_dir_all(agent.join("extensions")).unwrap();
@@ -734,6 +736,8 @@ fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
                 "global_tool",
                 "--tool",
                 "local_tool",
+                "--command",
+                "/where_global_tool",
             ])
             .args(extra)
             .current_dir(&project)
@@ -749,19 +753,46 @@ fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
             .iter()
             .map(|r| (common::text_of(&r["content"]), r["isError"] == json!(true)))
             .collect();
-        (results, String::from_utf8_lossy(&out.stderr).into_owned())
+        let sources = common::of_type(&events, "entry")
+            .iter()
+            .find(|e| e["entry"]["customType"] == "where")
+            .map(|e| e["entry"]["data"].clone());
+        (
+            results,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            sources,
+        )
     };
-    let (results, stderr) = run(&[]);
+    let (results, stderr, _) = run(&[]);
     assert_eq!(results[0], ("global_tool ran".into(), false));
     assert!(
         results[1].1,
         "the project's tool is not loaded: {results:?}"
     );
     assert!(stderr.contains("--trust-project"), "{stderr}");
-    let (results, _) = run(&["--trust-project"]);
+    let (results, _, sources) = run(&["--trust-project"]);
     assert_eq!(results[1], ("local_tool ran".into(), false));
-    let (results, _) = run(&["--no-extensions"]);
+    // How pi labels what it found: the project's, then the user's (the path is the
+    // extension's name, not its file).
+    let found = |path: &str, scope: &str| json!({ "path": path, "source": "auto", "scope": scope, "origin": "top-level" });
+    assert_eq!(
+        sources,
+        Some(json!([
+            ["where_local_tool", found("extension:local", "project")],
+            ["where_global_tool", found("extension:global", "user")],
+        ]))
+    );
+    let (results, _, _) = run(&["--no-extensions"]);
     assert!(results.iter().all(|(_, error)| *error));
+    // Given on the command line: pi's `-e`.
+    let (_, _, sources) = run(&[agent.join("extensions/global.ts").to_str().unwrap()]);
+    assert_eq!(
+        sources,
+        Some(json!([[
+            "where_global_tool",
+            { "path": "extension:global", "source": "cli", "scope": "temporary", "origin": "top-level" }
+        ]]))
+    );
 }
 
 /// `pichamber export` reads a session file (without changing it) and writes the page where
@@ -998,5 +1029,9 @@ fn the_binary_answers_to_pis_name_with_pis_command_line() {
     // No mode with stdout redirected is print mode, as in pi; here no model is configured.
     let out = pi(&["-ne", "--no-session", "hello"], "");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("No model configured"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("No model configured"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -72,7 +72,7 @@ are answered the same way on both sides (first option, confirm yes, the text "te
 What both print (responses, agent events, UI requests, extension errors) and what both send
 to the model are compared step by step after normalising ids, timestamps, paths and
 timing-dependent UI repaints; where pichamber names an extension instead of its file by
-design (a command's `sourceInfo`, an extension error's `extensionPath`) that is not counted.
+design (a command's `sourceInfo` path, an extension error's `extensionPath`) that is not counted.
 A difference names the step it happened in; other steps that differ too are listed after it.
 Both sides run in the same environment; pichamber runs each example with the workspace and
 pi's agent folder writable, git and a shell allowed, and HOME visible (and, where an example

@@ -171,7 +171,7 @@ fn json_and_print_modes_behave_as_pi_1_6_does() {
     );
     assert_eq!(
         theirs["entries"],
-        json!([{ "mode": "json", "hasUI": false }])
+        json!([{ "mode": "json", "hasUI": false, "version": "1.6.0" }])
     );
     if let Some(difference) = first_difference(&theirs, &ours, "") {
         panic!(

@@ -1177,13 +1177,14 @@ fn normalise_response(response: &Value, normaliser: &mut Normaliser) -> Value {
     }
     if let Some(data) = map.get("data").cloned() {
         let mut data = normaliser.apply(&data);
-        // A command's sourceInfo names the extension's file on the host in pi; pichamber
-        // names the extension (extensions see this list too, and no host paths) — a
-        // difference by design.
+        // A command's sourceInfo path names the extension's file on the host in pi;
+        // pichamber names the extension (extensions see this list too, and no host paths) —
+        // a difference by design. How it was loaded is compared.
         if let Some(commands) = data.get_mut("commands").and_then(Value::as_array_mut) {
             for command in commands {
-                if let Some(c) = command.as_object_mut() {
-                    c.remove("sourceInfo");
+                if let Some(info) = command["sourceInfo"].as_object_mut() {
+                    info.remove("path");
+                    info.remove("baseDir");
                 }
             }
         }

@@ -360,7 +360,15 @@ async function runBuiltinTool(tool, params, updateCallId, { cwd, signal } = {}) 
 }
 /** fetch, carried out by the host: `{cancelled}`, `{error}` or `{ok: response}`. */
 const fetchOperation = (request, signal) => startOperation({ op: "fetch", ...request }, signal);
-globalThis.__pichamber_internal = { exec, execBlocking, builtinTools, runBuiltinTool, fetchOperation };
+globalThis.__pichamber_internal = {
+  exec,
+  execBlocking,
+  builtinTools,
+  runBuiltinTool,
+  fetchOperation,
+  // The pi release the session follows: pi-coding-agent's VERSION.
+  piVersion: loadContext.piVersion,
+};
 
 // ---------------------------------------------------------------------------------------------
 // The extension's registrations.

@@ -56,6 +56,7 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
             "cwd": context.cwd,
             "mode": context.mode,
             "hasUI": context.has_ui,
+            "piVersion": context.pi_version,
             "env": context.env.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>(),
         })
         .to_string();

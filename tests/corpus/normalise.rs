@@ -167,9 +167,9 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
                 continue;
             }
             // pichamber names no host files by design: where pi gives a command's sourceInfo
-            // (the extension's file, how it was loaded) and an extension error's
-            // extensionPath (the file), pichamber names the extension. Command errors
-            // (`command:NAME` in pi) are kept.
+            // path (the extension's file) and an extension error's extensionPath (the file),
+            // pichamber names the extension; how it was loaded (source, scope, origin) is
+            // compared. Command errors (`command:NAME` in pi) are kept.
             if kind == "response"
                 && let Some(commands) = line
                     .get_mut("data")
@@ -177,8 +177,9 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
                     .and_then(Value::as_array_mut)
             {
                 for command in commands {
-                    if let Some(command) = command.as_object_mut() {
-                        command.remove("sourceInfo");
+                    if let Some(info) = command["sourceInfo"].as_object_mut() {
+                        info.remove("path");
+                        info.remove("baseDir");
                     }
                 }
             }

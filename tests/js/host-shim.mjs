@@ -141,6 +141,8 @@ export const BUILTIN_SPECS_STUB = ["read", "bash", "edit", "write", "grep", "fin
 // exec stub: tests set `globalThis.__pichamber_internal.handler = (cmd, args, opts) => result`.
 export const execCalls = [];
 globalThis.__pichamber_internal = {
+  // These tests compare with pi 0.73.1 (the oracle in tests/oracle).
+  piVersion: "0.73.1",
   handler: null,
   specs: null,
   builtinTools: () => globalThis.__pichamber_internal.specs ?? BUILTIN_SPECS_STUB,

@@ -47,7 +47,8 @@ function hostOnlyClass(name) {
 
 // ---- config ----------------------------------------------------------------------------------
 
-export const VERSION = "0.73.1";
+// The pi release the session follows (README, "Which pi"); 1.6.0 when the host does not say.
+export const VERSION = globalThis.__pichamber_internal?.piVersion ?? "1.6.0";
 export const CONFIG_DIR_NAME = ".pi";
 
 export function getAgentDir() {

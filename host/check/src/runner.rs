@@ -162,6 +162,7 @@ pub async fn run(
         active_tools: None,
         pi: None,
         mode: "rpc",
+        found: vec![],
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

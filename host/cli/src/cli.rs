@@ -591,7 +591,12 @@ async fn open_session(
     sink: impl FnOnce(PiVersion) -> EventSink,
 ) -> Result<Option<Session>> {
     let r = resolve_session(args)?;
-    let artifacts: Vec<Artifact> = r.artifacts.into_iter().map(|(_, a)| a).collect();
+    let (artifacts, found): (Vec<Artifact>, Vec<_>) = r
+        .artifacts
+        .into_iter()
+        .zip(r.found)
+        .map(|((_, a), f)| (a, f))
+        .unzip();
     let pi = pichamber_session::launch::pi_version_for(&artifacts, args.pi_version);
     // Asking grants nothing without the GUI: say what was asked and how to grant it.
     for artifact in &artifacts {
@@ -625,6 +630,7 @@ async fn open_session(
         },
         pi: Some(pi),
         mode,
+        found,
     })
     .await
 }
@@ -634,6 +640,8 @@ async fn open_session(
 struct ResolvedSession {
     cwd: PathBuf,
     artifacts: Vec<(PathBuf, Artifact)>,
+    /// How each of `artifacts` was found (pi's `sourceInfo` of what it registers).
+    found: Vec<pichamber_session::resources::Metadata>,
     prompts: Vec<pichamber_session::resources::ResourcePath>,
     skills: Vec<pichamber_session::resources::ResourcePath>,
     instance: InstanceOptions,
@@ -651,9 +659,19 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
         None => std::env::current_dir()?,
     };
     let mut sources: Vec<PathBuf> = args.ext.iter().chain(&args.extension).cloned().collect();
-    if sources.is_empty() && !args.no_extensions {
+    let discovered = sources.is_empty() && !args.no_extensions;
+    if discovered {
         sources = discovered_extensions(&cwd, args.trust_project);
     }
+    // As pi labels them: given (`-e`), or found in the project's .pi/ or the user's folder.
+    let found_as = |source: &Path| {
+        use pichamber_session::resources::Metadata;
+        match (discovered, source.starts_with(cwd.join(".pi"))) {
+            (false, _) => Metadata::given(),
+            (true, true) => Metadata::found("project"),
+            (true, false) => Metadata::found("user"),
+        }
+    };
     // A folder given is a pi package: it may bring prompt templates and skills, and its
     // extensions are what its manifest or its extensions/ folder lists (maybe none).
     let (mut prompts, mut skills) = discovery::source_resources(&sources);
@@ -665,10 +683,20 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
     if !args.no_skills {
         skills.extend(user_skills);
     }
-    let artifacts = sources
+    let entries: Vec<(PathBuf, _)> = sources
         .iter()
-        .flat_map(|p| discovery::resolve_source(p).extensions)
-        .map(|p| load_artifact(&p).map(|a| (p, a)))
+        .flat_map(|s| {
+            let found = found_as(s);
+            discovery::resolve_source(s)
+                .extensions
+                .into_iter()
+                .map(move |p| (p, found.clone()))
+        })
+        .collect();
+    let found = entries.iter().map(|(_, f)| f.clone()).collect();
+    let artifacts = entries
+        .into_iter()
+        .map(|(p, _)| load_artifact(&p).map(|a| (p, a)))
         .collect::<Result<Vec<_>>>()?;
     let model = model_from_args(&args.model)?;
     let cwd_text = cwd.to_string_lossy().into_owned();
@@ -736,6 +764,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
     Ok(ResolvedSession {
         cwd,
         artifacts,
+        found,
         prompts,
         skills,
         instance,

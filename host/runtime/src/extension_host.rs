@@ -23,6 +23,8 @@ pub struct SessionFacts {
     pub mode: String,
     /// Whether a client can show UI and answer dialogs.
     pub has_ui: bool,
+    /// The pi release the session follows, as pi numbers it.
+    pub pi_version: String,
 }
 
 /// Work an extension asks the host to carry out under the instance's grants.

@@ -303,6 +303,7 @@ impl ExtensionInstance {
             has_ui: facts.has_ui,
             env: self.options.grants.env_pairs(),
             memory_limit: self.options.memory_limit as u64,
+            pi_version: facts.pi_version,
         };
         let entry = &artifact.manifest.entry;
         let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, entry, &context))?;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::resources::ResourcePath;
+use crate::resources::{Metadata, ResourcePath};
 use crate::store::SessionStore;
 use crate::{
     AgentSettings, DialogResponder, EventSink, NoDialogs, PromptOptions, Session, SessionConfig,
@@ -56,6 +56,9 @@ pub struct SessionSpec {
     pub pi: Option<PiVersion>,
     /// What `ctx.mode` says ("rpc", "print", "json").
     pub mode: &'static str,
+    /// How each of `artifacts` was found, in order (pi's `sourceInfo` of its commands); one
+    /// missing is taken as given on the command line.
+    pub found: Vec<Metadata>,
 }
 
 /// The pi release a session of these extensions follows, unless one is chosen.
@@ -89,8 +92,9 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
         .map_err(anyhow::Error::msg)?;
     // An extension that fails to load is reported; the others still load and run (as in pi).
     let mut loaded = 0;
-    for artifact in &spec.artifacts {
-        if session.load(artifact).await.is_ok() {
+    for (i, artifact) in spec.artifacts.iter().enumerate() {
+        let found = spec.found.get(i).cloned().unwrap_or_else(Metadata::given);
+        if session.load_found(artifact, found).await.is_ok() {
             loaded += 1;
         }
     }

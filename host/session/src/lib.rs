@@ -108,8 +108,9 @@ pub struct Session {
     workspace: Option<Arc<Workspace>>,
     /// pi's turnIndex: counts turn_end events within one agent run.
     turn_index: u64,
-    /// What was loaded, in order, to load again on reload and session switches.
-    artifacts: Vec<Artifact>,
+    /// What was loaded, in order, to load again on reload and session switches, with how
+    /// each was found (its commands' `sourceInfo`).
+    artifacts: Vec<(Artifact, resources::Metadata)>,
     /// Grants for particular extensions (by source hash) instead of the session's
     /// (`pichamber serve`'s capability policy per extension).
     extension_grants: std::collections::HashMap<String, Arc<pichamber_access::Grants>>,
@@ -370,16 +371,34 @@ impl Session {
     /// Loads one extension. A failure is reported as an error entry and the session goes on
     /// without it; the error is returned too.
     pub async fn load(&mut self, artifact: &Artifact) -> Result<(), String> {
-        self.load_shared(artifact.clone()).await
+        self.load_found(artifact, resources::Metadata::given())
+            .await
     }
 
-    async fn load_shared(&mut self, artifact: Artifact) -> Result<(), String> {
-        let result = self.load_instance(&artifact).await;
-        self.artifacts.push(artifact);
+    /// Loads an extension found as `found` says (pi's `sourceInfo` of what it registers).
+    pub async fn load_found(
+        &mut self,
+        artifact: &Artifact,
+        found: resources::Metadata,
+    ) -> Result<(), String> {
+        self.load_shared(artifact.clone(), found).await
+    }
+
+    async fn load_shared(
+        &mut self,
+        artifact: Artifact,
+        found: resources::Metadata,
+    ) -> Result<(), String> {
+        let result = self.load_instance(&artifact, &found).await;
+        self.artifacts.push((artifact, found));
         result
     }
 
-    async fn load_instance(&mut self, artifact: &Artifact) -> Result<(), String> {
+    async fn load_instance(
+        &mut self,
+        artifact: &Artifact,
+        found: &resources::Metadata,
+    ) -> Result<(), String> {
         let index = self.extensions.len();
         let prepared = match self.runtime.prepare(artifact) {
             Ok(p) => p,
@@ -398,9 +417,15 @@ impl Session {
         };
         let owner = state::owner_key(&artifact.manifest.name, &artifact.manifest.source_hash);
         {
-            let owners = &mut self.shared.state.lock().unwrap().owners;
-            owners.truncate(index);
-            owners.push(owner.clone());
+            let mut state = self.shared.state.lock().unwrap();
+            state.owners.truncate(index);
+            state.owners.push(owner.clone());
+            // pi's sourceInfo, with the extension's name where pi has its file's path.
+            let path = format!("extension:{}", artifact.manifest.name);
+            let mut info = found.source_info(std::path::Path::new(&path));
+            info.as_object_mut().unwrap().remove("baseDir");
+            state.extension_sources.truncate(index);
+            state.extension_sources.push(info);
         }
         let port = Arc::new(port::ExtensionPort::new(
             self.shared.clone(),

@@ -189,8 +189,8 @@ impl Session {
     async fn reload_extensions(&mut self) {
         let artifacts = self.artifacts.clone();
         self.artifacts.clear();
-        for artifact in artifacts {
-            let _ = self.load_shared(artifact).await;
+        for (artifact, found) in artifacts {
+            let _ = self.load_shared(artifact, found).await;
         }
     }
 

@@ -140,6 +140,7 @@ impl ExtensionHost for ExtensionPort {
             cwd: self.shared.cwd.clone(),
             mode: self.shared.mode.clone(),
             has_ui: self.shared.has_ui,
+            pi_version: self.shared.pi.number().to_owned(),
         }
     }
 

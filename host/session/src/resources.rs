@@ -40,6 +40,26 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// An extension or package given on the command line (pi's `-e`).
+    pub fn given() -> Self {
+        Self {
+            source: "cli".into(),
+            scope: "temporary".into(),
+            origin: "top-level".into(),
+            base_dir: None,
+        }
+    }
+
+    /// Found in pi's folders: the project's `.pi/` ("project") or the agent folder ("user").
+    pub fn found(scope: &str) -> Self {
+        Self {
+            source: "auto".into(),
+            scope: scope.into(),
+            origin: "top-level".into(),
+            base_dir: None,
+        }
+    }
+
     /// pi's `sourceInfo` of the resource at `path`.
     pub fn source_info(&self, path: &Path) -> Value {
         let mut info = json!({

@@ -191,6 +191,8 @@ pub struct SessionState {
     pub registrations: Vec<OtherRegistrations>,
     /// Per extension (load order): its owner key (see [`owner_key`]).
     pub owners: Vec<String>,
+    /// Per extension (load order): pi's `sourceInfo` of what it registers.
+    pub extension_sources: Vec<Value>,
     pub statuses: BTreeMap<String, String>,
     pub widgets: BTreeMap<String, Vec<String>>,
     pub title: Option<String>,
@@ -314,6 +316,7 @@ impl SessionState {
             commands: Vec::new(),
             registrations: Vec::new(),
             owners: Vec::new(),
+            extension_sources: Vec::new(),
             statuses: BTreeMap::new(),
             widgets: BTreeMap::new(),
             title: None,
@@ -497,9 +500,12 @@ impl SessionState {
             self.commands
                 .iter()
                 .map(|c| {
+                    let source_info = self.extension_sources.get(c.extension).cloned().unwrap_or_else(|| {
+                        json!({ "path": format!("extension:{}", c.extension_name), "source": "cli", "scope": "temporary", "origin": "top-level" })
+                    });
                     json!({
                         "name": c.invocation_name, "description": c.description, "source": "extension",
-                        "sourceInfo": { "path": format!("extension:{}", c.extension_name), "source": "extension" },
+                        "sourceInfo": source_info,
                     })
                 })
                 .chain(self.resources.commands_json())
