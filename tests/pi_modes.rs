@@ -171,7 +171,10 @@ fn json_and_print_modes_behave_as_pi_1_6_does() {
     );
     assert_eq!(
         theirs["entries"],
-        json!([{ "mode": "json", "hasUI": false, "version": "1.6.0" }])
+        json!([
+            { "mode": "json", "hasUI": false, "version": "1.6.0" },
+            { "defaultProvider": "mock", "defaultModel": "mock-model", "quietStartup": true },
+        ])
     );
     if let Some(difference) = first_difference(&theirs, &ours, "") {
         panic!(

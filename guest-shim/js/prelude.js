@@ -489,6 +489,8 @@ const pi = {
   exec: (command, args, options) => exec(command, args, options),
   getActiveTools: action(() => hostCall("getActiveTools")),
   getAllTools: action(() => hostCall("getAllTools")),
+  // pi 1.6.0: the effective settings (a copy).
+  getSettings: action(() => hostCall("getSettings")),
   setActiveTools: action((names) => void hostCall("setActiveTools", names)),
   getCommands: action(() => hostCall("getCommands")),
   setModel: (model) => {

@@ -219,6 +219,7 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
         }
         "theme" => Ok(parse(&host::get_theme())),
         "builtinTools" => Ok(parse(&host::get_builtin_tools())),
+        "getSettings" => Ok(parse(&host::get_settings())),
         "toolUpdate" => {
             host::tool_update(&a.str(0), &a.json(1));
             Ok(Value::Null)

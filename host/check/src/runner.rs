@@ -163,6 +163,7 @@ pub async fn run(
         pi: None,
         mode: "rpc",
         found: vec![],
+        settings: serde_json::json!({}),
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

@@ -609,6 +609,7 @@ async fn open_session(
             esay!("pichamber: {note}");
         }
     }
+    let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, args.trust_project));
     pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts,
@@ -631,6 +632,7 @@ async fn open_session(
         pi: Some(pi),
         mode,
         found,
+        settings,
     })
     .await
 }

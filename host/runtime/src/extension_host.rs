@@ -102,6 +102,8 @@ pub trait ExtensionHost: Send + Sync {
     fn session_read(&self, method: &str, args: Value) -> Result<Value, String>;
     /// pi's built-in tools as the session's pi release describes them (`createReadTool` & co.).
     fn builtin_tools(&self) -> Value;
+    /// pi's effective settings (`pi.getSettings()`).
+    fn settings(&self) -> Value;
     fn active_tools(&self) -> Vec<String>;
     fn all_tools(&self) -> Value;
     fn set_active_tools(&self, names: Vec<String>);

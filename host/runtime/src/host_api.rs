@@ -343,6 +343,10 @@ impl Host for ExtensionState {
         Ok(self.host.builtin_tools().to_string())
     }
 
+    fn get_settings(&mut self) -> Result<String> {
+        Ok(self.host.settings().to_string())
+    }
+
     fn get_active_tools(&mut self) -> Result<Vec<String>> {
         Ok(self.host.active_tools())
     }

@@ -59,6 +59,8 @@ pub struct SessionSpec {
     /// How each of `artifacts` was found, in order (pi's `sourceInfo` of its commands); one
     /// missing is taken as given on the command line.
     pub found: Vec<Metadata>,
+    /// pi's effective settings, for `pi.getSettings()` (`settings::merge` of its layers).
+    pub settings: Value,
 }
 
 /// The pi release a session of these extensions follows, unless one is chosen.
@@ -87,6 +89,7 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
         },
     );
     session.set_resources(spec.prompts, spec.skills);
+    session.shared.state.lock().unwrap().settings = spec.settings;
     session
         .set_thinking_level(&spec.thinking)
         .map_err(anyhow::Error::msg)?;

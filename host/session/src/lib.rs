@@ -24,6 +24,7 @@ pub mod messages;
 mod port;
 pub mod resources;
 pub mod retry;
+pub mod settings;
 pub mod state;
 pub mod store;
 mod system_message;

@@ -695,6 +695,10 @@ impl ExtensionHost for ExtensionPort {
         theme
     }
 
+    fn settings(&self) -> Value {
+        self.shared.state.lock().unwrap().settings.clone()
+    }
+
     fn builtin_tools(&self) -> Value {
         // What the guest's createReadTool & co. describe: the host's wording, for the pi
         // release the session follows.

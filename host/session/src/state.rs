@@ -193,6 +193,9 @@ pub struct SessionState {
     pub owners: Vec<String>,
     /// Per extension (load order): pi's `sourceInfo` of what it registers.
     pub extension_sources: Vec<Value>,
+    /// pi's effective settings (`pi.getSettings()`): the user's settings.json, then a trusted
+    /// project's, merged (see [`crate::settings`]).
+    pub settings: Value,
     pub statuses: BTreeMap<String, String>,
     pub widgets: BTreeMap<String, Vec<String>>,
     pub title: Option<String>,
@@ -317,6 +320,7 @@ impl SessionState {
             registrations: Vec::new(),
             owners: Vec::new(),
             extension_sources: Vec::new(),
+            settings: Value::Object(Default::default()),
             statuses: BTreeMap::new(),
             widgets: BTreeMap::new(),
             title: None,
