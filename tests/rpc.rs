@@ -1182,7 +1182,9 @@ fn normalise_response(response: &Value, normaliser: &mut Normaliser) -> Value {
         // a difference by design. How it was loaded is compared.
         if let Some(commands) = data.get_mut("commands").and_then(Value::as_array_mut) {
             for command in commands {
-                if let Some(info) = command["sourceInfo"].as_object_mut() {
+                if command["source"] != "extension" {
+                    command.as_object_mut().map(|c| c.remove("sourceInfo"));
+                } else if let Some(info) = command["sourceInfo"].as_object_mut() {
                     info.remove("path");
                     info.remove("baseDir");
                 }

@@ -166,10 +166,12 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
                 }
                 continue;
             }
-            // pichamber names no host files by design: where pi gives a command's sourceInfo
-            // path (the extension's file) and an extension error's extensionPath (the file),
-            // pichamber names the extension; how it was loaded (source, scope, origin) is
-            // compared. Command errors (`command:NAME` in pi) are kept.
+            // pichamber names no host files by design: where pi gives an extension command's
+            // sourceInfo path (the extension's file) and an extension error's extensionPath
+            // (the file), pichamber names the extension; how it was loaded (source, scope,
+            // origin) is compared. Templates' and skills' sourceInfo is not: pichamber labels
+            // a package's resources by the package, where pi labels them by their folder
+            // (noted in issue 15). Command errors (`command:NAME` in pi) are kept.
             if kind == "response"
                 && let Some(commands) = line
                     .get_mut("data")
@@ -177,7 +179,9 @@ pub fn normalise(record: &Record, paths: &Paths) -> Vec<NormalStep> {
                     .and_then(Value::as_array_mut)
             {
                 for command in commands {
-                    if let Some(info) = command["sourceInfo"].as_object_mut() {
+                    if command["source"] != "extension" {
+                        command.as_object_mut().map(|c| c.remove("sourceInfo"));
+                    } else if let Some(info) = command["sourceInfo"].as_object_mut() {
                         info.remove("path");
                         info.remove("baseDir");
                     }
