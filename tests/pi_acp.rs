@@ -16,7 +16,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::compare::{first_difference, normalise};
+use common::compare::{first_difference, mock_model_home, normalise};
 use common::oracle::Pi;
 use pichamber_model::mock_server;
 use pichamber_model::scripted::Script;
@@ -46,20 +46,9 @@ fn drive(side: Side, node: &Path, root: &Path) -> Value {
         .build()
         .unwrap();
     let mock = runtime.block_on(mock_server::start(script())).unwrap();
-    let (bin, agent, ws) = (root.join("bin"), root.join("home/agent"), root.join("ws"));
-    for dir in [&bin, &agent, &ws] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(ws.join("notes.txt"), "first line\nsecond line\n").unwrap();
-    let models = json!({"providers": {"mock": {
-        "baseUrl": mock.base_url(), "api": "openai-completions", "apiKey": "test-key",
-        "models": [{"id": "mock-model"}],
-    }}});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
-    // quietStartup: pi-acp's startup block lists pi's install folders and version notices.
-    let settings =
-        json!({"defaultProvider": "mock", "defaultModel": "mock-model", "quietStartup": true});
-    std::fs::write(agent.join("settings.json"), settings.to_string()).unwrap();
+    let (agent, ws) = mock_model_home(root, &mock.base_url());
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
     match side {
         Side::Pi => {
             let cli = Pi::V1_6.package().join("dist/cli.js");

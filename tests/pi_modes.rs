@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::compare::{first_difference, normalise};
+use common::compare::{first_difference, mock_model_home, normalise};
 use common::oracle::Pi;
 use pichamber_model::mock_server;
 use pichamber_model::scripted::Script;
@@ -38,19 +38,7 @@ fn pi(side: Side, root: &Path, args: &[&str], stdin: &str) -> (i32, String, Stri
         .build()
         .unwrap();
     let mock = runtime.block_on(mock_server::start(script())).unwrap();
-    let (agent, ws) = (root.join("home/agent"), root.join("ws"));
-    for dir in [&agent, &ws] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(ws.join("notes.txt"), "first line\nsecond line\n").unwrap();
-    let models = json!({"providers": {"mock": {
-        "baseUrl": mock.base_url(), "api": "openai-completions", "apiKey": "test-key",
-        "models": [{"id": "mock-model"}],
-    }}});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
-    let settings =
-        json!({"defaultProvider": "mock", "defaultModel": "mock-model", "quietStartup": true});
-    std::fs::write(agent.join("settings.json"), settings.to_string()).unwrap();
+    let (agent, ws) = mock_model_home(root, &mock.base_url());
     let extension = common::repo().join("tests/fixtures/pi-modes/mode.ts");
     let mut command = match side {
         Side::Pi => {

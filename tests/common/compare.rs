@@ -56,3 +56,27 @@ pub fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
         _ => Some(format!("{path}: pi {a}, pichamber {b}")),
     }
 }
+
+/// One side's folders under `root` for a run against the mock model at `base_url`: pi's agent
+/// folder (`home/agent`, with a models.json naming the mock and settings.json choosing it) and a
+/// workspace (`ws`) holding `notes.txt`. Returns (agent folder, workspace).
+pub fn mock_model_home(
+    root: &std::path::Path,
+    base_url: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (agent, ws) = (root.join("home/agent"), root.join("ws"));
+    for dir in [&agent, &ws] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(ws.join("notes.txt"), "first line\nsecond line\n").unwrap();
+    let models = json!({"providers": {"mock": {
+        "baseUrl": base_url, "api": "openai-completions", "apiKey": "test-key",
+        "models": [{"id": "mock-model"}],
+    }}});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    // quietStartup: pi's startup block lists its install folders and version notices.
+    let settings =
+        json!({"defaultProvider": "mock", "defaultModel": "mock-model", "quietStartup": true});
+    std::fs::write(agent.join("settings.json"), settings.to_string()).unwrap();
+    (agent, ws)
+}
