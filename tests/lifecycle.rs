@@ -107,6 +107,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
             instance: options,
             flags: vec![],
             model: Some(Arc::new(ModelClient::Scripted(model))),
+            catalog: Default::default(),
             agent: AgentSettings {
                 builtin_tools: true,
                 ..Default::default()

@@ -7,6 +7,8 @@
 const hostCall = (name, ...args) => JSON.parse(globalThis.__host(name, JSON.stringify(args)));
 const loadContext = JSON.parse(globalThis.__pichamber_load_context);
 delete globalThis.__pichamber_load_context;
+// Whether the session follows pi 1.6.0 (README, "Which pi"): its additions to the API exist.
+const followsPi16 = !String(loadContext.piVersion ?? "1.6.0").startsWith("0.");
 
 const errorText = (err) => (err instanceof Error ? err.message : String(err));
 // Stack frames inside pichamber's own modules are noise to an extension author.
@@ -381,6 +383,7 @@ const extension = {
   shortcuts: new Map(),
   renderers: new Map(),
   busListeners: new Map(),
+  virtualModels: new Map(),
 };
 let loading = false;
 const notInitialized = () => {
@@ -431,6 +434,11 @@ const pi = {
     if (list.length === 0) hostCall("subscribe", String(event));
     list.push(handler);
     extension.handlers.set(event, list);
+    // pi 1.6.0: the handler's unsubscribe function.
+    return () => {
+      const at = list.indexOf(handler);
+      if (at >= 0) list.splice(at, 1);
+    };
   },
   registerTool(tool) {
     if (!tool || typeof tool.name !== "string") throw new TypeError("registerTool: tool.name must be a string");
@@ -506,6 +514,35 @@ const pi = {
   unregisterProvider: (name) => void hostCall("unregisterProvider", String(name)),
   events: eventBus,
 };
+// What pi 1.6.0 added to the API; a session that follows 0.73.1 lacks it, as 0.73.1 does.
+const registeredWhileLoading = new Set();
+const pi16Api = {
+  // A catalog entry whose requests `route` sends to a model of the catalog. The host lists it
+  // and asks `route` (through routeModel below) before each of its requests.
+  registerVirtualModel(model) {
+    const { route, ...definition } = model ?? {};
+    if (typeof route !== "function") throw new TypeError(`registerVirtualModel(${definition.provider}/${definition.id}): route must be a function`);
+    hostCall("registerVirtualModel", definition);
+    extension.virtualModels.set(`${definition.provider}/${definition.id}`, { ...definition, route });
+  },
+  unregisterVirtualModel(provider, id) {
+    hostCall("unregisterVirtualModel", String(provider), String(id));
+    extension.virtualModels.delete(`${provider}/${id}`);
+  },
+  // pi 1.6.0's MCP server registry (the host checks and keeps it; see mcp_servers_change).
+  registerMcpServer(name, config) {
+    hostCall("registerMcpServer", String(name), config ?? null);
+    if (loading) registeredWhileLoading.add(String(name));
+  },
+  unregisterMcpServer: (name) => void hostCall("unregisterMcpServer", String(name)),
+  // pi applies what a factory registers once the factory returned: until then it lists only
+  // the other extensions' servers.
+  getMcpServers: () => {
+    const servers = hostCall("getMcpServers");
+    return loading ? servers.filter((s) => !registeredWhileLoading.has(s.name)) : servers;
+  },
+};
+if (followsPi16) Object.assign(pi, pi16Api);
 
 // ---------------------------------------------------------------------------------------------
 // ctx: rebuilt for every call from the host's snapshot (cwd, model, ...) plus live methods.
@@ -583,10 +620,84 @@ const sessionManager = {
   buildContextEntries: sessionRead("buildContextEntries"),
 };
 
+// ctx.modelRegistry over the host's catalog (pi's models.json and virtual models). Model
+// calls are made by the host, so API keys never enter the sandbox.
+const catalog = () => hostCall("getModels");
+const sameModel = (a, provider, id) => a.provider === provider && a.id === id;
+const catalogEntry = (model) => model && catalog().find((e) => sameModel(e.model, model.provider, model.id));
+const CREDENTIALS_STAY_ON_HOST =
+  "pichamber keeps provider credentials on the host: an extension calls a model with ctx.modelRegistry.complete() and never reads its key";
+
+async function completeModel(model, context, options) {
+  if (!model || typeof model !== "object") throw new TypeError("ctx.modelRegistry.complete(model, context): model must be a Model");
+  if (model.api === "pi-virtual") throw new Error(`Virtual model ${model.provider}/${model.id} must be routed before streaming`);
+  const { signal, ...rest } = options ?? {};
+  const plain = JSON.parse(JSON.stringify(rest));
+  const outcome = await startOperation(
+    { op: "model", provider: String(model.provider), modelId: String(model.id), context: JSON.parse(JSON.stringify(context ?? {})), options: plain },
+    signal,
+  );
+  if (outcome.cancelled) {
+    return { role: "assistant", content: [], api: model.api, provider: model.provider, model: model.id, stopReason: "aborted", errorMessage: "Request was aborted", timestamp: Date.now() };
+  }
+  if (outcome.error !== undefined) throw new Error(outcome.error);
+  return outcome.ok;
+}
+
+// pi-ai's AssistantMessageEventStream over one host call: `start`, then `done` (or `error`),
+// and `result()`. The host does not forward the provider's deltas to the guest.
+function messageStream(model, context, options) {
+  const result = completeModel(model, context, options).catch((err) => ({
+    role: "assistant", content: [], api: model?.api, provider: model?.provider, model: model?.id,
+    stopReason: "error", errorMessage: errorText(err), timestamp: Date.now(),
+  }));
+  return {
+    result: () => result,
+    async *[Symbol.asyncIterator]() {
+      const message = await result;
+      yield { type: "start", partial: message };
+      if (message.stopReason === "error" || message.stopReason === "aborted") {
+        yield { type: "error", reason: message.stopReason, error: message };
+      } else {
+        yield { type: "done", reason: message.stopReason, message };
+      }
+    },
+  };
+}
+
+const ofType = (type, list) => (type === "chat" ? list : []);
 const modelRegistry = {
-  getAll: () => [],
-  getAvailable: () => [],
-  find: () => undefined,
+  refresh: async () => ({ ok: true }),
+  getError: () => undefined,
+  getAll: () => catalog().map((e) => e.model),
+  getAvailable: () => catalog().filter((e) => e.configured).map((e) => e.model),
+  find: (provider, id) => catalog().find((e) => sameModel(e.model, provider, id))?.model,
+  findOfType: (type, provider, id) => ofType(type, catalog()).find((e) => sameModel(e.model, provider, id))?.model,
+  getModelOfType: (type, provider, id) => ofType(type, catalog()).find((e) => sameModel(e.model, provider, id))?.model,
+  getModelsOfType: (type, provider) =>
+    ofType(type, catalog()).filter((e) => provider === undefined || e.model.provider === provider).map((e) => e.model),
+  getAvailableOfType: async (type, provider) =>
+    ofType(type, catalog()).filter((e) => e.configured && (provider === undefined || e.model.provider === provider)).map((e) => e.model),
+  hasConfiguredAuth: (model) => catalogEntry(model)?.configured === true,
+  getProviderAuthStatus: (provider) =>
+    catalog().some((e) => e.model.provider === provider && e.configured) ? { configured: true, source: "models_json_key" } : { configured: false },
+  getProviderDisplayName: (provider) => String(provider),
+  isUsingOAuth: () => false,
+  getApiKeyAndHeaders: async () => ({ ok: false, error: CREDENTIALS_STAY_ON_HOST }),
+  getApiKeyForProvider: async () => undefined,
+  getProviderAuth: async () => undefined,
+  complete: completeModel,
+  stream: messageStream,
+  streamSimple: messageStream,
+  classify: async () => ({ stopReason: "error", errorMessage: "pichamber's host has no classifier models", answers: {} }),
+  generateImages: async () => ({ stopReason: "error", errorMessage: "pichamber's host has no image models", images: [] }),
+  registerProvider: (name, config) => pi.registerProvider(name, config),
+  unregisterProvider: (name) => pi.unregisterProvider(name),
+  registerVirtualModel: (definition) => pi.registerVirtualModel({ ...definition, route: (request) => definition.route(request) }),
+  unregisterVirtualModel: (provider, id) => pi.unregisterVirtualModel(provider, id),
+  getRegisteredProviderConfig: () => undefined,
+  getRegisteredNativeProvider: () => undefined,
+  getRegisteredProviderIds: () => [],
 };
 
 const neverAborted = () => new AbortController().signal;
@@ -617,6 +728,12 @@ function makeContext(snapshot, extras = {}) {
     },
     getSystemPrompt: () => hostCall("getSystemPrompt"),
   };
+  if (followsPi16) {
+    Object.defineProperty(ctx, "thinkingLevel", { get: () => hostCall("getThinkingLevel"), enumerable: true });
+    ctx.scopedModels = [];
+    // pichamber loads a project's extensions only when the operator trusts the project.
+    ctx.isProjectTrusted = () => true;
+  }
   return ctx;
 }
 
@@ -639,7 +756,9 @@ function sessionAction(name, args) {
 }
 
 function makeCommandContext(snapshot) {
-  return Object.assign(makeContext(snapshot), {
+  const ctx = makeContext(snapshot);
+  if (followsPi16) ctx.getSystemPromptOptions = () => JSON.parse(JSON.stringify(snapshot.systemPromptOptions ?? {}));
+  return Object.assign(ctx, {
     waitForIdle: async () => {},
     newSession: (options) => sessionAction("newSession", options),
     fork: (entryId, options) => sessionAction("fork", { ...options, entryId }),
@@ -916,6 +1035,21 @@ globalThis.__pichamber = {
     const command = extension.commands.get(name);
     if (!command?.getArgumentCompletions) return null;
     return (await command.getArgumentCompletions(prefix)) ?? null;
+  }),
+  routeModel: envelope(async (provider, id, requestJson, ctxJson) => {
+    const model = extension.virtualModels.get(`${provider}/${id}`);
+    if (!model) throw new Error(`Virtual model ${provider}/${id} is not registered by this extension`);
+    const request = { ...JSON.parse(requestJson), signal: neverAborted() };
+    const route = await model.route(request, makeContext(JSON.parse(ctxJson)));
+    if (!route || typeof route.model !== "object" || route.model === null) {
+      throw new Error(`Virtual model ${provider}/${id}: route() returned ${JSON.stringify(route)} instead of { model, thinkingLevel }`);
+    }
+    return {
+      model: { provider: route.model.provider, id: route.model.id },
+      thinkingLevel: route.thinkingLevel,
+      state: route.state,
+      keepsState: route.state !== undefined && route.state === request.state,
+    };
   }),
   compactionOutcome: envelope(async (callback, outcomeJson) => {
     await reportCompaction({ callback: Number(callback), ...JSON.parse(outcomeJson) });

@@ -13,8 +13,8 @@ use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
     BuiltinToolRequest, CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog,
     ExecRequest, FetchRequest, FlagDefinition, FlagType, FormDialog, InputDialog, LogLevel,
-    Notification, NotifyKind, Operation, SelectDialog, ShortcutDefinition, StatusUpdate,
-    ToolDefinition, UiUpdate, WidgetUpdate,
+    ModelRequest, Notification, NotifyKind, Operation, SelectDialog, ShortcutDefinition,
+    StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
 };
 use crate::fs;
 
@@ -164,6 +164,18 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
             host::unregister_provider(&a.str(0));
             Ok(Value::Null)
         }
+        "registerVirtualModel" => unit(host::register_virtual_model(&a.json(0))),
+        "unregisterVirtualModel" => {
+            host::unregister_virtual_model(&a.str(0), &a.str(1));
+            Ok(Value::Null)
+        }
+        "getModels" => Ok(parse(&host::get_models())),
+        "registerMcpServer" => unit(host::register_mcp_server(&a.str(0), &a.json(1))),
+        "unregisterMcpServer" => {
+            host::unregister_mcp_server(&a.str(0));
+            Ok(Value::Null)
+        }
+        "getMcpServers" => Ok(parse(&host::get_mcp_servers())),
         "getFlag" => Ok(parse_opt(host::get_flag(&a.str(0)))),
         "sendMessage" => unit(host::send_message(&a.json(0), &a.json(1))),
         "sendUserMessage" => unit(host::send_user_message(&a.json(0), &a.json(1))),
@@ -372,6 +384,12 @@ fn operation(a: &Args) -> Result<Operation, String> {
             params: a.field("params").to_string(),
             cwd: a.field_str("cwd"),
             update_call_id: a.field_str("updateCallId").filter(|id| !id.is_empty()),
+        }),
+        Some("model") => Operation::Model(ModelRequest {
+            provider: a.field_str("provider").unwrap_or_default(),
+            model_id: a.field_str("modelId").unwrap_or_default(),
+            context: a.field("context").to_string(),
+            options: a.field("options").to_string(),
         }),
         other => return Err(format!("unknown operation {other:?}")),
     })

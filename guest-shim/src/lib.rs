@@ -129,6 +129,15 @@ impl Guest for Extension {
         engine::call_prelude("compactionOutcome", &[&callback.to_string(), &outcome]).map(|_| ())
     }
 
+    fn route_model(
+        provider: String,
+        id: String,
+        request: String,
+        ctx: String,
+    ) -> Result<String, String> {
+        engine::call_prelude("routeModel", &[&provider, &id, &request, &ctx])
+    }
+
     fn shutdown() {
         // Nothing to flush: the host drops the instance, which frees all guest memory.
     }

@@ -153,6 +153,7 @@ pub async fn run(
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         model: Some(model),
+        catalog: Default::default(),
         agent: AgentSettings {
             builtin_tools: scenario.builtin_tools,
             ..Default::default()

@@ -621,6 +621,7 @@ async fn open_session(
         instance: r.instance,
         flags: r.flags,
         model: r.model,
+        catalog: pichamber_model::catalog::Catalog::load(args.model.models.as_deref()),
         agent: r.agent,
         thinking: args.model.thinking.clone(),
         store: r.store,
@@ -1168,8 +1169,7 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     };
     session.start().await;
-    let models = rpc::ModelCatalog::load(args.common.model.models.as_deref());
-    rpc::serve(session, dialogs, output, models, tokio::io::stdin()).await;
+    rpc::serve(session, dialogs, output, tokio::io::stdin()).await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -11,13 +11,15 @@
 //!
 //! - [`openai`]: OpenAI-compatible chat completions, built and parsed as pi-ai's
 //!   `openai-completions` provider does.
-//! - [`models_json`]: pi's `models.json` custom providers.
+//! - [`models_json`]: pi's `models.json` custom providers; [`catalog`]: the models a
+//!   session chooses from.
 //! - [`scripted`]: canned turns from a script file, for tests and CI.
 //! - [`mock_server`]: the same scripts served as an OpenAI chat-completions endpoint.
 //!
 //! It knows nothing of sessions, extensions or the agent loop that drives it.
 
 mod assembler;
+pub mod catalog;
 pub mod mock_server;
 pub mod models_json;
 pub mod openai;

@@ -8,58 +8,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{Output, RpcDialogs, Work, response};
-use pichamber_model::models_json::{self, ModelsJson};
-use pichamber_model::{ModelClient, OpenAiModel};
 use pichamber_session::export_html::{self, ExportExtras};
 use pichamber_session::messages;
 use pichamber_session::state::{AgentRequest, Disposition, SessionShared};
 use pichamber_session::{ForkPosition, QueueMode, Session};
-
-/// The models `set_model`, `cycle_model` and `get_available_models` choose from: pi's
-/// models.json (OpenAI-compatible providers), plus the session's own model.
-#[derive(Default)]
-pub struct ModelCatalog {
-    models: Vec<Arc<ModelClient>>,
-}
-
-impl ModelCatalog {
-    /// Reads models.json (`path`, or pi's default when it exists); models that cannot be
-    /// called (another API, no key) are left out.
-    pub fn load(path: Option<&Path>) -> Self {
-        let path = path
-            .map(Path::to_path_buf)
-            .unwrap_or_else(models_json::default_path);
-        let Ok(file) = ModelsJson::load(&path) else {
-            return Self::default();
-        };
-        let models = file
-            .models()
-            .into_iter()
-            .filter_map(|m| file.openai_config(&m.provider, &m.id).ok())
-            .filter(|c| c.api_key.is_some())
-            .filter_map(|c| OpenAiModel::new(c).ok())
-            .map(|m| Arc::new(ModelClient::OpenAi(m)))
-            .collect();
-        Self { models }
-    }
-
-    fn infos(&self, current: Option<&Value>) -> Vec<Value> {
-        let mut infos: Vec<Value> = self.models.iter().map(|m| m.info()).collect();
-        if let Some(current) = current
-            && !infos.iter().any(|m| same_model(m, current))
-        {
-            infos.insert(0, current.clone());
-        }
-        infos
-    }
-
-    fn find(&self, provider: &str, id: &str) -> Option<Arc<ModelClient>> {
-        self.models
-            .iter()
-            .find(|m| m.info()["provider"] == provider && m.info()["id"] == id)
-            .cloned()
-    }
-}
 
 fn same_model(a: &Value, b: &Value) -> bool {
     a["provider"] == b["provider"] && a["id"] == b["id"]
@@ -476,7 +428,6 @@ const THINKING_LEVELS: [&str; 5] = ["off", "minimal", "low", "medium", "high"];
 /// A command that changes the session, on the worker's side.
 pub(super) async fn run_session_command(
     session: &mut Session,
-    models: &mut ModelCatalog,
     command: &Value,
 ) -> Result<Option<Value>, String> {
     let current_model = || session.shared.state.lock().unwrap().model.clone();
@@ -507,29 +458,40 @@ pub(super) async fn run_session_command(
             let instructions = command["customInstructions"].as_str();
             session.compact(instructions, "manual").await.map(Some)
         }
-        "get_available_models" => Ok(Some(
-            json!({ "models": models.infos(current_model().as_ref()) }),
-        )),
+        "get_available_models" => {
+            let mut infos: Vec<Value> = session
+                .selectable_models()
+                .iter()
+                .map(|m| m.info())
+                .collect();
+            // The session's own model is listed even when it is not one models.json defines.
+            if let Some(current) = current_model()
+                && !infos.iter().any(|m| same_model(m, &current))
+            {
+                infos.insert(0, current);
+            }
+            Ok(Some(json!({ "models": infos })))
+        }
         "set_model" => {
             let provider = text_arg(command, "provider")?;
             let id = text_arg(command, "modelId")?;
-            let model = models
-                .find(provider, id)
+            let model = session
+                .find_model(provider, id)
                 .ok_or_else(|| format!("Model not found: {provider}/{id}"))?;
             let info = model.info();
             session.set_model(model, "set").await?;
             Ok(Some(info))
         }
         "cycle_model" => {
-            if models.models.len() < 2 {
+            let models = session.selectable_models();
+            if models.len() < 2 {
                 return Ok(Some(Value::Null));
             }
             let current = current_model();
             let at = models
-                .models
                 .iter()
                 .position(|m| current.as_ref().is_some_and(|c| same_model(&m.info(), c)));
-            let next = models.models[at.map_or(0, |i| (i + 1) % models.models.len())].clone();
+            let next = models[at.map_or(0, |i| (i + 1) % models.len())].clone();
             let info = next.info();
             session.set_model(next, "cycle").await?;
             let level = session.shared.state.lock().unwrap().thinking_level.clone();

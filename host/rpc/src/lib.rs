@@ -27,7 +27,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 
-pub use commands::ModelCatalog;
 pub use dialogs::RpcDialogs;
 
 use pichamber_session::{EventSink, PiVersion, Session, SessionEvent};
@@ -143,7 +142,6 @@ pub async fn serve(
     session: Session,
     dialogs: Arc<RpcDialogs>,
     output: Arc<Output>,
-    models: ModelCatalog,
     input: impl AsyncRead + Unpin,
 ) {
     let shared = session.shared.clone();
@@ -178,7 +176,6 @@ pub async fn serve(
         let output = output.clone();
         async move {
             let mut session = session;
-            let mut models = models;
             loop {
                 // Extension timers due while idle run too.
                 let next_timer = session.poll().await;
@@ -199,9 +196,7 @@ pub async fn serve(
                 match item {
                     Some(Work::Command(id, command)) => {
                         let kind = command["type"].as_str().unwrap_or_default().to_owned();
-                        let outcome =
-                            commands::run_session_command(&mut session, &mut models, &command)
-                                .await;
+                        let outcome = commands::run_session_command(&mut session, &command).await;
                         output.line(&response(&id, &kind, outcome));
                     }
                     Some(Work::Wake) => {}

@@ -43,6 +43,16 @@ pub enum HostWork {
         cwd: Option<String>,
         update_id: Option<String>,
     },
+    /// `ctx.modelRegistry.complete`: one call to a session model, made with the host's
+    /// credentials.
+    Model {
+        provider: String,
+        model_id: String,
+        /// pi-ai's `Context`.
+        context: Value,
+        /// pi-ai's stream options.
+        options: Value,
+    },
 }
 
 /// What [`HostWork`] produced, one kind per kind of work.
@@ -52,6 +62,8 @@ pub enum WorkDone {
     Fetch(FetchResponse),
     /// The built-in tool's result (`{content, details}`).
     BuiltinTool(Value),
+    /// The model's AssistantMessage.
+    Model(Value),
 }
 
 /// A flag an extension registers (`pi.registerFlag`), its default already parsed.
@@ -84,6 +96,16 @@ pub trait ExtensionHost: Send + Sync {
     /// `config` with any API key already redacted.
     fn register_provider(&self, name: String, config: Value);
     fn unregister_provider(&self, name: &str);
+    /// `pi.registerVirtualModel` (checked for shape; `route` stays in the guest). Err when
+    /// the name is taken by a model the session can call or another extension's virtual one.
+    fn register_virtual_model(&self, model: Value) -> Result<(), String>;
+    fn unregister_virtual_model(&self, provider: &str, id: &str);
+    /// `pi.registerMcpServer`: Err (pi's message) for an invalid name or config, or a name
+    /// another extension holds.
+    fn register_mcp_server(&self, name: String, config: Value) -> Result<(), String>;
+    fn unregister_mcp_server(&self, name: &str);
+    /// `pi.getMcpServers()`.
+    fn mcp_servers(&self) -> Value;
     fn flag(&self, name: &str) -> Option<Value>;
     /// Drops everything the extension registered (its instance is replaced); the names of
     /// its tools that were inactive.
@@ -110,6 +132,8 @@ pub trait ExtensionHost: Send + Sync {
     fn commands(&self) -> Value;
     fn model(&self) -> Option<Value>;
     fn set_model(&self, model: Value) -> bool;
+    /// `ctx.modelRegistry`'s catalog: `[{model, configured}]`, virtual models included.
+    fn models(&self) -> Value;
     fn thinking_level(&self) -> String;
     fn set_thinking_level(&self, level: String) -> Result<(), String>;
     fn emit_bus_event(&self, channel: String, data: String);

@@ -201,6 +201,27 @@ impl Guest {
         }
     }
 
+    /// A 0.1.0 guest cannot register a virtual model, so it is never asked to route one.
+    pub async fn call_route_model(
+        &self,
+        store: Store_<'_>,
+        provider: &str,
+        id: &str,
+        request: &String,
+        ctx: &String,
+    ) -> wasmtime::Result<Result<String, String>> {
+        match self {
+            Self::Latest(b) => {
+                b.pichamber_extension_guest()
+                    .call_route_model(store, provider, id, request, ctx)
+                    .await
+            }
+            Self::V0_1(_) => Ok(Err(format!(
+                "{provider}/{id}: a WIT 0.1.0 extension has no virtual models"
+            ))),
+        }
+    }
+
     pub async fn call_poll(&self, store: Store_<'_>) -> wasmtime::Result<Option<u64>> {
         match self {
             Self::Latest(b) => b.pichamber_extension_guest().call_poll(store).await,

@@ -275,6 +275,57 @@ impl Host for ExtensionState {
         Ok(())
     }
 
+    fn register_virtual_model(&mut self, model: String) -> Result<Result<(), String>> {
+        Ok((|| {
+            let model = parse_json("virtual model", &model)?;
+            let (Some(provider), Some(id)) = (model["provider"].as_str(), model["id"].as_str())
+            else {
+                return Err(
+                    "registerVirtualModel: the model needs a provider and an id (strings)".into(),
+                );
+            };
+            check_name("virtual model provider", provider)?;
+            check_name("virtual model id", id)?;
+            let key = format!("{provider}/{id}");
+            self.registry
+                .admit(Kind::VirtualModel, &key, model.to_string().len())
+                .map_err(|e| format!("registerVirtualModel {key}: {e}"))?;
+            self.host
+                .register_virtual_model(model)
+                .inspect_err(|_| self.registry.release(Kind::VirtualModel, &key))
+        })())
+    }
+
+    fn unregister_virtual_model(&mut self, provider: String, id: String) -> Result<()> {
+        self.registry
+            .release(Kind::VirtualModel, &format!("{provider}/{id}"));
+        self.host.unregister_virtual_model(&provider, &id);
+        Ok(())
+    }
+
+    fn register_mcp_server(&mut self, name: String, config: String) -> Result<Result<(), String>> {
+        Ok((|| {
+            let bytes = name.len() + config.len();
+            let config = parse_json("MCP server config", &config)?;
+            self.registry
+                .admit(Kind::McpServer, &name, bytes)
+                .map_err(|e| format!("registerMcpServer {name}: {e}"))?;
+            self.host
+                .register_mcp_server(name.clone(), config)
+                .inspect_err(|_| self.registry.release(Kind::McpServer, &name))
+        })())
+    }
+
+    fn unregister_mcp_server(&mut self, name: String) -> Result<()> {
+        self.registry.release(Kind::McpServer, &name);
+        self.host.unregister_mcp_server(&name);
+        Ok(())
+    }
+
+    fn get_mcp_servers(&mut self) -> Result<String> {
+        Ok(self.host.mcp_servers().to_string())
+    }
+
     fn get_flag(&mut self, name: String) -> Result<Option<String>> {
         Ok(self.host.flag(&name).map(|v| v.to_string()))
     }
@@ -373,6 +424,10 @@ impl Host for ExtensionState {
             Ok(model) => self.host.set_model(model),
             Err(_) => false,
         })
+    }
+
+    fn get_models(&mut self) -> Result<String> {
+        Ok(self.host.models().to_string())
     }
 
     fn get_thinking_level(&mut self) -> Result<String> {
@@ -603,6 +658,27 @@ impl Host for ExtensionState {
                     Outcome::BuiltinTool(done.await.and_then(|done| match done {
                         WorkDone::BuiltinTool(result) => Ok(result.to_string()),
                         other => Err(format!("unexpected outcome of a built-in tool: {other:?}")),
+                    }))
+                }
+                .boxed()
+            }
+            Operation::Model(request) => {
+                let work = match parse_json("model context", &request.context)
+                    .and_then(|c| Ok((c, parse_json("model options", &request.options)?)))
+                {
+                    Ok((context, options)) => HostWork::Model {
+                        provider: request.provider,
+                        model_id: request.model_id,
+                        context,
+                        options,
+                    },
+                    Err(e) => return Ok(Err(e)),
+                };
+                let done = self.host.work(&self.grants, work);
+                async move {
+                    Outcome::Model(done.await.and_then(|done| match done {
+                        WorkDone::Model(message) => Ok(message.to_string()),
+                        other => Err(format!("unexpected outcome of a model call: {other:?}")),
                     }))
                 }
                 .boxed()

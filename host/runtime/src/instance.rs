@@ -513,6 +513,24 @@ impl ExtensionInstance {
         .map_err(|e| self.guest_error(e))
     }
 
+    /// Asks the extension's virtual model `provider`/`id` where `request` (pi's
+    /// `ModelRouteRequest`) goes: its `ModelRoute`.
+    pub async fn route_model(
+        &mut self,
+        provider: &str,
+        id: &str,
+        request: &Value,
+        ctx: &Value,
+    ) -> Result<Value, CallError> {
+        let (request, ctx) = (request.to_string(), ctx.to_string());
+        let route = guest_call!(self, |g, s| g
+            .call_route_model(s, provider, id, &request, &ctx))?
+        .map_err(|e| self.guest_error(e))?;
+        check_size("the model route", &route)?;
+        serde_json::from_str(&route)
+            .map_err(|e| CallError::Guest(format!("the model route is not JSON: {e}")))
+    }
+
     /// Runs due timers and completed operations; the delay until the next timer, if any.
     pub async fn poll(&mut self) -> Result<Option<u64>, CallError> {
         guest_call!(self, |g, s| g.call_poll(s))

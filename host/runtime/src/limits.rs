@@ -172,6 +172,8 @@ pub enum Kind {
     Shortcut,
     MessageRenderer,
     Provider,
+    VirtualModel,
+    McpServer,
     Status,
     Widget,
 }
@@ -186,6 +188,8 @@ impl Kind {
             Kind::Shortcut => "shortcuts",
             Kind::MessageRenderer => "message renderers",
             Kind::Provider => "providers",
+            Kind::VirtualModel => "virtual models",
+            Kind::McpServer => "MCP servers",
             Kind::Status => "statuses",
             Kind::Widget => "widgets",
         }

@@ -407,6 +407,8 @@ fn outcome(outcome: new::Outcome) -> old::Outcome {
             )
         })),
         new::Outcome::BuiltinTool(result) => old::Outcome::Exec(result.map(stdout_only)),
+        // 0.1.0 has no way to ask for a model call.
+        new::Outcome::Model(result) => old::Outcome::Exec(result.map(stdout_only)),
     }
 }
 

@@ -893,6 +893,7 @@ impl Hub {
                 instance: launcher.instance.clone(),
                 flags: launcher.flags.clone(),
                 model: launcher.model.clone(),
+                catalog: Default::default(),
                 agent: launcher.agent.clone(),
                 store: Some(store),
                 pi: PiVersion::for_session(

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::Session;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
+use super::models::{RouteReason, Routed, Selection};
 use super::state::{AgentRequest, Disposition, Responder, SessionShared};
 use super::system_prompt::SystemPromptOptions;
 use pichamber_model::{LlmContext, StreamItem, StreamOptions};
@@ -660,8 +661,32 @@ impl Session {
     /// through `after_provider_response`, the streamed message as message_start / update /
     /// end. Never fails: a provider failure is an assistant message with stopReason "error".
     async fn stream_assistant(&mut self) -> Value {
-        let model = self.model.clone().expect("run_agent requires a model");
         let mut context = self.shared.state.lock().unwrap().agent.messages.clone();
+        // A virtual model's router picks this request's model (pi 1.6.0); a router that fails
+        // ends the run with an error answer that names the virtual model.
+        let reason = match self.failed_request.take() {
+            Some(failed) => RouteReason::Retry(failed),
+            None => RouteReason::of(&context),
+        };
+        let Routed {
+            model,
+            thinking_level,
+        } = match self.route(reason, &context).await {
+            Ok(routed) => routed,
+            Err(e) => {
+                let info = self.model.as_ref().map(Selection::info).unwrap_or_default();
+                let message = json!({
+                    "role": "assistant", "content": [],
+                    "api": info["api"], "provider": info["provider"], "model": info["id"],
+                    "usage": messages::empty_usage(),
+                    "stopReason": "error", "errorMessage": e,
+                    "timestamp": now_ms(),
+                });
+                self.agent_event(json!({ "type": "message_start", "message": message }))
+                    .await;
+                return self.message_end(message).await;
+            }
+        };
         // pi 1.6.0's `context` handlers see the conversation without its system messages
         // (the prompt and tools are pi's), and the model gets those from the loadout anyway.
         if self.shared.pi.is_1_6() {
@@ -678,13 +703,14 @@ impl Session {
                 context = replaced;
             }
         }
-        let (system_prompt, thinking_level) = {
-            let state = self.shared.state.lock().unwrap();
-            (
-                state.agent.system_prompt.clone(),
-                state.thinking_level.clone(),
-            )
-        };
+        let system_prompt = self
+            .shared
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .system_prompt
+            .clone();
         let llm_context = LlmContext {
             system_prompt,
             messages: messages::convert_to_llm(&context),

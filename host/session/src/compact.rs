@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::compaction::{self, AutoCompactionReason};
 use super::events::SessionEvent;
+use super::models::RouteReason;
 use super::{PiVersion, Session};
 
 const CANCELLED: &str = "Compaction cancelled";
@@ -93,10 +94,9 @@ impl Session {
         custom_instructions: Option<&str>,
         from_extension: &mut bool,
     ) -> Result<Value, String> {
-        let model = self
-            .model
-            .clone()
-            .ok_or_else(|| super::agent_loop::NO_MODEL.to_owned())?;
+        if self.model.is_none() {
+            return Err(super::agent_loop::NO_MODEL.to_owned());
+        }
         let (branch, preparation) = {
             let state = self.shared.state.lock().unwrap();
             let branch: Vec<Value> = state.store.get_branch(None).into_iter().cloned().collect();
@@ -127,12 +127,14 @@ impl Session {
         let result = match result {
             Some(r) => r,
             None => {
-                let thinking = self.shared.state.lock().unwrap().thinking_level.clone();
+                // A virtual model routes the summary request as one outside the agent loop.
+                let context = self.shared.state.lock().unwrap().agent.messages.clone();
+                let routed = self.route(RouteReason::Direct, &context).await?;
                 compaction::summarize_with_thinking(
-                    &model,
+                    &routed.model,
                     &preparation,
                     custom_instructions,
-                    &thinking,
+                    &routed.thinking_level,
                     self.shared.abort.subscribe(),
                 )
                 .await

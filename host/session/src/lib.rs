@@ -20,7 +20,9 @@ pub mod events;
 pub mod export_html;
 pub mod launch;
 mod lifecycle;
+mod mcp;
 pub mod messages;
+pub mod models;
 mod port;
 pub mod resources;
 pub mod retry;
@@ -40,6 +42,7 @@ pub use agent_loop::{PromptOptions, QueueMode};
 pub use dialogs::{DialogResponder, NoDialogs, ScriptedAnswers, TerminalDialogs};
 pub use events::{EventSink, SessionEvent, UiRequest};
 pub use lifecycle::{ForkOutcome, ForkPosition, TreeOutcome};
+pub use models::Selection;
 pub use pichamber_pi::PiVersion;
 pub use state::{SessionShared, SessionState};
 pub use system_prompt::SystemPromptOptions;
@@ -62,6 +65,9 @@ pub struct SessionConfig {
     pub flags: Vec<(String, Value)>,
     /// The model prompts go to; `None`: prompts get a notice, commands and tools still work.
     pub model: Option<Arc<ModelClient>>,
+    /// The models the session may switch to and extensions may look up and call
+    /// (`ctx.modelRegistry`); `model` is added when the catalog lacks it.
+    pub catalog: pichamber_model::catalog::Catalog,
     pub agent: AgentSettings,
     /// Where entries go: a session file (new or resumed) or memory.
     pub store: Option<store::SessionStore>,
@@ -103,7 +109,12 @@ pub struct Session {
     /// Where each loaded extension's sources are (same order as `extensions`).
     origins: Vec<Option<Origin>>,
     next_call: u64,
-    model: Option<Arc<ModelClient>>,
+    /// What prompts go to: a model, or a virtual model routed per request (see `models`).
+    model: Option<Selection>,
+    /// The answer whose request an automatic retry repeats (a router is told of it).
+    failed_request: Option<Value>,
+    /// Set while `flush_bus` dispatches the events the host raised.
+    dispatching_raised: bool,
     settings: AgentSettings,
     /// Where the built-in tools work (None when they are off or the folder cannot be opened).
     workspace: Option<Arc<Workspace>>,
@@ -181,6 +192,7 @@ impl Session {
             mode: config.mode.into(),
             sink: config.sink,
             dialogs: config.dialogs,
+            catalog: config.catalog.with(config.model.as_ref()),
             state: Mutex::new(state),
             abort: tokio::sync::watch::channel(false).0,
             bash_abort: tokio::sync::watch::channel(false).0,
@@ -193,7 +205,9 @@ impl Session {
             extensions: Vec::new(),
             origins: Vec::new(),
             next_call: 0,
-            model: config.model,
+            model: config.model.map(Selection::Model),
+            failed_request: None,
+            dispatching_raised: false,
             settings: config.agent,
             workspace,
             turn_index: 0,
@@ -243,7 +257,8 @@ impl Session {
         result
     }
 
-    /// What the base system prompt is built from: the active tools' snippets and guidelines.
+    /// What the base system prompt is built from: the active tools' snippets and guidelines
+    /// (pi 1.6.0 keeps every registered tool's, and the prompt lists the selected ones).
     pub fn system_prompt_options(&self) -> SystemPromptOptions {
         let state = self.shared.state.lock().unwrap();
         let active: Vec<&RegisteredTool> = state
@@ -251,12 +266,17 @@ impl Session {
             .iter()
             .filter_map(|n| state.tool(n))
             .collect();
+        let described: Vec<&RegisteredTool> = if self.shared.pi.is_1_6() {
+            state.tools.iter().collect()
+        } else {
+            active.clone()
+        };
         SystemPromptOptions {
             custom_prompt: self.settings.system_prompt.clone(),
             append: self.settings.append_system_prompt.clone(),
             cwd: self.shared.cwd.clone(),
             selected_tools: active.iter().map(|t| t.name.clone()).collect(),
-            tool_snippets: active
+            tool_snippets: described
                 .iter()
                 .filter_map(|t| {
                     let snippet = t.prompt_snippet.as_deref()?.trim();
@@ -269,7 +289,7 @@ impl Session {
                 .collect(),
             context_files: Vec::new(),
             skills: state.resources.skills.clone(),
-            tool_guidelines: active
+            tool_guidelines: described
                 .iter()
                 .filter(|t| !t.prompt_guidelines.is_empty())
                 .map(|t| (t.name.clone(), t.prompt_guidelines.clone()))
@@ -288,12 +308,13 @@ impl Session {
             ));
         }
         let mut state = self.shared.state.lock().unwrap();
-        // As pi: a model that does not reason has only "off".
-        let reasoning = state
-            .model
-            .as_ref()
-            .is_none_or(|m| m["reasoning"] == json!(true));
-        state.thinking_level = if reasoning { level } else { "off" }.to_owned();
+        state.thinking_level = match &state.model {
+            // pi 1.6.0 clamps to the levels the model offers.
+            Some(model) if self.shared.pi.is_1_6() => models::clamp_thinking_level(model, level),
+            // pi 0.73.1: a model that does not reason has only "off".
+            Some(model) if model["reasoning"] != json!(true) => "off".to_owned(),
+            _ => level.to_owned(),
+        };
         Ok(())
     }
 
@@ -683,7 +704,11 @@ impl Session {
                 }
             ));
         };
-        let ctx = self.ctx();
+        let mut ctx = self.ctx();
+        // pi 1.6.0's command context reads the base system-prompt options.
+        if self.shared.pi.is_1_6() {
+            ctx["systemPromptOptions"] = self.system_prompt_options().to_json_for(self.shared.pi);
+        }
         let result = self.extensions[owner]
             .run_command(&registered_name, args, &ctx)
             .await;
@@ -723,7 +748,8 @@ impl Session {
         }))
     }
 
-    /// Delivers queued event-bus messages to every extension but the sender.
+    /// Delivers queued event-bus messages to every extension but the sender, then the events
+    /// the host raised meanwhile.
     async fn flush_bus(&mut self) {
         for _ in 0..MAX_BUS_DELIVERIES {
             let next = {
@@ -735,7 +761,7 @@ impl Session {
                 next
             };
             let Some((from, channel, data)) = next else {
-                return;
+                break;
             };
             for i in 0..self.extensions.len() {
                 if i == from || self.extensions[i].is_broken() {
@@ -747,9 +773,26 @@ impl Session {
                 }
             }
         }
-        let mut state = self.shared.state.lock().unwrap();
-        state.bus.clear();
-        state.bus_bytes = 0;
+        {
+            let mut state = self.shared.state.lock().unwrap();
+            state.bus.clear();
+            state.bus_bytes = 0;
+        }
+        // Events the host raised while the extensions ran, dispatched here at the outermost
+        // flush only: a handler that raises another (registering a server on
+        // mcp_servers_change) queues it for this loop instead of nesting, and the loop is
+        // bounded as bus deliveries are.
+        if self.dispatching_raised {
+            return;
+        }
+        self.dispatching_raised = true;
+        for _ in 0..MAX_BUS_DELIVERIES {
+            let next = self.shared.state.lock().unwrap().raised.pop_front();
+            let Some((name, event)) = next else { break };
+            let _ = Box::pin(self.emit(&name, event)).await;
+        }
+        self.shared.state.lock().unwrap().raised.clear();
+        self.dispatching_raised = false;
     }
 
     /// Gives every extension a chance to run work it left behind (due timers, completed

@@ -9,7 +9,6 @@
 //! operator's business and stays out of the sandbox.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -18,9 +17,9 @@ use super::branch_summary::{self, BranchSummaryOptions};
 use super::compaction::js_truthy;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
+use super::models::{RouteReason, Selection};
 use super::state::ToolSource;
 use super::store::{SessionStore, SyncPolicy};
-use pichamber_model::ModelClient;
 
 /// Where a fork starts (pi's `position`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +67,7 @@ impl Session {
     /// added to the session's (themes are not used: pichamber has no TUI).
     async fn session_started(&mut self, event: Value) {
         self.record_initial_settings();
+        self.shared.state.lock().unwrap().announces_mcp_changes = true;
         let reason = if event["reason"] == "reload" {
             "reload"
         } else {
@@ -529,7 +529,11 @@ impl Session {
                 Some(given["details"].clone()).filter(|d| !d.is_null()),
             ),
             None if summarize && !collected.entries.is_empty() => {
-                let model = self.model.clone().ok_or(branch_summary::NO_MODEL)?;
+                if self.model.is_none() {
+                    return Err(branch_summary::NO_MODEL.into());
+                }
+                let context = self.shared.state.lock().unwrap().agent.messages.clone();
+                let model = self.route(RouteReason::Direct, &context).await?.model;
                 // Like pi's fresh AbortController: an abort of an earlier run does not count.
                 self.shared.abort.send_replace(false);
                 let options = BranchSummaryOptions {
@@ -618,20 +622,22 @@ impl Session {
     }
 
     /// Switches the model (`model_select`, recorded as a model_change entry).
-    pub async fn set_model(&mut self, model: Arc<ModelClient>, source: &str) -> Result<(), String> {
+    pub async fn set_model(&mut self, model: Selection, source: &str) -> Result<(), String> {
         let info = model.info();
-        // pi's level for a model switch: coming from a model without thinking, the default
-        // level ("medium"); otherwise the current one. Clamped to the new model below.
+        // pi 0.73.1's level for a model switch: coming from a model without thinking, the
+        // default level ("medium"); otherwise the current one. pi 1.6.0's: the settings'
+        // defaultThinkingLevel, else the current one. Clamped to the new model below.
         let target_level = {
             let state = self.shared.state.lock().unwrap();
+            let default = state.settings["defaultThinkingLevel"].as_str();
             let reasons = state
                 .model
                 .as_ref()
                 .is_some_and(|m| m["reasoning"] == json!(true));
-            if reasons {
-                state.thinking_level.clone()
-            } else {
-                "medium".to_owned()
+            match default {
+                Some(level) if self.shared.pi.is_1_6() => level.to_owned(),
+                _ if self.shared.pi.is_1_6() || reasons => state.thinking_level.clone(),
+                _ => "medium".to_owned(),
             }
         };
         let previous = {

@@ -64,6 +64,23 @@ impl ExtensionPort {
         }
     }
 
+    /// What names this extension where pi names its file (its commands' `sourceInfo.path`).
+    fn source_path(&self) -> String {
+        source_path_of(&self.shared.state.lock().unwrap(), self.index)
+    }
+
+    /// Queues `mcp_servers_change` with the servers as they are now, once the session started.
+    fn announce_mcp_change(state: &mut super::SessionState) {
+        if !state.announces_mcp_changes {
+            return;
+        }
+        let servers = crate::mcp::listing(&state.mcp_servers, |i| source_path_of(state, i));
+        state.raised.push_back((
+            "mcp_servers_change".into(),
+            json!({ "type": "mcp_servers_change", "servers": servers }),
+        ));
+    }
+
     /// Whether this extension may append another session entry holding about `bytes`.
     fn entry_budget(&self, bytes: usize) -> Result<(), String> {
         if self.entries_appended.load(Ordering::Relaxed) >= MAX_ENTRIES {
@@ -242,6 +259,97 @@ impl ExtensionHost for ExtensionPort {
             .retain(|p| p["name"] != json!(name));
     }
 
+    fn register_virtual_model(&self, model: Value) -> Result<(), String> {
+        let entry = crate::models::virtual_entry(&model)?;
+        let (provider, id) = (&entry["provider"], &entry["id"]);
+        let key = format!(
+            "{}/{}",
+            provider.as_str().unwrap_or_default(),
+            id.as_str().unwrap_or_default()
+        );
+        if self.shared.catalog.find(&entry).is_some() {
+            return Err(format!(
+                "Virtual model {key} conflicts with a physical model."
+            ));
+        }
+        let mut state = self.shared.state.lock().unwrap();
+        let taken = state.registrations.iter().enumerate().any(|(i, r)| {
+            i != self.index
+                && r.virtual_models
+                    .iter()
+                    .any(|m| m["provider"] == *provider && m["id"] == *id)
+        });
+        if taken {
+            return Err(format!(
+                "Virtual model {key} is registered by another extension."
+            ));
+        }
+        let models = &mut state.registrations_mut(self.index).virtual_models;
+        models.retain(|m| m["provider"] != entry["provider"] || m["id"] != entry["id"]);
+        models.push(entry);
+        Ok(())
+    }
+
+    fn unregister_virtual_model(&self, provider: &str, id: &str) {
+        let mut state = self.shared.state.lock().unwrap();
+        state
+            .registrations_mut(self.index)
+            .virtual_models
+            .retain(|m| m["provider"] != provider || m["id"] != id);
+    }
+
+    fn register_mcp_server(&self, name: String, config: Value) -> Result<(), String> {
+        let invalid = |error: String| {
+            format!(
+                "Invalid MCP server registered by extension \"{}\": {error}",
+                self.source_path()
+            )
+        };
+        let config = crate::mcp::validate(&name, &config).map_err(invalid)?;
+        let mut state = self.shared.state.lock().unwrap();
+        if let Some(other) = state
+            .mcp_servers
+            .iter()
+            .find(|s| s.name == name && s.extension != self.index)
+        {
+            return Err(format!(
+                "MCP server \"{name}\" is already registered by extension \"{}\"",
+                source_path_of(&state, other.extension)
+            ));
+        }
+        let server = crate::mcp::McpServer {
+            name: name.clone(),
+            config,
+            extension: self.index,
+        };
+        match state.mcp_servers.iter_mut().find(|s| s.name == name) {
+            Some(existing) => *existing = server,
+            None => state.mcp_servers.push(server),
+        }
+        Self::announce_mcp_change(&mut state);
+        Ok(())
+    }
+
+    fn unregister_mcp_server(&self, name: &str) {
+        let mut state = self.shared.state.lock().unwrap();
+        let before = state.mcp_servers.len();
+        state
+            .mcp_servers
+            .retain(|s| s.name != name || s.extension != self.index);
+        if state.mcp_servers.len() != before {
+            Self::announce_mcp_change(&mut state);
+        }
+    }
+
+    fn mcp_servers(&self) -> Value {
+        let state = self.shared.state.lock().unwrap();
+        crate::mcp::listing(&state.mcp_servers, |i| source_path_of(&state, i))
+    }
+
+    fn models(&self) -> Value {
+        crate::Session::registry_models(&self.shared)
+    }
+
     fn flag(&self, name: &str) -> Option<Value> {
         self.shared
             .state
@@ -366,6 +474,13 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn append_entry(&self, custom_type: String, data: Value) -> Result<(), String> {
+        // Router state is the host's record of what a router returned: an extension writing
+        // it could steer another extension's virtual model.
+        if custom_type == crate::models::VIRTUAL_STATE_ENTRY {
+            return Err(format!(
+                "appendEntry: \"{custom_type}\" is the host's record of virtual-model router state; return the state from route() instead"
+            ));
+        }
         // Counted per extension: one that fills its share leaves the others theirs.
         self.entry_budget(custom_type.len() + data.to_string().len())?;
         // The GUI protocol's entries (cards, panels, app surfaces) record which extension
@@ -726,6 +841,10 @@ impl ExtensionHost for ExtensionPort {
         let id = uuid::Uuid::new_v4().to_string();
         let timeout = request.timeout_ms();
         let answer = self.shared.dialogs.answer(&id, &request);
+        let prompt = self.shared.pi.is_1_6().then(|| {
+            let mut state = self.shared.state.lock().unwrap();
+            ui_prompt_opened(&mut state, &request);
+        });
         self.shared.emit(SessionEvent::ExtensionUiRequest {
             id: id.clone(),
             request,
@@ -742,6 +861,9 @@ impl ExtensionHost for ExtensionPort {
                 id,
                 answer: answer.clone(),
             });
+            if prompt.is_some() {
+                ui_prompt_closed(&mut shared.state.lock().unwrap());
+            }
             answer
         }
         .boxed()
@@ -786,6 +908,28 @@ impl ExtensionHost for ExtensionPort {
                 }
                 .boxed()
             }
+            // ctx.modelRegistry.complete: the host calls the model with its own credentials.
+            HostWork::Model {
+                provider,
+                model_id,
+                context,
+                options,
+            } => {
+                let catalog = self.shared.catalog.clone();
+                let pi = self.shared.pi;
+                async move {
+                    let model = catalog.get(&provider, &model_id).ok_or_else(|| {
+                        format!("Model {provider}/{model_id} is not one this session can call")
+                    })?;
+                    if !model.has_api_key() {
+                        return Err(format!("No API key for {provider}/{model_id}"));
+                    }
+                    Ok(WorkDone::Model(
+                        crate::models::complete(&model, &context, &options, pi).await,
+                    ))
+                }
+                .boxed()
+            }
             HostWork::Program(request) => async move {
                 let output = grants.run_program(program_request(request), cwd).await?;
                 Ok(WorkDone::Program(ExecResult {
@@ -798,6 +942,52 @@ impl ExtensionHost for ExtensionPort {
             .boxed(),
         }
     }
+}
+
+/// pi 1.6.0's `ui_prompt_start`, raised when the first of the dialogs open at a time opens
+/// (pi counts nested prompts as one). pi calls the handlers while the dialog is up; pichamber
+/// when the call that opened it returned (an extension is never re-entered).
+fn ui_prompt_opened(state: &mut super::SessionState, request: &UiRequest) {
+    state.ui_prompts_open += 1;
+    if state.ui_prompts_open > 1 {
+        return;
+    }
+    let (kind, title) = match request {
+        UiRequest::Select { title, .. } => ("select", title),
+        UiRequest::Confirm { title, .. } => ("confirm", title),
+        UiRequest::Input { title, .. } => ("input", title),
+        UiRequest::Editor { title, .. } => ("editor", title),
+        // pichamber's form is an extension's own dialog, as pi's `custom` is.
+        UiRequest::Form { title, .. } => ("custom", title),
+        _ => return,
+    };
+    let mut event = json!({ "type": "ui_prompt_start", "reason": "ui_prompt", "kind": kind });
+    if !title.is_empty() {
+        event["title"] = json!(title);
+    }
+    state.ui_prompt = Some(event.clone());
+    state.raised.push_back(("ui_prompt_start".into(), event));
+}
+
+/// `ui_prompt_end` of the prompt `ui_prompt_opened` announced, when the last one closes.
+fn ui_prompt_closed(state: &mut super::SessionState) {
+    state.ui_prompts_open = state.ui_prompts_open.saturating_sub(1);
+    if state.ui_prompts_open > 0 {
+        return;
+    }
+    if let Some(mut event) = state.ui_prompt.take() {
+        event["type"] = json!("ui_prompt_end");
+        state.raised.push_back(("ui_prompt_end".into(), event));
+    }
+}
+
+fn source_path_of(state: &super::SessionState, extension: usize) -> String {
+    state
+        .extension_sources
+        .get(extension)
+        .and_then(|info| info["path"].as_str())
+        .unwrap_or("<unknown>")
+        .to_owned()
 }
 
 fn program_request(request: ExecRequest) -> ProgramRequest {

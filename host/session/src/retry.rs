@@ -156,7 +156,8 @@ impl Session {
                 .last()
                 .is_some_and(|m| m["role"] == "assistant")
             {
-                state.agent.messages.pop();
+                // A virtual model's router is told which request failed.
+                self.failed_request = state.agent.messages.pop();
             }
         }
         let mut abort = self.shared.retry_abort.subscribe();

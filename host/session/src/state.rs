@@ -25,6 +25,8 @@ pub struct SessionShared {
     pub mode: String,
     pub sink: EventSink,
     pub dialogs: Arc<dyn DialogResponder>,
+    /// The models of `ctx.modelRegistry` (virtual ones are the extensions' registrations).
+    pub catalog: pichamber_model::catalog::Catalog,
     pub state: Mutex<SessionState>,
     /// Set by `ctx.abort()` (or a client) to stop the running turn: the model stream ends as
     /// "aborted" and no further turn starts.
@@ -174,6 +176,8 @@ pub struct OtherRegistrations {
     pub shortcuts: Vec<Value>,
     pub message_renderers: Vec<String>,
     pub providers: Vec<Value>,
+    /// Catalog entries of `pi.registerVirtualModel` (see `crate::models`).
+    pub virtual_models: Vec<Value>,
 }
 
 pub struct SessionState {
@@ -202,6 +206,17 @@ pub struct SessionState {
     pub editor_text: String,
     /// Event-bus messages waiting for delivery to the other extensions: (from, channel, data).
     pub bus: VecDeque<(usize, String, String)>,
+    /// pi 1.6.0's MCP servers the extensions registered, in registration order.
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
+    /// Whether the session started: changes to the MCP servers are announced from then on
+    /// (pi binds its change listener after the extensions loaded).
+    pub announces_mcp_changes: bool,
+    /// Events the host raised during an extension's call, dispatched when the call returned:
+    /// an extension cannot be called back while it runs.
+    pub raised: VecDeque<(String, Value)>,
+    /// Dialogs open now, and the `ui_prompt_start` event of the first (pi 1.6.0).
+    pub ui_prompts_open: usize,
+    pub ui_prompt: Option<Value>,
     /// Bytes of channel names and payloads in `bus`.
     pub bus_bytes: usize,
     /// An extension called ctx.shutdown().
@@ -327,6 +342,11 @@ impl SessionState {
             editor_text: String::new(),
             bus: VecDeque::new(),
             bus_bytes: 0,
+            mcp_servers: Vec::new(),
+            announces_mcp_changes: false,
+            raised: VecDeque::new(),
+            ui_prompts_open: 0,
+            ui_prompt: None,
             shutdown_requested: false,
             agent: AgentState::default(),
             resources: Default::default(),
@@ -362,6 +382,7 @@ impl SessionState {
         if let Some(r) = self.registrations.get_mut(extension) {
             *r = Default::default();
         }
+        self.mcp_servers.retain(|s| s.extension != extension);
     }
 
     pub fn active_tool_names(&self) -> Vec<String> {

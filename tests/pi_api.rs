@@ -1,0 +1,422 @@
+//! pi 1.6.0's ExtensionAPI against real pi 1.6.0: the model API and the MCP server registry, both driven over RPC through the pi entry with
+//! the same scripted mock model (a models.json provider): `ctx.modelRegistry` (lookups,
+//! credentials status, `complete` through the host) and a virtual model
+//! (tests/fixtures/pi-models/router.ts): listed and selectable, each request routed by the
+//! extension (reason, state, previous answer, conversation), its router state stored on the
+//! branch (`entry_appended`), the answer naming the model it was routed to at the clamped
+//! thinking level. One difference is by design and asserted as such: pi hands an extension
+//! the provider's API key (`getApiKeyAndHeaders`), pichamber does not.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::compare::{first_difference, mock_model_home, normalise};
+use common::oracle::Pi;
+use pichamber_model::mock_server;
+use pichamber_model::scripted::Script;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Side {
+    Pi,
+    Pichamber,
+}
+
+fn script() -> Script {
+    Script::from_value(json!({"turns": [
+        {"text": "hi"},
+        {"text": "first answer"},
+        {"text": "second answer"},
+    ]}))
+    .unwrap()
+}
+
+/// One side's RPC process: commands in, every line it wrote kept.
+struct Rpc {
+    side: Side,
+    stdin: std::process::ChildStdin,
+    child: std::process::Child,
+    received: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Rpc {
+    /// `pi --mode rpc --no-session -e EXT...` on one side, with the mock model of `script`.
+    fn start(side: Side, root: &Path, base_url: &str, extensions: &[&str]) -> Self {
+        let (agent, ws) = mock_model_home(root, base_url);
+        let mut command = match side {
+            Side::Pi => {
+                let mut c = Command::new(Pi::V1_6.node().unwrap());
+                c.arg(Pi::V1_6.package().join("dist/cli.js"));
+                c.args(Pi::V1_6.only_given_extensions());
+                c
+            }
+            Side::Pichamber => {
+                let mut c = Command::new(common::bin());
+                c.arg("pi");
+                c
+            }
+        };
+        command.args(["--mode", "rpc", "--no-session"]);
+        for extension in extensions {
+            command
+                .arg("-e")
+                .arg(common::repo().join("tests/fixtures/pi-api").join(extension));
+        }
+        command
+            .current_dir(&ws)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", root.join("home"))
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env("PI_OFFLINE", "1")
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = command.spawn().expect("spawn pi");
+        let stdin = child.stdin.take().unwrap();
+        let (lines, received) = mpsc::channel::<Value>();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if lines.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        Rpc {
+            side,
+            stdin,
+            child,
+            received,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, command: Value) {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Reads until a line `done` accepts (it is kept too).
+    fn read_until(&mut self, done: impl Fn(&Value) -> bool, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = self.received.recv_timeout(left) else {
+                panic!(
+                    "{:?}: no {what} within 60 s; saw {:#?}",
+                    self.side, self.seen
+                );
+            };
+            let last = done(&line);
+            self.seen.push(line);
+            if last {
+                return;
+            }
+        }
+    }
+
+    fn respond(&mut self, command: Value) {
+        let name = command["type"].clone();
+        self.send(command);
+        self.read_until(
+            |l| l["type"] == "response" && l["command"] == name,
+            "response",
+        );
+    }
+
+    fn finish(mut self) -> Vec<Value> {
+        drop(self.stdin);
+        let _ = self.child.wait();
+        self.seen
+    }
+}
+
+fn notify_starting(line: &Value, prefix: &str) -> bool {
+    line["method"] == "notify"
+        && line["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(prefix))
+}
+
+/// The notifications as `[word, JSON]` pairs: the fixtures notify `word JSON`.
+fn notes(lines: &[Value]) -> Vec<(String, Value)> {
+    lines
+        .iter()
+        .filter(|l| l["method"] == "notify")
+        .filter_map(|l| l["message"].as_str())
+        .filter_map(|m| {
+            let (kind, body) = m.split_once(' ')?;
+            Some((kind.to_owned(), serde_json::from_str(body).ok()?))
+        })
+        .collect()
+}
+
+fn with_mock<T>(script: Script, run: impl FnOnce(&str) -> T) -> T {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = runtime.block_on(mock_server::start(script)).unwrap();
+    let out = run(&mock.base_url());
+    drop(mock);
+    out
+}
+
+fn drive_router(side: Side, root: &Path) -> Vec<Value> {
+    with_mock(script(), |base_url| {
+        let mut rpc = Rpc::start(side, root, base_url, &["router.ts"]);
+        rpc.send(json!({"type": "prompt", "message": "/catalog"}));
+        rpc.read_until(|l| notify_starting(l, "complete "), "answer of complete()");
+        rpc.respond(json!({"type": "get_available_models"}));
+        rpc.respond(json!({"type": "set_model", "provider": "router", "modelId": "auto"}));
+        rpc.respond(json!({"type": "get_state"}));
+        for prompt in ["hello", "again"] {
+            rpc.send(json!({"type": "prompt", "message": prompt}));
+            rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+        }
+        rpc.finish()
+    })
+}
+
+fn skip_without_pi() -> bool {
+    if Pi::V1_6.command().is_some() {
+        return false;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "real pi 1.6.0 is missing: run tests/setup.sh (CI must install it)"
+    );
+    eprintln!("SKIPPED: real pi 1.6.0 not installed (tests/setup.sh)");
+    true
+}
+
+/// What both sides must agree on.
+fn summary(lines: &[Value]) -> Value {
+    let notes: Vec<Value> = notes(lines)
+        .into_iter()
+        .filter(|(kind, _)| kind != "auth")
+        .map(|(kind, body)| json!([kind, body]))
+        .collect();
+    let response = |command: &str| -> Value {
+        lines
+            .iter()
+            .find(|l| l["type"] == "response" && l["command"] == command)
+            .map(|l| l["data"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let models = response("get_available_models")["models"].clone();
+    let state = response("get_state");
+    // pi 1.6.0 registers a `powershell` built-in tool (inactive off Windows); pichamber has none.
+    let notes: Vec<Value> = notes
+        .into_iter()
+        .map(|mut note| {
+            for field in ["toolSnippets", "toolGuidelines"] {
+                if let Some(tools) = note[1][field].as_object_mut() {
+                    tools.remove("powershell");
+                }
+            }
+            note
+        })
+        .collect();
+    without_port(json!({
+        "notes": notes,
+        "available": models,
+        "selected": response("set_model"),
+        "state": {"model": state["model"]["id"], "thinkingLevel": state["thinkingLevel"]},
+        "entries": lines.iter().filter(|l| l["type"] == "entry_appended")
+            .map(|l| json!([l["entry"]["customType"], l["entry"]["data"]])).collect::<Vec<_>>(),
+        "answers": lines.iter()
+            .filter(|l| l["type"] == "message_end" && l["message"]["role"] == "assistant")
+            .map(|l| json!({
+                "provider": l["message"]["provider"], "model": l["message"]["model"],
+                "thinkingLevel": l["message"]["thinkingLevel"],
+                "text": l["message"]["content"][0]["text"],
+            }))
+            .collect::<Vec<_>>(),
+    }))
+}
+
+/// Each side's mock model listens on its own port.
+fn without_port(value: Value) -> Value {
+    match value {
+        Value::String(s) if s.starts_with("http://127.0.0.1:") => {
+            json!("http://127.0.0.1:<port>/v1")
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(without_port).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, without_port(v))).collect())
+        }
+        other => other,
+    }
+}
+
+fn auth_note(lines: &[Value]) -> Value {
+    lines
+        .iter()
+        .filter_map(|l| l["message"].as_str())
+        .find_map(|m| m.strip_prefix("auth "))
+        .map(|body| serde_json::from_str(body).unwrap())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn model_registry_and_virtual_models_behave_as_pi_1_6_does() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let roots = [dir.path().join("side1"), dir.path().join("side2")];
+    let pi = drive_router(Side::Pi, &roots[0]);
+    let ours = drive_router(Side::Pichamber, &roots[1]);
+    let (expected, actual) = (
+        normalise(&summary(&pi), &roots[0].to_string_lossy()),
+        normalise(&summary(&ours), &roots[1].to_string_lossy()),
+    );
+    if let Some(difference) = first_difference(&expected, &actual, "") {
+        panic!(
+            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
+        );
+    }
+    // What the summary must contain for the comparison to mean something.
+    assert_eq!(
+        actual["entries"].as_array().map(Vec::len),
+        Some(1),
+        "{actual:#}"
+    );
+    assert_eq!(actual["answers"][1]["text"], "second answer", "{actual:#}");
+    // By design: the key stays on the host.
+    assert_eq!(auth_note(&pi), json!({"ok": true}));
+    assert_eq!(auth_note(&ours), json!({"ok": false}));
+}
+
+/// What the MCP fixtures learn, with each extension's path (pi's file path, pichamber's
+/// opaque name) replaced. The change announcements are compared in order but apart from the
+/// other notes: pi calls an `mcp_servers_change` handler while the registering call runs,
+/// pichamber when the call has returned (an extension is never re-entered).
+fn mcp_summary(lines: &[Value]) -> Value {
+    fn paths(value: Value) -> Value {
+        let fixtures = common::repo().join("tests/fixtures/pi-api");
+        let fixtures = fixtures.to_string_lossy();
+        match value {
+            Value::String(s) => json!(
+                s.replace(&format!("{fixtures}/mcp-other.ts"), "<mcp-other>")
+                    .replace(&format!("{fixtures}/mcp.ts"), "<mcp>")
+                    .replace("extension:mcp-other", "<mcp-other>")
+                    .replace("extension:mcp", "<mcp>")
+            ),
+            Value::Array(items) => Value::Array(items.into_iter().map(paths).collect()),
+            Value::Object(map) => {
+                Value::Object(map.into_iter().map(|(k, v)| (k, paths(v))).collect())
+            }
+            other => other,
+        }
+    }
+    let (changes, others): (Vec<_>, Vec<_>) = notes(lines)
+        .into_iter()
+        .partition(|(kind, _)| kind == "change");
+    paths(json!({
+        "notes": others.into_iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        "changes": changes.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+    }))
+}
+
+#[test]
+fn mcp_server_registry_behaves_as_pi_1_6_does() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start(side, root, base_url, &["mcp.ts", "mcp-other.ts"]);
+            rpc.respond(json!({"type": "get_state"}));
+            rpc.send(json!({"type": "prompt", "message": "/mcp-change"}));
+            // pi announces each change during the command, pichamber once it returned.
+            let (mut last_note, mut changes) = (false, 0);
+            while !(last_note && changes == 2) {
+                rpc.read_until(
+                    |l| notify_starting(l, "after-remove ") || notify_starting(l, "change "),
+                    "the command's notes and two announced changes",
+                );
+                let line = rpc.seen.last().unwrap();
+                last_note |= notify_starting(line, "after-remove ");
+                changes += usize::from(notify_starting(line, "change "));
+            }
+            rpc.finish()
+        })
+    };
+    let pi = mcp_summary(&drive(Side::Pi, &dir.path().join("side1")));
+    let ours = mcp_summary(&drive(Side::Pichamber, &dir.path().join("side2")));
+    if let Some(difference) = first_difference(&pi, &ours, "") {
+        panic!("pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}");
+    }
+    assert_eq!(
+        ours["changes"].as_array().map(Vec::len),
+        Some(2),
+        "{ours:#}"
+    );
+}
+
+#[test]
+fn dialogs_are_announced_as_pi_1_6_announces_them() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start(side, root, base_url, &["prompts.ts"]);
+            rpc.send(json!({"type": "prompt", "message": "/ask"}));
+            for answer in [json!({"confirmed": true}), json!({"value": "Ada"})] {
+                rpc.read_until(
+                    |l| l["type"] == "extension_ui_request" && l["method"] != "notify",
+                    "a dialog",
+                );
+                let id = rpc.seen.last().unwrap()["id"].clone();
+                let mut response = json!({"type": "extension_ui_response", "id": id});
+                response
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(answer.as_object().unwrap().clone());
+                rpc.send(response);
+            }
+            // pi announces a prompt while it is up, pichamber once the command returned.
+            let count = |seen: &[Value], prefix: &str| {
+                seen.iter().filter(|l| notify_starting(l, prefix)).count()
+            };
+            while count(&rpc.seen, "answered ") < 1 || count(&rpc.seen, "prompt ") < 4 {
+                rpc.read_until(
+                    |l| notify_starting(l, "prompt ") || notify_starting(l, "answered "),
+                    "the answers and four prompt events",
+                );
+            }
+            rpc.finish()
+        })
+    };
+    let summary = |lines: &[Value]| {
+        let (prompts, others): (Vec<_>, Vec<_>) = notes(lines)
+            .into_iter()
+            .partition(|(kind, _)| kind == "prompt");
+        json!({
+            "prompts": prompts.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+            "others": others.into_iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        })
+    };
+    let pi = summary(&drive(Side::Pi, &dir.path().join("side1")));
+    let ours = summary(&drive(Side::Pichamber, &dir.path().join("side2")));
+    if let Some(difference) = first_difference(&pi, &ours, "") {
+        panic!("pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}");
+    }
+    assert_eq!(ours["prompts"][0]["kind"], "confirm", "{ours:#}");
+}
