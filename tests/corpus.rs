@@ -124,15 +124,11 @@ const KNOWN_DIFFERENCES_1_6: &[(&str, &str)] = &[
          it cannot be installed for either side.",
     ),
     (
-        "jev-router.ts",
-        "It registers a virtual model (`pi.registerVirtualModel`, pi 1.6.0), which pichamber \
-         does not offer yet. Tracked: issue 15 (virtual models).",
-    ),
-    (
         "summarize.ts",
-        "As with 0.73.1: the guest carries no model catalog, so `getModel` finds no \
-         `openai/gpt-5.2` where pi finds it and then reports its missing authentication. \
-         Tracked: a model registry served to extensions by the host.",
+        "`ctx.modelRegistry` is the host's catalog (models.json and the session's model), not \
+         pi-ai's built-in one of some 1,700 models, which pichamber carries no copy of: \
+         `find(\"openai\", \"gpt-5.2\")` finds nothing where pi finds the model and then \
+         reports that it has no authentication (README, \"Models are the host's\").",
     ),
 ];
 
