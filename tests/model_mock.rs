@@ -96,7 +96,7 @@ fn events(items: &[StreamItem]) -> Vec<Value> {
         .iter()
         .filter_map(|i| match i {
             StreamItem::Event(e) => Some(e.clone()),
-            StreamItem::Response { .. } => None,
+            StreamItem::Response { .. } | StreamItem::Provider(_) => None,
         })
         .collect()
 }

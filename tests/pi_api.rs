@@ -1,11 +1,12 @@
-//! pi 1.6.0's ExtensionAPI against real pi 1.6.0: the model API and the MCP server registry, both driven over RPC through the pi entry with
-//! the same scripted mock model (a models.json provider): `ctx.modelRegistry` (lookups,
-//! credentials status, `complete` through the host) and a virtual model
-//! (tests/fixtures/pi-models/router.ts): listed and selectable, each request routed by the
-//! extension (reason, state, previous answer, conversation), its router state stored on the
-//! branch (`entry_appended`), the answer naming the model it was routed to at the clamped
-//! thinking level. One difference is by design and asserted as such: pi hands an extension
-//! the provider's API key (`getApiKeyAndHeaders`), pichamber does not.
+//! pi 1.6.0's ExtensionAPI against real pi 1.6.0: both sides driven over RPC through the pi
+//! entry with the same scripted mock model (a models.json provider) and the fixtures of
+//! tests/fixtures/pi-api, which notify what they learn. Compared: `ctx.modelRegistry`
+//! (lookups, credentials status, `complete` through the host) and a virtual model (listed and
+//! selectable, each request routed by the extension with its reason, state, previous answer
+//! and conversation, router state stored on the branch, the answer naming the routed model at
+//! the clamped thinking level); the MCP server registry; `ui_prompt_start` / `ui_prompt_end`;
+//! `provider_stream_event`. One difference is by design and asserted as such: pi hands an
+//! extension the provider's API key (`getApiKeyAndHeaders`), pichamber does not.
 
 mod common;
 
@@ -419,4 +420,39 @@ fn dialogs_are_announced_as_pi_1_6_announces_them() {
         panic!("pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}");
     }
     assert_eq!(ours["prompts"][0]["kind"], "confirm", "{ours:#}");
+}
+
+#[test]
+fn provider_stream_events_reach_extensions_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start(side, root, base_url, &["stream.ts"]);
+            rpc.send(json!({"type": "prompt", "message": "hello"}));
+            rpc.read_until(
+                |l| notify_starting(l, "stream "),
+                "the chunks the extension saw",
+            );
+            rpc.finish()
+        })
+    };
+    let seen = |lines: &[Value]| {
+        notes(lines)
+            .into_iter()
+            .find(|(kind, _)| kind == "stream")
+            .map(|(_, v)| v)
+            .unwrap()
+    };
+    let pi = seen(&drive(Side::Pi, &dir.path().join("side1")));
+    let ours = seen(&drive(Side::Pichamber, &dir.path().join("side2")));
+    if let Some(difference) = first_difference(&pi, &ours, "") {
+        panic!("pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}");
+    }
+    assert!(
+        ours["seen"].as_array().is_some_and(|s| s.len() >= 2),
+        "{ours:#}"
+    );
 }

@@ -87,6 +87,9 @@ pub enum StreamItem {
         status: u16,
         headers: Map<String, Value>,
     },
+    /// One event as the provider sent it (a chat-completions chunk), before the
+    /// `AssistantMessageEvent`s it makes (pi 1.6.0's `onProviderStreamEvent`).
+    Provider(Value),
     /// A pi-ai `AssistantMessageEvent`.
     Event(Value),
 }

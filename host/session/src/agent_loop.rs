@@ -755,6 +755,21 @@ impl Session {
                             .await;
                     }
                 }
+                // pi 1.6.0 hands each provider event to extensions before it is applied.
+                StreamItem::Provider(data) => {
+                    if pi.is_1_6() && self.has_handlers("provider_stream_event") {
+                        let info = model.info();
+                        let _ = self
+                            .emit(
+                                "provider_stream_event",
+                                json!({
+                                    "data": data, "type": "provider_stream_event",
+                                    "provider": info["provider"], "api": info["api"], "model": info["id"],
+                                }),
+                            )
+                            .await;
+                    }
+                }
                 StreamItem::Event(event) => match event["type"].as_str() {
                     Some("start") => {
                         started = true;

@@ -239,6 +239,7 @@ impl OpenAiModel {
                     return asm.fail(is_cancelled(&cancel), message);
                 }
             };
+            let _ = items.send(StreamItem::Provider(chunk.clone()));
             let error = &chunk["error"];
             if !error.is_null() && error != &json!(false) && error != &json!("") {
                 let message = response::api_error_message(None, Some(error), None);
