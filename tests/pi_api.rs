@@ -5,8 +5,9 @@
 //! selectable, each request routed by the extension with its reason, state, previous answer
 //! and conversation, router state stored on the branch, the answer naming the routed model at
 //! the clamped thinking level); the MCP server registry; `ui_prompt_start` / `ui_prompt_end`;
-//! `provider_stream_event`. One difference is by design and asserted as such: pi hands an
-//! extension the provider's API key (`getApiKeyAndHeaders`), pichamber does not.
+//! `provider_stream_event`; `before_provider_headers`. Differences by design are asserted as
+//! such: pi hands an extension the provider's API key (`getApiKeyAndHeaders`) and lets it
+//! replace the request's `authorization`, pichamber does neither.
 
 mod common;
 
@@ -455,4 +456,42 @@ fn provider_stream_events_reach_extensions_as_in_pi_1_6() {
         ours["seen"].as_array().is_some_and(|s| s.len() >= 2),
         "{ours:#}"
     );
+}
+
+#[test]
+fn provider_headers_are_edited_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mock = runtime.block_on(mock_server::start(script())).unwrap();
+        let mut rpc = Rpc::start(side, root, &mock.base_url(), &["headers.ts"]);
+        rpc.send(json!({"type": "prompt", "message": "hello"}));
+        rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+        let sent = mock
+            .recorded()
+            .into_iter()
+            .find(|r| r.path.ends_with("/chat/completions"))
+            .map(|r| r.headers)
+            .unwrap();
+        (notes(&rpc.finish()), sent)
+    };
+    let (pi_notes, pi_sent) = drive(Side::Pi, &dir.path().join("side1"));
+    let (our_notes, our_sent) = drive(Side::Pichamber, &dir.path().join("side2"));
+    assert_eq!(pi_notes, our_notes);
+    assert_eq!(
+        our_notes[0].1,
+        json!({"type": "before_provider_headers", "headers": {}})
+    );
+    assert_eq!(pi_sent["x-trace-id"], "trace-1");
+    assert_eq!(our_sent["x-trace-id"], "trace-1");
+    // pi lets the extension replace the key; pichamber keeps the provider's.
+    assert_eq!(pi_sent["authorization"], "Bearer stolen");
+    assert_eq!(our_sent["authorization"], "Bearer test-key");
 }

@@ -139,9 +139,23 @@ impl ModelClient {
         cancel: watch::Receiver<bool>,
         pi: PiVersion,
     ) -> Value {
+        self.stream_with_headers(payload, &[], items, cancel, pi)
+            .await
+    }
+
+    /// [`ModelClient::stream`] with request headers an extension added
+    /// (`before_provider_headers`): added to the provider's own, never replacing one of them.
+    pub async fn stream_with_headers(
+        &self,
+        payload: Value,
+        headers: &[(String, String)],
+        items: mpsc::UnboundedSender<StreamItem>,
+        cancel: watch::Receiver<bool>,
+        pi: PiVersion,
+    ) -> Value {
         match self {
             ModelClient::Scripted(m) => m.stream(payload, items, cancel, pi).await,
-            ModelClient::OpenAi(m) => m.stream(payload, items, cancel, pi).await,
+            ModelClient::OpenAi(m) => m.stream(payload, headers, items, cancel, pi).await,
         }
     }
 }

@@ -735,12 +735,17 @@ impl Session {
             }
         }
 
+        let headers = self.provider_headers().await;
         let (items, mut received) = tokio::sync::mpsc::unbounded_channel();
         let cancel = self.shared.abort.subscribe();
         let pi = self.shared.pi;
         let task = tokio::spawn({
             let model = model.clone();
-            async move { model.stream(payload, items, cancel, pi).await }
+            async move {
+                model
+                    .stream_with_headers(payload, &headers, items, cancel, pi)
+                    .await
+            }
         });
         let mut started = false;
         while let Some(item) = received.recv().await {
@@ -815,6 +820,25 @@ impl Session {
                 .await;
         }
         self.message_end(final_message).await
+    }
+
+    /// pi 1.6.0's `before_provider_headers`: handlers edit the request's headers in place.
+    /// They start from none, since the provider's own (its key, its configured headers) stay
+    /// on the host, and what they add goes with the request without replacing those.
+    async fn provider_headers(&mut self) -> Vec<(String, String)> {
+        if !self.shared.pi.is_1_6() || !self.has_handlers("before_provider_headers") {
+            return Vec::new();
+        }
+        let event = json!({ "type": "before_provider_headers", "headers": {} });
+        let Ok((_, event)) = self.emit_with_event("before_provider_headers", event).await else {
+            return Vec::new();
+        };
+        event["headers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_owned())))
+            .collect()
     }
 
     /// The active tools as the model sees them.

@@ -183,6 +183,7 @@ impl OpenAiModel {
     pub async fn stream(
         &self,
         payload: Value,
+        extra_headers: &[(String, String)],
         items: mpsc::UnboundedSender<StreamItem>,
         mut cancel: watch::Receiver<bool>,
         pi: PiVersion,
@@ -202,7 +203,7 @@ impl OpenAiModel {
                 format!("No API key for provider: {}", config.provider),
             );
         };
-        let response = match self.send(&payload, &key, &mut cancel).await {
+        let response = match self.send(&payload, &key, extra_headers, &mut cancel).await {
             Ok(r) => r,
             Err(Failure::Aborted) => return asm.fail(true, "Request was aborted.".into()),
             Err(Failure::Error(e)) => return asm.fail(is_cancelled(&cancel), e),
@@ -280,11 +281,25 @@ impl OpenAiModel {
         &self,
         payload: &Value,
         key: &str,
+        extra_headers: &[(String, String)],
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<reqwest::Response, Failure> {
         let config = &self.inner.config;
         let body = serde_json::to_vec(payload).unwrap_or_default();
-        let headers = self.request_headers(key);
+        let mut headers = self.request_headers(key);
+        // An extension's headers never replace the provider's (its key, its configured ones).
+        for (name, value) in extra_headers {
+            match (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                (Ok(n), Ok(v)) if !headers.contains_key(&n) => {
+                    headers.insert(n, v);
+                }
+                (Ok(_), Ok(_)) => {}
+                _ => tracing::warn!("skipping invalid model request header {name:?}"),
+            }
+        }
         let url = config.completions_url();
         let mut retries_left = config.max_retries;
         loop {
