@@ -5,7 +5,7 @@
 //! selectable, each request routed by the extension with its reason, state, previous answer
 //! and conversation, router state stored on the branch, the answer naming the routed model at
 //! the clamped thinking level); the MCP server registry; `ui_prompt_start` / `ui_prompt_end`;
-//! `provider_stream_event`; `before_provider_headers`. Differences by design are asserted as
+//! `provider_stream_event`; `before_provider_headers`; `context_with_system`. Differences by design are asserted as
 //! such: pi hands an extension the provider's API key (`getApiKeyAndHeaders`) and lets it
 //! replace the request's `authorization`, pichamber does neither.
 
@@ -494,4 +494,62 @@ fn provider_headers_are_edited_as_in_pi_1_6() {
     // pi lets the extension replace the key; pichamber keeps the provider's.
     assert_eq!(pi_sent["authorization"], "Bearer stolen");
     assert_eq!(our_sent["authorization"], "Bearer test-key");
+}
+
+#[test]
+fn context_with_system_follows_context_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mock = runtime.block_on(mock_server::start(script())).unwrap();
+        let mut rpc = Rpc::start(side, root, &mock.base_url(), &["context.ts"]);
+        rpc.send(json!({"type": "prompt", "message": "hello"}));
+        rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+        let body = mock
+            .recorded()
+            .into_iter()
+            .find(|r| r.path.ends_with("/chat/completions"))
+            .map(|r| r.body)
+            .unwrap();
+        let sent: Vec<Value> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let text = match &m["content"] {
+                    Value::String(s) => s.clone(),
+                    blocks => common::text_of(blocks),
+                };
+                json!([m["role"], text])
+            })
+            .collect();
+        (notes(&rpc.finish()), sent)
+    };
+    let (mut pi_notes, pi_sent) = drive(Side::Pi, &dir.path().join("side1"));
+    let (our_notes, our_sent) = drive(Side::Pichamber, &dir.path().join("side2"));
+    // pi's prompt has a section pointing at its own documentation, which pichamber leaves
+    // out by design.
+    for (_, shape) in &mut pi_notes {
+        for message in shape.as_array_mut().into_iter().flatten() {
+            if let Some(sections) = message.get_mut("sections").and_then(Value::as_array_mut) {
+                sections.retain(|s| s != "docs");
+            }
+        }
+    }
+    assert_eq!(pi_notes, our_notes);
+    // The request: the edited prompt, then the conversation with the note.
+    let roles = |sent: &[Value]| sent.iter().map(|m| m[0].clone()).collect::<Vec<_>>();
+    assert_eq!(roles(&pi_sent), roles(&our_sent));
+    for sent in [&pi_sent, &our_sent] {
+        let prompt = sent[0][1].as_str().unwrap();
+        assert!(prompt.ends_with("Answer in French."), "{prompt}");
+        assert_eq!(sent.last().unwrap()[1], "(a note)");
+    }
 }

@@ -776,6 +776,8 @@ function reportHandlerError(event, err) {
   hostCall("reportError", event, errorText(err), errorStack(err) ?? null);
 }
 
+const LEADING_SYSTEM_MESSAGE_REMOVED =
+  "Handler removed the leading system message; the request has no prompt or initial tool declarations. Keep it at index 0 or replace a dropped prefix with getCurrentSystemMessage().";
 const sessionBefore = new Set(["session_before_switch", "session_before_fork", "session_before_compact", "session_before_tree"]);
 
 async function runChain(name, event, ctx) {
@@ -843,6 +845,23 @@ async function runChain(name, event, ctx) {
         }
       }
       return { result: modified ? { messages: event.messages } : undefined, event };
+    }
+    case "context_with_system": {
+      // pi 1.6.0: the whole transcript, system messages included; what handlers return (or
+      // edit in place) is what the request gets.
+      for (const h of handlers) {
+        try {
+          const leading = event.messages[0]?.role === "system";
+          const r = await h({ type: name, messages: event.messages }, ctx);
+          if (r?.messages) event.messages = r.messages;
+          if (leading && event.messages[0]?.role !== "system") {
+            reportHandlerError(name, new Error(LEADING_SYSTEM_MESSAGE_REMOVED));
+          }
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: undefined, event };
     }
     case "before_provider_request": {
       let modified = false;

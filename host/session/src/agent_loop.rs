@@ -18,6 +18,7 @@ use super::events::SessionEvent;
 use super::messages::{self, now_ms};
 use super::models::{RouteReason, Routed, Selection};
 use super::state::{AgentRequest, Disposition, Responder, SessionShared};
+use super::system_message;
 use super::system_prompt::SystemPromptOptions;
 use pichamber_model::{LlmContext, StreamItem, StreamOptions};
 
@@ -689,9 +690,11 @@ impl Session {
         };
         // pi 1.6.0's `context` handlers see the conversation without its system messages
         // (the prompt and tools are pi's), and the model gets those from the loadout anyway.
+        let transcript = context.clone();
         if self.shared.pi.is_1_6() {
             context.retain(|m| m["role"] != "system");
         }
+        let mut replaced = false;
         if self.has_handlers("context") {
             let result = self
                 .emit(
@@ -699,11 +702,12 @@ impl Session {
                     json!({ "type": "context", "messages": context.clone() }),
                 )
                 .await;
-            if let Some(replaced) = result.ok().and_then(|r| r["messages"].as_array().cloned()) {
-                context = replaced;
+            if let Some(messages) = result.ok().and_then(|r| r["messages"].as_array().cloned()) {
+                replaced = messages != context;
+                context = messages;
             }
         }
-        let system_prompt = self
+        let mut system_prompt = self
             .shared
             .state
             .lock()
@@ -711,6 +715,34 @@ impl Session {
             .agent
             .system_prompt
             .clone();
+        // pi 1.6.0's `context_with_system` handlers then see the whole transcript (the system
+        // messages replayed into one when `context` handlers replaced the conversation), and
+        // the request gets what they return: its prompt from the system messages they leave.
+        if self.shared.pi.is_1_6() && self.has_handlers("context_with_system") {
+            let full: Vec<Value> = if replaced {
+                system_message::current(&transcript)
+                    .into_iter()
+                    .chain(context.iter().cloned())
+                    .collect()
+            } else {
+                transcript
+            };
+            let result = self
+                .emit(
+                    "context_with_system",
+                    json!({ "type": "context_with_system", "messages": full.clone() }),
+                )
+                .await;
+            if let Some(returned) = result.ok().and_then(|r| r["messages"].as_array().cloned())
+                && returned != full
+            {
+                system_prompt = system_message::prompt_text(&returned);
+                context = returned
+                    .into_iter()
+                    .filter(|m| m["role"] != "system")
+                    .collect();
+            }
+        }
         let llm_context = LlmContext {
             system_prompt,
             messages: messages::convert_to_llm(&context),

@@ -597,7 +597,11 @@ impl Session {
                         }
                     }
                 }
-                "tool_result" | "message_end" | "context" | "before_provider_request" => {
+                "tool_result"
+                | "message_end"
+                | "context"
+                | "context_with_system"
+                | "before_provider_request" => {
                     modified |= chain.is_some_and(|c| !c.is_null());
                 }
                 "before_agent_start" => {
@@ -652,7 +656,7 @@ impl Session {
                 json!({ "content": event["content"], "details": event["details"], "isError": event["isError"] })
             }
             "message_end" if modified => json!({ "message": event["message"] }),
-            "context" => json!({ "messages": event["messages"] }),
+            "context" | "context_with_system" => json!({ "messages": event["messages"] }),
             "before_provider_request" => event["payload"].clone(),
             "before_agent_start" if modified || !injected_messages.is_empty() => json!({
                 "messages": if injected_messages.is_empty() { Value::Null } else { Value::Array(injected_messages) },

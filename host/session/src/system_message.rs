@@ -41,6 +41,52 @@ pub fn replay(messages: &[Value]) -> Replayed {
     out
 }
 
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// Every system message of `messages` replayed into one (pi-ai's `getCurrentSystemMessage`):
+/// their text joined, sections patched by name, tools resolved; `None` without any.
+pub fn current(messages: &[Value]) -> Option<Value> {
+    let systems: Vec<&Value> = messages.iter().filter(|m| m["role"] == "system").collect();
+    let first = systems.first()?;
+    let Replayed { sections, tools } = replay(messages);
+    let text: Vec<String> = systems
+        .iter()
+        .map(|m| content_text(&m["content"]))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut message = json!({ "role": "system", "content": text.join("\n\n") });
+    if !sections.is_empty() {
+        message["sections"] = Value::Object(sections);
+    }
+    if !tools.is_empty() {
+        message["toolsAdded"] = Value::Array(tools);
+    }
+    message["timestamp"] = first.get("timestamp").cloned().unwrap_or(json!(0));
+    Some(message)
+}
+
+/// The prompt the transcript's system messages make (pi-ai's `getCurrentSystemPrompt`).
+pub fn prompt_text(messages: &[Value]) -> String {
+    let Some(message) = current(messages) else {
+        return String::new();
+    };
+    let mut parts = vec![content_text(&message["content"])];
+    for text in message["sections"].as_object().into_iter().flatten() {
+        parts.extend(text.1.as_str().map(str::to_owned));
+    }
+    crate::system_prompt::render(parts.iter().map(String::as_str))
+}
+
 /// A tool as a system message declares it: `{name, description, parameters,
 /// constrainedSampling?}`.
 pub fn declaration(
