@@ -19,15 +19,20 @@ use serde_json::{Map, Value, json};
 use super::args::{Args, js_number};
 use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
 use super::workspace::{FsError, Workspace};
-use super::{ABORTED, ToolOutput, js_json_number};
+use super::{ABORTED, PiVersion, ToolOutput, effective_limit, js_json_number};
 
 pub(crate) const DEFAULT_LIMIT: usize = 1000;
 
-pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<ToolOutput, String> {
+pub(crate) fn run(
+    args: &Value,
+    ws: &Workspace,
+    cancel: &AtomicBool,
+    pi: PiVersion,
+) -> Result<ToolOutput, String> {
     let a = Args::new("find", args)?;
     let pattern = a.string("pattern")?;
     let search_input = a.opt_string("path")?.filter(|p| !p.is_empty());
-    let limit = a.opt_number("limit")?.unwrap_or(DEFAULT_LIMIT as f64);
+    let limit = effective_limit(a.opt_number("limit")?.unwrap_or(DEFAULT_LIMIT as f64), pi);
 
     let input = search_input.as_deref().unwrap_or(".");
     let r = ws.resolve(input)?;
@@ -43,14 +48,38 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
         Err(FsError::Outside) => return Err(ws.symlink_message(input)),
     }
 
+    // pi 1.6.0 drops a leading "./" (fd's full paths have none) and anchors a relative path
+    // pattern at the search path: 'src/*.ts' finds 'src/a.ts', not 'pkg/src/b.ts'.
+    let pattern = if pi.is_1_6() {
+        let mut p = pattern.as_str();
+        while let Some(rest) = p.strip_prefix("./") {
+            p = rest;
+        }
+        p.to_owned()
+    } else {
+        pattern
+    };
     let full_path = pattern.contains('/');
-    let effective =
-        if full_path && !pattern.starts_with('/') && !pattern.starts_with("**/") && pattern != "**"
-        {
-            format!("**/{pattern}")
-        } else {
-            pattern.clone()
-        };
+    let effective = if pi.is_1_6() && full_path && !pattern.starts_with('/') {
+        let root = r.abs.to_string_lossy();
+        let escaped: String = root
+            .trim_end_matches('/')
+            .chars()
+            .flat_map(|c| {
+                let escape = matches!(c, '\\' | '*' | '?' | '[' | ']' | '{' | '}');
+                escape.then_some('\\').into_iter().chain([c])
+            })
+            .collect();
+        format!("{escaped}/{pattern}")
+    } else if full_path
+        && !pattern.starts_with('/')
+        && !pattern.starts_with("**/")
+        && pattern != "**"
+    {
+        format!("**/{pattern}")
+    } else {
+        pattern.clone()
+    };
     let matcher = if pattern.is_empty() {
         None
     } else {
@@ -80,7 +109,12 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
     }
 
     // Entries come depth-first with siblings sorted by name, which is fd's sorted order.
-    let max = if limit > 0.0 { limit } else { f64::INFINITY };
+    // pi 1.6.0 asks for one result past the limit, to tell "exactly N" from "more than N".
+    let max = match limit {
+        l if pi.is_1_6() => l + 1.0,
+        l if l > 0.0 => l,
+        _ => f64::INFINITY,
+    };
     let mut found: Vec<String> = Vec::new();
     for entry in walker.build() {
         if cancel.load(Ordering::Relaxed) {
@@ -118,7 +152,13 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
             Value::Null,
         ));
     }
-    let limit_reached = found.len() as f64 >= limit;
+    let limit_reached = if pi.is_1_6() {
+        let more = found.len() as f64 > limit;
+        found.truncate(limit as usize);
+        more
+    } else {
+        found.len() as f64 >= limit
+    };
     let t = truncate_head(&found.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
     let mut output = t.content.clone();
     let mut details = Map::new();
@@ -183,7 +223,7 @@ mod tests {
     }
 
     fn find(ws: &Workspace, args: Value) -> Result<ToolOutput, String> {
-        run(&args, ws, &AtomicBool::new(false))
+        run(&args, ws, &AtomicBool::new(false), PiVersion::V0_73)
     }
 
     fn text(out: &ToolOutput) -> &str {

@@ -28,7 +28,7 @@ use super::truncate::{
     truncate_line,
 };
 use super::workspace::{FsError, Resolved, Workspace};
-use super::{ABORTED, ToolOutput, js_json_number};
+use super::{ABORTED, PiVersion, ToolOutput, js_json_number};
 
 pub(crate) const DEFAULT_LIMIT: usize = 100;
 
@@ -38,6 +38,8 @@ struct Match {
     line_number: u64,
     /// The line with its terminator, if it is valid UTF-8 (rg's `lines.text`).
     text: Option<String>,
+    /// The line with invalid UTF-8 replaced (what pi 1.6.0 decodes rg's `lines.bytes` to).
+    lossy: String,
 }
 
 struct Collect<'a> {
@@ -54,12 +56,18 @@ impl Sink for Collect<'_> {
             file: self.file.to_path_buf(),
             line_number: m.line_number().unwrap_or(0),
             text: std::str::from_utf8(m.bytes()).ok().map(str::to_owned),
+            lossy: String::from_utf8_lossy(m.bytes()).into_owned(),
         });
         Ok((self.matches.len() as f64) < self.limit)
     }
 }
 
-pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<ToolOutput, String> {
+pub(crate) fn run(
+    args: &Value,
+    ws: &Workspace,
+    cancel: &AtomicBool,
+    pi: PiVersion,
+) -> Result<ToolOutput, String> {
     let a = Args::new("grep", args)?;
     let pattern = a.string("pattern")?;
     let search_input = a.opt_string("path")?.filter(|p| !p.is_empty());
@@ -81,6 +89,12 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
         _ => 0,
     };
     let limit = limit.unwrap_or(DEFAULT_LIMIT as f64).max(1.0);
+    // pi 1.6.0 reads one match past the limit: only that one proves the limit cut results off.
+    let wanted = if pi.is_1_6() {
+        limit.floor() + 1.0
+    } else {
+        limit
+    };
 
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(ignore_case)
@@ -135,10 +149,10 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
         let sink = Collect {
             file: entry.path(),
             matches: &mut matches,
-            limit,
+            limit: wanted,
         };
         let _ = searcher.search_file(&matcher, &file, sink);
-        if matches.len() as f64 >= limit {
+        if matches.len() as f64 >= wanted {
             break;
         }
     }
@@ -146,7 +160,12 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
     if matches.is_empty() {
         return Ok(ToolOutput::text("No matches found", Value::Null));
     }
-    let limit_reached = matches.len() as f64 >= limit;
+    let limit_reached = if pi.is_1_6() {
+        matches.len() as f64 > limit.floor()
+    } else {
+        matches.len() as f64 >= limit
+    };
+    let limit = if pi.is_1_6() { limit.floor() } else { limit };
 
     let format_path = |file: &Path| -> String {
         if is_dir
@@ -162,7 +181,11 @@ pub(crate) fn run(args: &Value, ws: &Workspace, cancel: &AtomicBool) -> Result<T
     let mut file_lines: HashMap<PathBuf, Vec<String>> = HashMap::new();
     let mut lines_truncated = false;
     let mut output_lines: Vec<String> = Vec::new();
-    for m in &matches {
+    if pi.is_1_6() {
+        (output_lines, lines_truncated) =
+            rg_lines(ws, &matches, limit as usize, context, &format_path);
+    }
+    for m in matches.iter().filter(|_| !pi.is_1_6()) {
         let shown = format_path(&m.file);
         if context == 0
             && let Some(text) = &m.text
@@ -255,6 +278,79 @@ fn open_inside(ws: &Workspace, abs: &Path) -> Option<std::fs::File> {
 
 /// A file's lines as pi's context formatting reads them (`\r\n` and `\r` as line breaks);
 /// empty if it cannot be read.
+/// pi 1.6.0's output, which is rg's with `--context`: each line once, windows of nearby
+/// matches merged, a line that matches shown as a match, the trailing context of the last
+/// match kept (a match past the limit inside it shown as context), lines split at `\n` only
+/// and stripped of their terminator alone.
+fn rg_lines(
+    ws: &Workspace,
+    matches: &[Match],
+    limit: usize,
+    context: u64,
+    format_path: &dyn Fn(&Path) -> String,
+) -> (Vec<String>, bool) {
+    let kept = &matches[..matches.len().min(limit)];
+    let mut out = Vec::new();
+    let mut truncated = false;
+    let mut push = |shown: &str, n: u64, text: &str, is_match: bool| {
+        let (cut, was_cut) = truncate_line(text, GREP_MAX_LINE_LENGTH);
+        truncated |= was_cut;
+        let mark = if is_match { ':' } else { '-' };
+        out.push(format!("{shown}{mark}{n}{mark} {cut}"));
+    };
+    let mut files: HashMap<PathBuf, Vec<String>> = HashMap::new();
+    let mut last_shown: HashMap<PathBuf, u64> = HashMap::new();
+    for m in kept {
+        let shown = format_path(&m.file);
+        if context == 0 {
+            let text = m.lossy.as_str();
+            let text = text.strip_suffix('\n').unwrap_or(text);
+            push(
+                &shown,
+                m.line_number,
+                text.strip_suffix('\r').unwrap_or(text),
+                true,
+            );
+            continue;
+        }
+        let lines = files.entry(m.file.clone()).or_insert_with(|| {
+            let mut lines = read_lines_lf(ws, &m.file);
+            if lines.last().is_some_and(String::is_empty) {
+                lines.pop();
+            }
+            lines
+        });
+        let n = m.line_number;
+        let after = last_shown.get(&m.file).map_or(1, |l| l + 1);
+        let start = n.saturating_sub(context).max(1).max(after);
+        let end = (lines.len() as u64).min(n + context);
+        for current in start..=end {
+            let is_match = kept
+                .iter()
+                .any(|k| k.file == m.file && k.line_number == current);
+            let text = lines.get(current as usize - 1).map_or("", String::as_str);
+            push(&shown, current, text, is_match);
+        }
+        last_shown.insert(m.file.clone(), end.max(n));
+    }
+    (out, truncated)
+}
+
+/// A file's lines split at `\n`, each without a trailing `\r` (rg's lines).
+fn read_lines_lf(ws: &Workspace, abs: &Path) -> Vec<String> {
+    let Some(mut file) = open_inside(ws, abs) else {
+        return Vec::new();
+    };
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&bytes)
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
+        .collect()
+}
+
 fn read_lines(ws: &Workspace, abs: &Path) -> Vec<String> {
     let Some(mut file) = open_inside(ws, abs) else {
         return Vec::new();
@@ -293,7 +389,7 @@ mod tests {
     }
 
     fn grep(ws: &Workspace, args: Value) -> Result<ToolOutput, String> {
-        run(&args, ws, &AtomicBool::new(false))
+        run(&args, ws, &AtomicBool::new(false), PiVersion::V0_73)
     }
 
     fn text(out: &ToolOutput) -> &str {

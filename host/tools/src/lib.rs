@@ -460,10 +460,10 @@ async fn run_blocking(
         match name.as_str() {
             "read" => read::run(&args, &ws, &options),
             "edit" => edit::run(&args, &ws),
-            "write" => write::run(&args, &ws),
-            "grep" => grep::run(&args, &ws, &task_flag),
-            "find" => find::run(&args, &ws, &task_flag),
-            "ls" => ls::run(&args, &ws),
+            "write" => write::run(&args, &ws, options.pi),
+            "grep" => grep::run(&args, &ws, &task_flag, options.pi),
+            "find" => find::run(&args, &ws, &task_flag, options.pi),
+            "ls" => ls::run(&args, &ws, options.pi),
             other => Err(format!("Tool {other} not found")),
         }
     });
@@ -485,6 +485,15 @@ pub(crate) async fn cancelled(mut cancel: watch::Receiver<bool>) {
         if cancel.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// pi 1.6.0's limit of ls and find: whole, and at least 1 (0 would list nothing).
+pub(crate) fn effective_limit(limit: f64, pi: PiVersion) -> f64 {
+    if pi.is_1_6() {
+        limit.floor().max(1.0)
+    } else {
+        limit
     }
 }
 

@@ -7,14 +7,14 @@ use serde_json::{Map, Value, json};
 use super::args::{Args, js_number};
 use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
 use super::workspace::{FsError, Resolved, Workspace, node_error};
-use super::{ToolOutput, collate, js_json_number};
+use super::{PiVersion, ToolOutput, collate, effective_limit, js_json_number};
 
 pub(crate) const DEFAULT_LIMIT: usize = 500;
 
-pub(crate) fn run(args: &Value, ws: &Workspace) -> Result<ToolOutput, String> {
+pub(crate) fn run(args: &Value, ws: &Workspace, pi: PiVersion) -> Result<ToolOutput, String> {
     let a = Args::new("ls", args)?;
     let path = a.opt_string("path")?.filter(|p| !p.is_empty());
-    let limit = a.opt_number("limit")?.unwrap_or(DEFAULT_LIMIT as f64);
+    let limit = effective_limit(a.opt_number("limit")?.unwrap_or(DEFAULT_LIMIT as f64), pi);
     let input = path.as_deref().unwrap_or(".");
     let r = ws.resolve(input)?;
 
@@ -109,25 +109,25 @@ mod tests {
         for f in ["b.txt", ".hidden", "a_b", "A.md"] {
             std::fs::write(tmp.path().join(f), "").unwrap();
         }
-        let out = run(&json!({}), &ws).unwrap();
+        let out = run(&json!({}), &ws, PiVersion::V0_73).unwrap();
         assert_eq!(text(&out), ".hidden\na_b\nA.md\nb.txt\nSrc/");
         assert_eq!(out.details, Value::Null);
 
-        let out = run(&json!({"path": ".", "limit": 2}), &ws).unwrap();
+        let out = run(&json!({"path": ".", "limit": 2}), &ws, PiVersion::V0_73).unwrap();
         assert_eq!(
             text(&out),
             ".hidden\na_b\n\n[2 entries limit reached. Use limit=4 for more]"
         );
         assert_eq!(out.details, json!({"entryLimitReached": 2}));
 
-        let out = run(&json!({"path": "Src"}), &ws).unwrap();
+        let out = run(&json!({"path": "Src"}), &ws, PiVersion::V0_73).unwrap();
         assert_eq!(text(&out), "(empty directory)");
-        let err = run(&json!({"path": "nope"}), &ws).unwrap_err();
+        let err = run(&json!({"path": "nope"}), &ws, PiVersion::V0_73).unwrap_err();
         assert_eq!(
             err,
             format!("Path not found: {}", tmp.path().join("nope").display())
         );
-        let err = run(&json!({"path": "b.txt"}), &ws).unwrap_err();
+        let err = run(&json!({"path": "b.txt"}), &ws, PiVersion::V0_73).unwrap_err();
         assert_eq!(
             err,
             format!("Not a directory: {}", tmp.path().join("b.txt").display())
@@ -142,11 +142,11 @@ mod tests {
         std::fs::write(outside.path().join("secret"), "").unwrap();
         std::os::unix::fs::symlink(outside.path(), tmp.path().join("out")).unwrap();
         std::fs::write(tmp.path().join("f"), "").unwrap();
-        let err = run(&json!({"path": "out"}), &ws).unwrap_err();
+        let err = run(&json!({"path": "out"}), &ws, PiVersion::V0_73).unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
-        let err = run(&json!({"path": ".."}), &ws).unwrap_err();
+        let err = run(&json!({"path": ".."}), &ws, PiVersion::V0_73).unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
         // Listing the root shows the file but not the link it cannot follow.
-        assert_eq!(text(&run(&json!({}), &ws).unwrap()), "f");
+        assert_eq!(text(&run(&json!({}), &ws, PiVersion::V0_73).unwrap()), "f");
     }
 }

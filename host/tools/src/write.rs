@@ -3,11 +3,11 @@
 
 use serde_json::Value;
 
-use super::ToolOutput;
 use super::args::Args;
 use super::workspace::{Resolved, Workspace};
+use super::{PiVersion, ToolOutput};
 
-pub(crate) fn run(args: &Value, ws: &Workspace) -> Result<ToolOutput, String> {
+pub(crate) fn run(args: &Value, ws: &Workspace, pi: PiVersion) -> Result<ToolOutput, String> {
     let a = Args::new("write", args)?;
     let path = a.string("path")?;
     let content = a.string("content")?;
@@ -23,14 +23,16 @@ pub(crate) fn run(args: &Value, ws: &Workspace) -> Result<ToolOutput, String> {
     }
     ws.with(&r, |d, p| d.write(p, content.as_bytes()))
         .map_err(|e| ws.error_message(&e, &path, "open", &r))?;
-    // pi reports `content.length`: UTF-16 code units, not bytes.
-    Ok(ToolOutput::text(
+    // pi 0.73.1 reports `content.length`: UTF-16 code units, not bytes; 1.6.0 no size.
+    let text = if pi.is_1_6() {
+        format!("Successfully wrote to {path}")
+    } else {
         format!(
             "Successfully wrote {} bytes to {path}",
             content.encode_utf16().count()
-        ),
-        Value::Null,
-    ))
+        )
+    };
+    Ok(ToolOutput::text(text, Value::Null))
 }
 
 #[cfg(test)]
@@ -42,7 +44,12 @@ mod tests {
     fn writes_with_parents_and_refuses_escapes() {
         let tmp = tempfile::tempdir().unwrap();
         let ws = Workspace::open(tmp.path()).unwrap();
-        let out = run(&json!({"path": "a/b/c.txt", "content": "héllo"}), &ws).unwrap();
+        let out = run(
+            &json!({"path": "a/b/c.txt", "content": "héllo"}),
+            &ws,
+            PiVersion::V0_73,
+        )
+        .unwrap();
         assert_eq!(
             out.content[0]["text"],
             "Successfully wrote 5 bytes to a/b/c.txt"
@@ -62,7 +69,7 @@ mod tests {
             "../x.txt",
             "/tmp/pichamber-x",
         ] {
-            let err = run(&json!({"path": p, "content": "x"}), &ws).unwrap_err();
+            let err = run(&json!({"path": p, "content": "x"}), &ws, PiVersion::V0_73).unwrap_err();
             assert!(err.contains("outside the workspace"), "{p}: {err}");
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
@@ -70,10 +77,20 @@ mod tests {
         // A directory link inside the workspace is followed, as Node's mkdir -p does.
         std::fs::create_dir(tmp.path().join("real")).unwrap();
         std::os::unix::fs::symlink("real", tmp.path().join("alias")).unwrap();
-        run(&json!({"path": "alias/n/f.txt", "content": ""}), &ws).unwrap();
+        run(
+            &json!({"path": "alias/n/f.txt", "content": ""}),
+            &ws,
+            PiVersion::V0_73,
+        )
+        .unwrap();
         assert!(tmp.path().join("real/n/f.txt").exists());
         std::fs::write(tmp.path().join("file"), "").unwrap();
-        let err = run(&json!({"path": "file/x/y.txt", "content": ""}), &ws).unwrap_err();
+        let err = run(
+            &json!({"path": "file/x/y.txt", "content": ""}),
+            &ws,
+            PiVersion::V0_73,
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             format!(
