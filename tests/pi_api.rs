@@ -13,21 +13,15 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::compare::{first_difference, mock_model_home, normalise};
+use common::compare::{Side, first_difference, mock_model_home, normalise, pi_command};
 use common::oracle::Pi;
-use pichamber_model::mock_server;
+use pichamber_model::mock_server::{self, MockServer, RecordedRequest};
 use pichamber_model::scripted::Script;
 use serde_json::{Value, json};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Side {
-    Pi,
-    Pichamber,
-}
 
 fn script() -> Script {
     Script::from_value(json!({"turns": [
@@ -50,20 +44,11 @@ struct Rpc {
 impl Rpc {
     /// `pi --mode rpc --no-session -e EXT...` on one side, with the mock model of `script`.
     fn start(side: Side, root: &Path, base_url: &str, extensions: &[&str]) -> Self {
-        let (agent, ws) = mock_model_home(root, base_url);
-        let mut command = match side {
-            Side::Pi => {
-                let mut c = Command::new(Pi::V1_6.node().unwrap());
-                c.arg(Pi::V1_6.package().join("dist/cli.js"));
-                c.args(Pi::V1_6.only_given_extensions());
-                c
-            }
-            Side::Pichamber => {
-                let mut c = Command::new(common::bin());
-                c.arg("pi");
-                c
-            }
-        };
+        mock_model_home(root, base_url);
+        let mut command = pi_command(side, root);
+        if side == Side::Pi {
+            command.args(Pi::V1_6.only_given_extensions());
+        }
         command.args(["--mode", "rpc", "--no-session"]);
         for extension in extensions {
             command
@@ -71,13 +56,6 @@ impl Rpc {
                 .arg(common::repo().join("tests/fixtures/pi-api").join(extension));
         }
         command
-            .current_dir(&ws)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", root.join("home"))
-            .env("PI_CODING_AGENT_DIR", &agent)
-            .env("PI_OFFLINE", "1")
-            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -164,15 +142,37 @@ fn notes(lines: &[Value]) -> Vec<(String, Value)> {
 }
 
 fn with_mock<T>(script: Script, run: impl FnOnce(&str) -> T) -> T {
+    with_mock_server(script, |mock| run(&mock.base_url()))
+}
+
+fn with_mock_server<T>(script: Script, run: impl FnOnce(&MockServer) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
     let mock = runtime.block_on(mock_server::start(script)).unwrap();
-    let out = run(&mock.base_url());
-    drop(mock);
-    out
+    run(&mock)
+}
+
+/// One prompt to a side loaded with `extension`: the notes it made and the request the mock
+/// model received.
+fn prompt_once(
+    side: Side,
+    root: &Path,
+    extension: &str,
+) -> (Vec<(String, Value)>, RecordedRequest) {
+    with_mock_server(script(), |mock| {
+        let mut rpc = Rpc::start(side, root, &mock.base_url(), &[extension]);
+        rpc.send(json!({"type": "prompt", "message": "hello"}));
+        rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+        let request = mock
+            .recorded()
+            .into_iter()
+            .find(|r| r.path.ends_with("/chat/completions"))
+            .unwrap();
+        (notes(&rpc.finish()), request)
+    })
 }
 
 fn drive_router(side: Side, root: &Path) -> Vec<Value> {
@@ -465,22 +465,8 @@ fn provider_headers_are_edited_as_in_pi_1_6() {
     }
     let dir = tempfile::tempdir().unwrap();
     let drive = |side: Side, root: &Path| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let mock = runtime.block_on(mock_server::start(script())).unwrap();
-        let mut rpc = Rpc::start(side, root, &mock.base_url(), &["headers.ts"]);
-        rpc.send(json!({"type": "prompt", "message": "hello"}));
-        rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
-        let sent = mock
-            .recorded()
-            .into_iter()
-            .find(|r| r.path.ends_with("/chat/completions"))
-            .map(|r| r.headers)
-            .unwrap();
-        (notes(&rpc.finish()), sent)
+        let (noted, request) = prompt_once(side, root, "headers.ts");
+        (noted, request.headers)
     };
     let (pi_notes, pi_sent) = drive(Side::Pi, &dir.path().join("side1"));
     let (our_notes, our_sent) = drive(Side::Pichamber, &dir.path().join("side2"));
@@ -503,21 +489,8 @@ fn context_with_system_follows_context_as_in_pi_1_6() {
     }
     let dir = tempfile::tempdir().unwrap();
     let drive = |side: Side, root: &Path| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let mock = runtime.block_on(mock_server::start(script())).unwrap();
-        let mut rpc = Rpc::start(side, root, &mock.base_url(), &["context.ts"]);
-        rpc.send(json!({"type": "prompt", "message": "hello"}));
-        rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
-        let body = mock
-            .recorded()
-            .into_iter()
-            .find(|r| r.path.ends_with("/chat/completions"))
-            .map(|r| r.body)
-            .unwrap();
+        let (noted, request) = prompt_once(side, root, "context.ts");
+        let body = request.body;
         let sent: Vec<Value> = body["messages"]
             .as_array()
             .unwrap()
@@ -530,7 +503,7 @@ fn context_with_system_follows_context_as_in_pi_1_6() {
                 json!([m["role"], text])
             })
             .collect();
-        (notes(&rpc.finish()), sent)
+        (noted, sent)
     };
     let (mut pi_notes, pi_sent) = drive(Side::Pi, &dir.path().join("side1"));
     let (our_notes, our_sent) = drive(Side::Pichamber, &dir.path().join("side2"));

@@ -7,19 +7,13 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use common::compare::{first_difference, mock_model_home, normalise};
+use common::compare::{Side, first_difference, mock_model_home, normalise, pi_command};
 use common::oracle::Pi;
 use pichamber_model::mock_server;
 use pichamber_model::scripted::Script;
 use serde_json::{Value, json};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Side {
-    Pi,
-    Pichamber,
-}
 
 fn script() -> Script {
     Script::from_value(json!({"turns": [
@@ -38,31 +32,13 @@ fn pi(side: Side, root: &Path, args: &[&str], stdin: &str) -> (i32, String, Stri
         .build()
         .unwrap();
     let mock = runtime.block_on(mock_server::start(script())).unwrap();
-    let (agent, ws) = mock_model_home(root, &mock.base_url());
+    mock_model_home(root, &mock.base_url());
     let extension = common::repo().join("tests/fixtures/pi-modes/mode.ts");
-    let mut command = match side {
-        Side::Pi => {
-            let mut c = Command::new(Pi::V1_6.node().unwrap());
-            c.arg(Pi::V1_6.package().join("dist/cli.js"));
-            c
-        }
-        Side::Pichamber => {
-            let mut c = Command::new(common::bin());
-            c.arg("pi");
-            c
-        }
-    };
+    let mut command = pi_command(side, root);
     command
         .args(["--no-session", "-e"])
         .arg(&extension)
         .args(args)
-        .current_dir(&ws)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", root.join("home"))
-        .env("PI_CODING_AGENT_DIR", &agent)
-        .env("PI_OFFLINE", "1")
-        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

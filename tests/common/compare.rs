@@ -80,3 +80,37 @@ pub fn mock_model_home(
     std::fs::write(agent.join("settings.json"), settings.to_string()).unwrap();
     (agent, ws)
 }
+
+/// Which side of a comparison with real pi runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Side {
+    Pi,
+    Pichamber,
+}
+
+/// `pi` as `side` runs it in the folders of [`mock_model_home`] (`root`): real pi 1.6.0 under
+/// its Node, or pichamber's pi entry, with nothing of the caller's environment but `PATH`.
+pub fn pi_command(side: Side, root: &std::path::Path) -> std::process::Command {
+    use super::oracle::Pi;
+    let mut command = match side {
+        Side::Pi => {
+            let mut c = std::process::Command::new(Pi::V1_6.node().unwrap());
+            c.arg(Pi::V1_6.package().join("dist/cli.js"));
+            c
+        }
+        Side::Pichamber => {
+            let mut c = std::process::Command::new(super::bin());
+            c.arg("pi");
+            c
+        }
+    };
+    command
+        .current_dir(root.join("ws"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", root.join("home"))
+        .env("PI_CODING_AGENT_DIR", root.join("home/agent"))
+        .env("PI_OFFLINE", "1")
+        .env("PICHAMBER_CACHE_DIR", super::cache_dir());
+    command
+}

@@ -336,31 +336,28 @@ fn rg_lines(
     (out, truncated)
 }
 
+/// A file's text with invalid UTF-8 replaced; `None` when it cannot be read.
+fn read_text(ws: &Workspace, abs: &Path) -> Option<String> {
+    let mut file = open_inside(ws, abs)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// A file's lines split at `\n`, each without a trailing `\r` (rg's lines).
 fn read_lines_lf(ws: &Workspace, abs: &Path) -> Vec<String> {
-    let Some(mut file) = open_inside(ws, abs) else {
-        return Vec::new();
-    };
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
-    String::from_utf8_lossy(&bytes)
+    read_text(ws, abs)
+        .unwrap_or_default()
         .split('\n')
         .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
         .collect()
 }
 
 fn read_lines(ws: &Workspace, abs: &Path) -> Vec<String> {
-    let Some(mut file) = open_inside(ws, abs) else {
+    let Some(text) = read_text(ws, abs) else {
         return Vec::new();
     };
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
-    String::from_utf8_lossy(&bytes)
-        .replace("\r\n", "\n")
+    text.replace("\r\n", "\n")
         .replace('\r', "\n")
         .split('\n')
         .map(str::to_owned)
