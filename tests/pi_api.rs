@@ -5,7 +5,8 @@
 //! selectable, each request routed by the extension with its reason, state, previous answer
 //! and conversation, router state stored on the branch, the answer naming the routed model at
 //! the clamped thinking level); the MCP server registry; `ui_prompt_start` / `ui_prompt_end`;
-//! `provider_stream_event`; `before_provider_headers`; `context_with_system`. Differences by design are asserted as
+//! `provider_stream_event`; `before_provider_headers`; `context_with_system`; the proposals of
+//! `turn_end` and `agent_before_settle`. Differences by design are asserted as
 //! such: pi hands an extension the provider's API key (`getApiKeyAndHeaders`) and lets it
 //! replace the request's `authorization`, pichamber does neither.
 
@@ -525,4 +526,122 @@ fn context_with_system_follows_context_as_in_pi_1_6() {
         assert!(prompt.ends_with("Answer in French."), "{prompt}");
         assert_eq!(sent.last().unwrap()[1], "(a note)");
     }
+}
+
+/// What a side of the boundary test did: the fixture's notes, the entries it was told of
+/// (ids replaced by their order of appearance), the errors, and each request's conversation.
+fn drive_boundaries(side: Side, root: &Path) -> Value {
+    let script = Script::from_value(json!({"turns": [
+        {"text": "first answer"},
+        {"text": "second answer"},
+        {"text": "third answer"},
+        {"text": "a fourth request was never due"},
+    ]}))
+    .unwrap();
+    with_mock_server(script, |mock| {
+        let mut rpc = Rpc::start(side, root, &mock.base_url(), &["boundary.ts"]);
+        rpc.send(json!({"type": "prompt", "message": "hello"}));
+        rpc.read_until(|l| l["type"] == "agent_settled", "agent_settled");
+        let lines = rpc.finish();
+        let requests: Vec<Value> = mock
+            .recorded()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .map(|r| {
+                r.body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|m| m["role"] != "system")
+                    .map(|m| {
+                        let text = match &m["content"] {
+                            Value::String(s) => s.clone(),
+                            blocks => common::text_of(blocks),
+                        };
+                        json!([m["role"], text])
+                    })
+                    .collect()
+            })
+            .collect();
+        // Entry ids differ between the sides: name each by the order it first appears in.
+        let mut ids: Vec<String> = Vec::new();
+        let mut id = |value: &Value| -> Value {
+            let Some(raw) = value.as_str() else {
+                return value.clone();
+            };
+            let at = ids.iter().position(|i| i == raw).unwrap_or_else(|| {
+                ids.push(raw.to_owned());
+                ids.len() - 1
+            });
+            json!(format!("#{at}"))
+        };
+        let entries: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "entry_appended")
+            .map(|l| {
+                let e = &l["entry"];
+                json!({
+                    "type": e["type"], "customType": e["customType"], "data": e["data"],
+                    "content": e["content"], "display": e["display"],
+                    "targetId": id(&e["targetId"]), "replacement": e["replacement"],
+                })
+            })
+            .collect();
+        let errors: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "extension_error")
+            .map(|l| json!([l["event"], l["error"]]))
+            .collect();
+        let notes: Vec<Value> = notes(&lines)
+            .into_iter()
+            .map(|(kind, body)| json!([kind, body]))
+            .collect();
+        let events: Vec<Value> = lines
+            .iter()
+            .filter(|l| {
+                l["type"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("agent_") || t.starts_with("turn_"))
+            })
+            .map(|l| l["type"].clone())
+            .collect();
+        json!({ "notes": notes, "entries": entries, "errors": errors, "requests": requests, "events": events })
+    })
+}
+
+#[test]
+fn turn_boundaries_take_proposals_as_pi_1_6_does() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let roots = [dir.path().join("side1"), dir.path().join("side2")];
+    let pi = drive_boundaries(Side::Pi, &roots[0]);
+    let ours = drive_boundaries(Side::Pichamber, &roots[1]);
+    let (expected, actual) = (pi, ours);
+    if let Some(difference) = first_difference(&expected, &actual, "") {
+        panic!(
+            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
+        );
+    }
+    // What the comparison must contain to mean something: the first answer edited out of the
+    // second request, the settle proposal in the third, the refused one reported, no fourth.
+    let requests = actual["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 3, "{actual:#}");
+    assert_eq!(
+        requests[1],
+        json!([["user", "hello"], ["user", "Answer again."]])
+    );
+    assert_eq!(
+        requests[2].as_array().unwrap().last().unwrap(),
+        &json!(["user", "Review the diff."])
+    );
+    assert_eq!(
+        actual["errors"],
+        json!([[
+            "agent_before_settle",
+            "Invalid boundary entries: Entry nope not found"
+        ]])
+    );
+    assert_eq!(actual["entries"].as_array().unwrap().len(), 4, "{actual:#}");
 }

@@ -783,7 +783,9 @@ const sessionBefore = new Set(["session_before_switch", "session_before_fork", "
 async function runChain(name, event, ctx) {
   const handlers = extension.handlers.get(name) ?? [];
   let result;
-  switch (name) {
+  // turn_end is a notification in sessions that follow pi 0.73.1 (no proposal fields).
+  const boundary = Array.isArray(event.entries);
+  switch (name === "turn_end" && !boundary ? "" : name) {
     case "tool_call": {
       // Errors propagate: a failing gate must not let the call through.
       for (const h of handlers) {
@@ -859,6 +861,29 @@ async function runChain(name, event, ctx) {
           }
         } catch (err) {
           reportHandlerError(name, err);
+        }
+      }
+      return { result: undefined, event };
+    }
+    case "turn_end":
+    case "agent_before_settle": {
+      // pi 1.6.0's actionable boundaries: each handler sees the entries and continuation
+      // proposed so far and the context rebuilt from them (the host checks the proposal again).
+      const base = { ...event };
+      for (const h of handlers) {
+        try {
+          const r = await h({ ...base, entries: event.entries, continue: event.continue, context: event.context }, ctx);
+          if (r?.entries !== undefined) event.entries = r.entries;
+          if (r?.continue !== undefined) event.continue = r.continue;
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+        try {
+          event.context = hostCall("sessionRead", "boundaryContext", [name, event.entries]);
+          event.valid = true;
+        } catch (err) {
+          event.valid = false;
+          reportHandlerError(name, new Error(`Invalid boundary entries: ${errorText(err)}`));
         }
       }
       return { result: undefined, event };

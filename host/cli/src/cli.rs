@@ -1016,9 +1016,9 @@ fn print_event(event: &SessionEvent) {
             say!("  -> {}", serde_json::to_string(answer).unwrap_or_default())
         }
         // Messages are shown by their message_end; other entries by kind.
-        SessionEvent::Entry { entry }
+        SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry }
             if entry["type"] == "message" || entry["type"] == "custom_message" => {}
-        SessionEvent::Entry { entry } => say!(
+        SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry } => say!(
             "entry {} {}",
             entry["type"].as_str().unwrap_or_default(),
             entry

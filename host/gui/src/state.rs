@@ -105,7 +105,9 @@ impl UiState {
                 }
                 vec![GuiEvent::ui("dialog.closed", json!({ "dialogId": id }))]
             }
-            SessionEvent::Entry { entry } => self.apply_entry(entry),
+            SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry } => {
+                self.apply_entry(entry)
+            }
             SessionEvent::Agent(value) => {
                 match value["type"].as_str() {
                     Some("agent_start") => self.busy = true,

@@ -94,7 +94,7 @@ pub fn event_sink(output: Arc<Output>, pi: PiVersion) -> EventSink {
         SessionEvent::Agent(value) if pi.is_1_6() => output.line(&wire::for_1_6(value)),
         SessionEvent::Agent(value) => output.line(value),
         // pi 1.6.0 tells clients of what an extension's appendEntry recorded.
-        SessionEvent::Entry { entry } if pi.is_1_6() && entry["type"] == "custom" => {
+        SessionEvent::EntryAppended { entry } if pi.is_1_6() => {
             output.line(&json!({ "type": "entry_appended", "entry": entry }))
         }
         SessionEvent::ExtensionUiRequest { .. } => {

@@ -39,9 +39,7 @@ pub fn event_sink(mode: OneShot, output: Arc<Output>, pi: PiVersion) -> EventSin
         } else {
             value.clone()
         }),
-        SessionEvent::Entry { entry }
-            if mode == OneShot::Json && pi.is_1_6() && entry["type"] == "custom" =>
-        {
+        SessionEvent::EntryAppended { entry } if mode == OneShot::Json && pi.is_1_6() => {
             output.line(&json!({ "type": "entry_appended", "entry": entry }))
         }
         SessionEvent::ExtensionError {

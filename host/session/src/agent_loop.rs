@@ -14,6 +14,7 @@
 use serde_json::{Value, json};
 
 use super::Session;
+use super::boundary::Boundary;
 use super::events::SessionEvent;
 use super::messages::{self, now_ms};
 use super::models::{RouteReason, Routed, Selection};
@@ -407,12 +408,21 @@ impl Session {
 
     /// One agent run, continued while a transient model error is retried (see `retry`), then
     /// auto-compaction when the context calls for it.
+    /// In sessions that follow pi 1.6.0, `agent_before_settle` may then ask for one more
+    /// request, and the run goes on from the context.
     pub(super) async fn run_agent(&mut self, prompts: Vec<Value>) {
         let mut new_messages = self.run_agent_once(prompts).await;
-        while self.retry_after(&new_messages).await {
+        let mut continued = 0;
+        loop {
+            while self.retry_after(&new_messages).await {
+                new_messages = self.run_agent_once(Vec::new()).await;
+            }
+            self.check_auto_compaction().await;
+            if !self.before_settle(&mut continued).await {
+                break;
+            }
             new_messages = self.run_agent_once(Vec::new()).await;
         }
-        self.check_auto_compaction().await;
         self.shared.state.lock().unwrap().agent.run_prompt_options = None;
         // pi 1.6.0 says when it will not go on by itself: after retries and compaction.
         if self.shared.pi.is_1_6() {
@@ -420,6 +430,97 @@ impl Session {
             self.agent_event(json!({ "type": "agent_settled", "aborted": aborted }))
                 .await;
         }
+    }
+
+    /// `agent_before_settle` (pi 1.6.0): whether its handlers asked the agent to go on (not
+    /// after an abort, and at most [`MAX_CHAINED_REQUESTS`] times in a row).
+    async fn before_settle(&mut self, continued: &mut usize) -> bool {
+        let name = Boundary::BeforeSettle.event_name();
+        if !self.shared.pi.is_1_6() || *self.shared.abort.borrow() || !self.has_handlers(name) {
+            return false;
+        }
+        let base = json!({ "type": name, "outcome": self.last_outcome() });
+        let proceed = self.boundary(Boundary::BeforeSettle, base).await;
+        if !proceed || *self.shared.abort.borrow() {
+            return false;
+        }
+        *continued += 1;
+        if *continued > MAX_CHAINED_REQUESTS {
+            self.error(
+                "<boundary>",
+                name,
+                format!("extensions asked to continue {MAX_CHAINED_REQUESTS} times in a row; the agent stops here"),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// pi's `AgentActivityOutcome` of the last answer.
+    fn last_outcome(&self) -> &'static str {
+        let state = self.shared.state.lock().unwrap();
+        let last = state
+            .agent
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "assistant");
+        outcome_of(last.unwrap_or(&Value::Null))
+    }
+
+    /// `turn_end`. In sessions that follow pi 1.6.0 an actionable boundary: returns whether
+    /// its handlers asked for one more request.
+    async fn turn_end(&mut self, assistant: &Value, tool_results: &[Value]) -> bool {
+        let event =
+            json!({ "type": "turn_end", "message": assistant, "toolResults": tool_results });
+        let name = Boundary::TurnEnd.event_name();
+        if !self.shared.pi.is_1_6() || !self.has_handlers(name) {
+            self.agent_event(event).await;
+            return false;
+        }
+        let ids = self.persisted_ids(std::iter::once(assistant).chain(tool_results));
+        let proceed = match ids.first().cloned().flatten() {
+            Some(message_entry_id) => {
+                let base = json!({
+                    "type": name, "turnIndex": self.turn_index,
+                    "message": assistant, "toolResults": tool_results,
+                    "messageEntryId": message_entry_id,
+                    "toolResultEntryIds": ids[1..].iter().flatten().collect::<Vec<_>>(),
+                    "outcome": outcome_of(assistant),
+                });
+                let proceed = self.boundary(Boundary::TurnEnd, base).await;
+                if self.is_streaming() {
+                    self.queue_streaming_requests().await;
+                }
+                proceed
+            }
+            None => {
+                self.error(
+                    "<boundary>",
+                    name,
+                    "turn_end could not resolve the persisted assistant entry ID",
+                );
+                false
+            }
+        };
+        self.announce_agent_event(name, event);
+        proceed
+    }
+
+    /// The ids of the entries `messages` were persisted as on the current branch, newest
+    /// match first.
+    fn persisted_ids<'a>(&self, messages: impl Iterator<Item = &'a Value>) -> Vec<Option<String>> {
+        let state = self.shared.state.lock().unwrap();
+        let branch = state.store.get_branch(None);
+        messages
+            .map(|message| {
+                branch
+                    .iter()
+                    .rev()
+                    .find(|e| e["type"] == "message" && e["message"] == *message)
+                    .and_then(|e| e["id"].as_str().map(str::to_owned))
+            })
+            .collect()
     }
 
     /// `agent_start`, turns until there is nothing left to do, `agent_end`; returns the run's
@@ -444,6 +545,7 @@ impl Session {
     async fn run_turns(&mut self, new_messages: &mut Vec<Value>) {
         let mut first_turn = true;
         let mut pending = self.take_queued(false);
+        let mut continued = 0;
         loop {
             let mut more_tool_calls = true;
             while more_tool_calls || !pending.is_empty() {
@@ -462,23 +564,35 @@ impl Session {
                 let assistant = self.stream_assistant().await;
                 new_messages.push(assistant.clone());
                 let stop = assistant["stopReason"].as_str().unwrap_or_default();
+                // An error or an abort ends the run, whatever turn_end asks.
                 if stop == "error" || stop == "aborted" {
-                    self.agent_event(
-                        json!({ "type": "turn_end", "message": assistant, "toolResults": [] }),
-                    )
-                    .await;
+                    self.turn_end(&assistant, &[]).await;
                     return;
                 }
                 more_tool_calls = false;
+                let mut terminate = false;
                 let mut tool_results = Vec::new();
                 if !messages::tool_calls(&assistant).is_empty() {
-                    let (results, terminate) = self.execute_tool_calls(&assistant).await;
-                    more_tool_calls = !terminate;
+                    let (results, end) = self.execute_tool_calls(&assistant).await;
+                    more_tool_calls = !end;
+                    terminate = end;
                     new_messages.extend(results.iter().cloned());
                     tool_results = results;
                 }
-                self.agent_event(json!({ "type": "turn_end", "message": assistant, "toolResults": tool_results }))
-                    .await;
+                // pi 1.6.0: turn_end may ask for one more request; a terminating tool batch
+                // still ends the run.
+                if self.turn_end(&assistant, &tool_results).await && !terminate {
+                    continued += 1;
+                    if continued > MAX_CHAINED_REQUESTS {
+                        self.error(
+                            "<boundary>",
+                            "turn_end",
+                            format!("extensions asked to continue {MAX_CHAINED_REQUESTS} times in a row; the agent stops here"),
+                        );
+                    } else {
+                        more_tool_calls = true;
+                    }
+                }
                 self.queue_streaming_requests().await;
                 pending = self.take_queued(false);
             }
@@ -644,6 +758,12 @@ impl Session {
                 self.queue_streaming_requests().await;
             }
         }
+        self.announce_agent_event(&name, event);
+    }
+
+    /// Reports an agent event to clients (in the form pi's agent emits it), after extensions
+    /// had it.
+    fn announce_agent_event(&mut self, name: &str, event: Value) {
         if name == "turn_end" {
             self.turn_index += 1;
         }
@@ -907,5 +1027,14 @@ impl Session {
             Some(Err(e)) => self.error("<runtime>", "session", format!("{e:#}")),
             None => {}
         }
+    }
+}
+
+/// pi's `AgentActivityOutcome` of an answer.
+fn outcome_of(assistant: &Value) -> &'static str {
+    match assistant["stopReason"].as_str() {
+        Some("aborted") => "aborted",
+        Some("error") => "error",
+        _ => "completed",
     }
 }

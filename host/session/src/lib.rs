@@ -11,6 +11,7 @@
 //! the terminal are its clients, through [`EventSink`] and [`DialogResponder`].
 
 mod agent_loop;
+mod boundary;
 mod branch_summary;
 mod compact;
 mod compaction;

@@ -365,7 +365,7 @@ impl Session {
                 .store
                 .append_owned_custom_entry(VIRTUAL_STATE_ENTRY, Some(data), None);
             match entry {
-                Ok(entry) => self.shared.emit(SessionEvent::Entry { entry }),
+                Ok(entry) => self.shared.emit(SessionEvent::EntryAppended { entry }),
                 Err(e) => return Err(format!("{name}: its state was not stored: {e:#}")),
             }
         }

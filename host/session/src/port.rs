@@ -495,7 +495,9 @@ impl ExtensionHost for ExtensionPort {
             .append_owned_custom_entry(&custom_type, Some(data).filter(|d| !d.is_null()), owner)
             .map_err(|e| format!("appendEntry: {e:#}"))?;
         drop(state);
-        self.appended(entry);
+        // pi 1.6.0 announces what appendEntry recorded (`entry_appended`).
+        self.count_entry(&entry);
+        self.shared.emit(SessionEvent::EntryAppended { entry });
         Ok(())
     }
 
@@ -555,6 +557,14 @@ impl ExtensionHost for ExtensionPort {
                 args: args.get(0).cloned().unwrap_or(Value::Null),
             });
             return Ok(Value::Null);
+        }
+        // pi 1.6.0's boundary preview: the context as it would be with the proposed entries.
+        if method == "boundaryContext" {
+            let boundary = arg(0)
+                .and_then(|name| crate::boundary::Boundary::parse(&name))
+                .ok_or("boundaryContext: turn_end or agent_before_settle")?;
+            let drafts = args.get(1).unwrap_or(&Value::Null);
+            return crate::boundary::preview(&state, boundary, drafts);
         }
         let store = &state.store;
         let list = |entries: Vec<&Value>| Value::Array(entries.into_iter().cloned().collect());

@@ -27,7 +27,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The format version this store writes (pi's `CURRENT_SESSION_VERSION`).
 pub const CURRENT_SESSION_VERSION: u64 = 3;
@@ -746,6 +746,34 @@ impl SessionStore {
         self.append_entry(Value::Object(entry))
     }
 
+    /// A compaction an extension proposed at a boundary (pi 1.6.0): `fromHook`, its usage,
+    /// and with no first kept entry one that keeps nothing before it (its own id).
+    pub fn append_draft_compaction(
+        &mut self,
+        summary: &str,
+        first_kept_entry_id: Option<&str>,
+        tokens_before: u64,
+        details: Option<Value>,
+        usage: Option<Value>,
+    ) -> Result<Value> {
+        let mut entry = self.entry_base("compaction");
+        let id = entry["id"].clone();
+        entry.insert("summary".into(), summary.into());
+        entry.insert(
+            "firstKeptEntryId".into(),
+            first_kept_entry_id.map_or(id, Value::from),
+        );
+        entry.insert("tokensBefore".into(), tokens_before.into());
+        if let Some(details) = details {
+            entry.insert("details".into(), details);
+        }
+        if let Some(usage) = usage {
+            entry.insert("usage".into(), usage);
+        }
+        entry.insert("fromHook".into(), true.into());
+        self.append_entry(Value::Object(entry))
+    }
+
     /// Extension state that stays out of the LLM context.
     pub fn append_custom_entry(&mut self, custom_type: &str, data: Option<Value>) -> Result<Value> {
         self.append_owned_custom_entry(custom_type, data, None)
@@ -788,6 +816,41 @@ impl SessionStore {
             entry.insert("details".into(), details);
         }
         self.finish_custom(entry)
+    }
+
+    /// pi 1.6.0's `context_edit`: from here on the branch's LLM context leaves out the target
+    /// entry's messages (`replacement` null) or replaces their content (`{content}`); the
+    /// target itself stays as it was. Only user, assistant, tool-result and custom-message
+    /// entries on the current branch can be edited (pi's checks and messages).
+    pub fn append_context_edit(&mut self, target_id: &str, replacement: &Value) -> Result<Value> {
+        let content_ok = |c: &Value| c.is_string() || c.is_array();
+        if !replacement.is_null() && !replacement.get("content").is_some_and(content_ok) {
+            bail!("Context edit replacement must be null or contain string/array content");
+        }
+        let Some(target) = self.get_entry(target_id) else {
+            bail!("Entry {target_id} not found");
+        };
+        if !self.get_branch(None).iter().any(|e| e["id"] == target_id) {
+            bail!("Entry {target_id} is not on the active branch");
+        }
+        let role = match target["type"].as_str() {
+            Some("custom_message") => "custom",
+            Some("message") => target["message"]["role"].as_str().unwrap_or_default(),
+            _ => "",
+        };
+        if !matches!(role, "custom" | "user" | "assistant" | "toolResult") {
+            bail!("Entry {target_id} does not contribute editable model content");
+        }
+        let replacement = match &replacement["content"] {
+            Value::String(text) if matches!(role, "assistant" | "toolResult") => {
+                json!({ "content": [{ "type": "text", "text": text }] })
+            }
+            _ => replacement.clone(),
+        };
+        let mut entry = self.entry_base("context_edit");
+        entry.insert("targetId".into(), target_id.into());
+        entry.insert("replacement".into(), replacement);
+        self.append_entry(Value::Object(entry))
     }
 
     /// pi writes the tree fields of the two custom kinds after their payload.
@@ -990,19 +1053,15 @@ impl SessionStore {
         SessionTree { nodes, roots }
     }
 
-    /// pi's `buildSessionContext`: the LLM messages along the path to the leaf. The latest
-    /// compaction on the path replaces everything before its `firstKeptEntryId` with a
-    /// `compactionSummary` message; `custom_message` entries become `custom` messages and
-    /// `branch_summary` entries `branchSummary` messages. Model and thinking level are the
-    /// last ones set on the path (an assistant message sets the model too).
+    /// pi's `buildSessionContext`: the LLM messages along the path to the leaf (see
+    /// [`Self::build_session_projection`]). Model and thinking level are the last ones set on
+    /// the path (an assistant message sets the model too).
     pub fn build_session_context(&self) -> SessionContext {
         if self.leaf.is_none() {
             return SessionContext::empty();
         }
-        let path = self.get_branch(None);
         let mut context = SessionContext::empty();
-        let mut compaction = None;
-        for (i, entry) in path.iter().enumerate() {
+        for entry in self.get_branch(None) {
             match entry["type"].as_str() {
                 Some("thinking_level_change") => {
                     if let Some(level) = entry["thinkingLevel"].as_str() {
@@ -1020,10 +1079,30 @@ impl SessionStore {
                         context.model = Some(model);
                     }
                 }
-                Some("compaction") => compaction = Some(i),
                 _ => {}
             }
         }
+        context.messages = self
+            .build_session_projection()
+            .into_iter()
+            .flat_map(|(_, messages)| messages)
+            .collect();
+        context
+    }
+
+    /// pi's `buildSessionProjection`: the entries the LLM context is built from, each with the
+    /// messages it contributes. The latest compaction on the path replaces everything before
+    /// its `firstKeptEntryId` with a `compactionSummary` message; `custom_message` entries
+    /// become `custom` messages and `branch_summary` entries `branchSummary` messages; the
+    /// latest `context_edit` of an entry (pi 1.6.0) leaves its messages out or replaces their
+    /// content.
+    pub fn build_session_projection(&self) -> Vec<(&Value, Vec<Value>)> {
+        if self.leaf.is_none() {
+            return Vec::new();
+        }
+        let path = self.get_branch(None);
+        let compaction = path.iter().rposition(|e| e["type"] == "compaction");
+        let mut entries: Vec<(&Value, Vec<Value>)> = Vec::with_capacity(path.len());
         match compaction {
             Some(c) => {
                 let entry = path[c];
@@ -1031,28 +1110,69 @@ impl SessionStore {
                 summary.insert("role".into(), "compactionSummary".into());
                 copy_fields(&mut summary, entry, &["summary", "tokensBefore"]);
                 summary.insert("timestamp".into(), js_time(&entry["timestamp"]));
-                context.messages.push(Value::Object(summary));
+                entries.push((entry, vec![Value::Object(summary)]));
                 let first_kept = &entry["firstKeptEntryId"];
                 let kept_from = path[..c]
                     .iter()
                     .position(|e| !first_kept.is_null() && e["id"] == *first_kept);
                 if let Some(k) = kept_from {
-                    for e in &path[k..c] {
-                        push_context_message(&mut context.messages, e);
-                    }
+                    entries.extend(path[k..c].iter().map(|e| (*e, context_messages(e))));
                 }
-                for e in &path[c + 1..] {
-                    push_context_message(&mut context.messages, e);
-                }
+                entries.extend(path[c + 1..].iter().map(|e| (*e, context_messages(e))));
             }
-            None => {
-                for e in &path {
-                    push_context_message(&mut context.messages, e);
+            None => entries.extend(path.iter().map(|e| (*e, context_messages(e)))),
+        }
+        let mut edits: HashMap<&str, &Value> = HashMap::new();
+        for (entry, _) in &entries {
+            if entry["type"] == "context_edit"
+                && let Some(target) = entry["targetId"].as_str()
+            {
+                edits.insert(target, &entry["replacement"]);
+            }
+        }
+        if !edits.is_empty() {
+            for (entry, messages) in &mut entries {
+                let Some(replacement) = entry["id"].as_str().and_then(|id| edits.get(id)) else {
+                    continue;
+                };
+                match replacement.get("content") {
+                    None => messages.clear(),
+                    Some(content) => {
+                        for message in messages.iter_mut() {
+                            let role = message["role"].as_str().unwrap_or_default();
+                            if !matches!(role, "user" | "assistant" | "toolResult" | "custom") {
+                                continue;
+                            }
+                            let content = match content {
+                                Value::String(text)
+                                    if matches!(role, "assistant" | "toolResult") =>
+                                {
+                                    json!([{ "type": "text", "text": text }])
+                                }
+                                other => other.clone(),
+                            };
+                            message["content"] = content;
+                        }
+                    }
                 }
             }
         }
-        context
+        entries
     }
+
+    /// The branch to the leaf in a session of its own, kept in memory: what a preview may
+    /// append to without touching this one.
+    pub fn scratch_copy(&self) -> Self {
+        let branch = self.get_branch(None).into_iter().cloned().collect();
+        Self::assemble(self.header.clone(), branch, self.cwd.clone(), None, None)
+    }
+}
+
+/// The messages one entry contributes to the LLM context (pi's messages.js builders).
+fn context_messages(entry: &Value) -> Vec<Value> {
+    let mut messages = Vec::new();
+    push_context_message(&mut messages, entry);
+    messages
 }
 
 /// How one entry on the path contributes to the LLM context (pi's messages.js builders).
@@ -1646,6 +1766,63 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn context_edits_leave_out_or_replace_a_message_on_their_branch_only() {
+        let mut s = SessionStore::in_memory("/p");
+        let a = s.append_message(user("a")).unwrap();
+        let b = s.append_message(assistant("b", "m1")).unwrap();
+        let texts = |s: &SessionStore| -> Vec<Value> {
+            s.build_session_context()
+                .messages
+                .iter()
+                .map(|m| m["content"].clone())
+                .collect()
+        };
+        s.append_context_edit(&id(&b), &json!({ "content": "b2" }))
+            .unwrap();
+        // A string replaces an assistant's content as one text block.
+        assert_eq!(
+            texts(&s),
+            vec![json!("a"), json!([{ "type": "text", "text": "b2" }])]
+        );
+        // The latest edit of an entry wins; the entry itself is unchanged.
+        let edit = s.append_context_edit(&id(&a), &Value::Null).unwrap();
+        assert_eq!(texts(&s), vec![json!([{ "type": "text", "text": "b2" }])]);
+        assert_eq!(s.get_entry(&id(&a)).unwrap()["message"], user("a"));
+        let projection = s.build_session_projection();
+        assert_eq!(projection.len(), 4);
+        assert!(projection[0].1.is_empty());
+        // Before the edits the branch sees the original context again.
+        s.branch(&id(&b)).unwrap();
+        assert_eq!(
+            texts(&s),
+            vec![json!("a"), json!([{ "type": "text", "text": "b" }])]
+        );
+        // pi's checks, with its messages.
+        let refused = |s: &mut SessionStore, target: &str, replacement: Value| {
+            s.append_context_edit(target, &replacement)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(refused(&mut s, "nope", Value::Null), "Entry nope not found");
+        assert_eq!(
+            refused(&mut s, &id(&edit), Value::Null),
+            format!("Entry {} is not on the active branch", id(&edit))
+        );
+        assert_eq!(
+            refused(&mut s, &id(&a), json!({ "content": 3 })),
+            "Context edit replacement must be null or contain string/array content"
+        );
+        let change = s.append_model_change("p", "m").unwrap();
+        assert_eq!(
+            refused(&mut s, &id(&change), Value::Null),
+            format!(
+                "Entry {} does not contribute editable model content",
+                id(&change)
+            )
+        );
     }
 
     #[test]
