@@ -833,6 +833,60 @@ fn built_in_tools_follow_the_extension_grants() {
 }
 
 #[test]
+fn a_nested_call_reaches_no_further_than_the_calling_extension() {
+    let sb = Sandbox::new();
+    let args =
+        |path: &str| json!({ "path": path, "tools": ["read", "borrow", "nope"] }).to_string();
+    let borrow = |path: &str, grants: &[&str]| {
+        let ws = sb.ws();
+        let args = args(path);
+        let (borrower, bystander) = (fixture("nested-borrower.ts"), bystander());
+        let base = [
+            borrower.as_str(),
+            &bystander,
+            "--cwd",
+            &ws,
+            "--tool",
+            "borrow",
+            "--args",
+            &args,
+            "--tool",
+            "bystander_echo",
+            "--args",
+            r#"{"text":"after the nested calls"}"#,
+        ];
+        let run = run_pichamber(&[&base[..], grants].concat());
+        let text = common::text_of(&run.tool_results("borrow")[0]["content"]);
+        run.assert_absent(&sb.canary);
+        run.assert_bystander_tool_served();
+        text
+    };
+    // A built-in called through ctx.executeTool runs under the caller's grants: none here.
+    let seen = borrow(&sb.path("ws/a.txt"), &[]);
+    let lines: Vec<&str> = seen.lines().collect();
+    assert!(
+        lines[0].starts_with("read: error: ") && lines[0].contains("--allow-read"),
+        "{seen}"
+    );
+    // Its own tool is busy with this very call; an unknown tool is an error result too.
+    assert!(
+        lines[1].starts_with("borrow: error: ") && lines[1].contains("its own extension"),
+        "{seen}"
+    );
+    assert_eq!(lines[2], "nope: error: Tool nope not found");
+    // Granted the workspace, the read runs, and stays inside the grant.
+    let ws = sb.ws();
+    let seen = borrow(&sb.path("ws/a.txt"), &["--allow-read", &ws]);
+    assert!(
+        seen.starts_with("read: ok: hello from the workspace"),
+        "{seen}"
+    );
+    let seen = borrow(&sb.path("outside/canary.txt"), &["--allow-read", &ws]);
+    assert!(seen.starts_with("read: error: "), "{seen}");
+    sb.assert_outside_untouched();
+}
+
+#[test]
 fn exec_arguments_cannot_smuggle_a_second_command() {
     let sb = Sandbox::new();
     let marker = sb.path("outside/MARKER");

@@ -45,8 +45,22 @@ struct Rpc {
 impl Rpc {
     /// `pi --mode rpc --no-session -e EXT...` on one side, with the mock model of `script`.
     fn start(side: Side, root: &Path, base_url: &str, extensions: &[&str]) -> Self {
+        Self::start_with(side, root, base_url, extensions, &[])
+    }
+
+    /// [`Rpc::start`] with `pichamber rpc` options for pichamber's side (its grants).
+    fn start_with(
+        side: Side,
+        root: &Path,
+        base_url: &str,
+        extensions: &[&str],
+        pichamber_args: &[&str],
+    ) -> Self {
         mock_model_home(root, base_url);
         let mut command = pi_command(side, root);
+        if side == Side::Pichamber && !pichamber_args.is_empty() {
+            command.env("PICHAMBER_PI_ARGS", pichamber_args.join(" "));
+        }
         if side == Side::Pi {
             command.args(Pi::V1_6.only_given_extensions());
         }
@@ -644,4 +658,133 @@ fn turn_boundaries_take_proposals_as_pi_1_6_does() {
         ]])
     );
     assert_eq!(actual["entries"].as_array().unwrap().len(), 4, "{actual:#}");
+}
+
+/// The tool names one request to the mock model declared.
+fn declared_tools(request: &RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn tool_exposure_decides_activation_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        with_mock_server(script(), |mock| {
+            let mut rpc = Rpc::start(side, root, &mock.base_url(), &["exposure.ts"]);
+            rpc.send(json!({"type": "prompt", "message": "/all"}));
+            rpc.read_until(|l| notify_starting(l, "all "), "the /all report");
+            rpc.send(json!({"type": "prompt", "message": "hello"}));
+            rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+            let request = mock
+                .recorded()
+                .into_iter()
+                .find(|r| r.path.ends_with("/chat/completions"))
+                .unwrap();
+            let mut declared = declared_tools(&request);
+            // pi 1.6.0 registers a `powershell` built-in tool (inactive off Windows).
+            declared.retain(|t| t != "powershell");
+            (notes(&rpc.finish()), declared)
+        })
+    };
+    let pi = drive(Side::Pi, &dir.path().join("side1"));
+    let ours = drive(Side::Pichamber, &dir.path().join("side2"));
+    assert_eq!(pi, ours);
+    let (notes, declared) = ours;
+    // Registration activates direct and model-only tools only; activating a hidden one does
+    // nothing, a codemode or deferred one is declared once activated.
+    assert_eq!(notes[0].1["active"], json!(["plain", "orchestrate"]));
+    assert_eq!(
+        notes[1].1["active"],
+        json!(["plain", "orchestrate", "scripted", "searchable", "later"])
+    );
+    assert!(declared.contains(&"scripted".to_owned()), "{declared:?}");
+    assert!(!declared.contains(&"secret".to_owned()), "{declared:?}");
+}
+
+/// What the executeTool test compares of one side: the fixtures' notes, the execution events
+/// of the nested calls, and the record on the calling tool's result.
+fn drive_codemode(side: Side, root: &Path) -> Value {
+    let script = Script::from_value(json!({"turns": [
+        {"toolCalls": [{"name": "run_all", "arguments": {}}]},
+        {"text": "done"},
+    ]}))
+    .unwrap();
+    std::fs::create_dir_all(root.join("ws")).unwrap();
+    std::fs::write(root.join("ws/note.txt"), "a note\n").unwrap();
+    with_mock_server(script, |mock| {
+        // A nested built-in runs under the calling extension's grants.
+        let mut rpc = Rpc::start_with(
+            side,
+            root,
+            &mock.base_url(),
+            &["codemode.ts", "codemode-tools.ts"],
+            &["--allow-read", "."],
+        );
+        rpc.send(json!({"type": "prompt", "message": "hello"}));
+        rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+        let lines = rpc.finish();
+        let notes: Vec<Value> = notes(&lines)
+            .into_iter()
+            .map(|(kind, body)| json!([kind, body]))
+            .collect();
+        let events: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "tool_execution_start" || l["type"] == "tool_execution_end")
+            .map(|l| {
+                json!([
+                    l["type"],
+                    l["toolName"],
+                    l["parentToolCallId"].is_string(),
+                    l["isError"],
+                    common::text_of(&l["result"]["content"])
+                ])
+            })
+            .collect();
+        let record = lines
+            .iter()
+            .find(|l| l["type"] == "message_end" && l["message"]["role"] == "toolResult")
+            .map(|l| {
+                let mut record = l["message"]["nestedCalls"].clone();
+                for call in record["calls"].as_array_mut().into_iter().flatten() {
+                    let call = call.as_object_mut().unwrap();
+                    call.remove("durationMs");
+                    let id = call["id"].as_str().unwrap();
+                    call.insert("id".into(), json!(id.rsplit('/').next()));
+                }
+                record
+            })
+            .unwrap_or(Value::Null);
+        json!({ "notes": notes, "events": events, "record": record })
+    })
+}
+
+#[test]
+fn execute_tool_runs_nested_calls_as_pi_1_6_does() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let roots = [dir.path().join("side1"), dir.path().join("side2")];
+    let expected = drive_codemode(Side::Pi, &roots[0]);
+    let actual = drive_codemode(Side::Pichamber, &roots[1]);
+    if let Some(difference) = first_difference(&expected, &actual, "") {
+        panic!(
+            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
+        );
+    }
+    // What the comparison must contain: another extension's codemode tool, patched by its
+    // tool_result handler; a built-in; refusals as error results; six nested calls recorded.
+    let outcomes = &actual["notes"][0][1]["outcomes"];
+    assert_eq!(outcomes[0]["text"], "patched", "{actual:#}");
+    assert_eq!(outcomes[1]["text"], "a note\n", "{actual:#}");
+    assert_eq!(outcomes[3]["text"], "guarded is blocked", "{actual:#}");
+    assert_eq!(actual["record"]["calls"].as_array().map(Vec::len), Some(6));
 }

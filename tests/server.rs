@@ -1588,6 +1588,83 @@ async fn a_tool_call_rewrite_never_lends_the_tool_owners_grants() {
     assert_eq!(seen, "ok: private text");
 }
 
+/// Serve with the grant holder (read on `granted/`) and the nested borrower (no grants unless
+/// `borrower_reads`), a model that calls the borrower's tool on `granted/private.txt`; what
+/// the borrower's nested call of the holder's tool got.
+async fn borrowed_through_a_nested_call(borrower_reads: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let granted = dir.path().join("granted");
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::write(granted.join("private.txt"), "private text").unwrap();
+    let script = json!([
+        { "toolCalls": [{ "id": "c1", "name": "borrow",
+            "arguments": { "path": granted.join("private.txt"), "tools": ["read_note"] } }] },
+        { "text": "Done." },
+    ]);
+    std::fs::write(
+        dir.path().join("script.json"),
+        json!({ "turns": script }).to_string(),
+    )
+    .unwrap();
+    let (holder, borrower) = (
+        "tests/fixtures/hostile/grant-holder.ts",
+        "tests/fixtures/hostile/nested-borrower.ts",
+    );
+    let granted_read = |extension: &str| {
+        format!(
+            "[grants.{:?}]\nread = [{:?}]\n",
+            ext(extension),
+            granted.to_string_lossy()
+        )
+    };
+    let mut extra = format!(
+        "[model]\nscript = \"script.json\"\n\n{}",
+        granted_read(holder)
+    );
+    if borrower_reads {
+        extra += &granted_read(borrower);
+    }
+    let config = users_config(&[("ada", ADA, &[holder, borrower])], &extra);
+    let server = start_config(dir, &config);
+    let id = server.session(ADA).await;
+    server.prompt(ADA, &id, "go").await;
+    let mut full = Value::Null;
+    for _ in 0..200 {
+        full = server.get(&format!("/api/pi/sessions/{id}"), ADA).await.1;
+        if full["transcript"].to_string().contains("Done.") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let result = full["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["message"]["role"] == "toolResult")
+        .unwrap_or_else(|| panic!("no tool result: {full}"));
+    assert_eq!(
+        full.to_string().contains("private text"),
+        borrower_reads,
+        "{full}"
+    );
+    common::text_of(&result["message"]["content"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_tool_call_never_lends_grants_the_caller_lacks() {
+    // No grants of its own: the holder's tool is refused, and says why.
+    let seen = borrowed_through_a_nested_call(false).await;
+    assert!(
+        seen.starts_with("read_note: error: ")
+            && seen.contains("may not lend another extension's grants")
+            && seen.contains("--allow-read"),
+        "{seen}"
+    );
+    // Granted the same folder, the call is within its own reach and runs.
+    let seen = borrowed_through_a_nested_call(true).await;
+    assert_eq!(seen, "read_note: ok: private text");
+}
+
 /// The `pichamber.ui` cards of a session's transcript, once there are `n`.
 async fn wait_cards(server: &Server, token: &str, session: &str, n: usize) -> Vec<Value> {
     for _ in 0..200 {

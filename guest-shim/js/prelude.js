@@ -455,6 +455,10 @@ const pi = {
       hasRenderCall: typeof tool.renderCall === "function",
       hasRenderResult: typeof tool.renderResult === "function",
       constrainedSampling: tool.constrainedSampling,
+      exposure: tool.exposure,
+      defaultActive: tool.defaultActive,
+      namespace: tool.namespace,
+      annotations: tool.annotations,
     });
     extension.tools.set(tool.name, tool);
   },
@@ -1016,6 +1020,30 @@ const envelope = (fn) => async (...args) => {
   }
 };
 
+// pi 1.6.0's ExtensionToolContext: the tools a tool may call, and executeTool, which runs one
+// through the session's pipeline (the host's: validation, tool_call and tool_result handlers,
+// execution events) as the call `<toolCallId>/<n>`. It never rejects.
+function toolContext(toolCallId) {
+  const active = new Set(hostCall("getActiveTools"));
+  const tools = hostCall("getAllTools")
+    .filter((t) => t.exposure === "codemode" || t.exposure === "deferred" || (t.exposure === "direct" && active.has(t.name)))
+    .map(({ name, description, parameters }) => ({ name, label: name, description, parameters }));
+  return {
+    tools,
+    async executeTool(name, args, options) {
+      const failed = (text) => ({
+        toolCall: { type: "toolCall", id: `${toolCallId}/?`, name: String(name), arguments: args ?? {} },
+        result: { content: [{ type: "text", text }], details: {} },
+        isError: true,
+      });
+      const outcome = await startOperation({ op: "nestedTool", tool: String(name), arguments: args ?? {}, parent: toolCallId }, options?.signal);
+      if (outcome.cancelled) return failed("Operation aborted");
+      if ("error" in outcome) return failed(outcome.error);
+      return outcome.ok;
+    },
+  };
+}
+
 const toolResultFromError = (err) => ({ content: [{ type: "text", text: errorText(err) }], details: {}, isError: true });
 
 globalThis.__pichamber = {
@@ -1050,6 +1078,7 @@ globalThis.__pichamber = {
     const snapshot = JSON.parse(ctxJson);
     const signal = neverAborted();
     const ctx = makeContext(snapshot, { signal });
+    if (followsPi16) Object.assign(ctx, toolContext(toolCallId));
     const onUpdate = (partial) => hostCall("toolUpdate", toolCallId, partial ?? null);
     try {
       const result = await tool.execute(toolCallId, JSON.parse(paramsJson), signal, onUpdate, ctx);

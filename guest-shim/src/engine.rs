@@ -249,10 +249,13 @@ pub(crate) fn outcome_json(outcome: Outcome) -> String {
                 "body": base64::engine::general_purpose::STANDARD.encode(&r.body),
             }})
         }
-        Outcome::Fetch(Err(e)) | Outcome::BuiltinTool(Err(e)) | Outcome::Model(Err(e)) => {
-            json!({ "error": e })
-        }
-        Outcome::BuiltinTool(Ok(result)) | Outcome::Model(Ok(result)) => {
+        Outcome::Fetch(Err(e))
+        | Outcome::BuiltinTool(Err(e))
+        | Outcome::Model(Err(e))
+        | Outcome::NestedTool(Err(e)) => json!({ "error": e }),
+        Outcome::BuiltinTool(Ok(result))
+        | Outcome::Model(Ok(result))
+        | Outcome::NestedTool(Ok(result)) => {
             json!({ "ok": serde_json::from_str::<serde_json::Value>(&result).unwrap_or_default() })
         }
     }

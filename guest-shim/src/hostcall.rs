@@ -13,8 +13,8 @@ use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
     BuiltinToolRequest, CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog,
     ExecRequest, FetchRequest, FlagDefinition, FlagType, FormDialog, InputDialog, LogLevel,
-    ModelRequest, Notification, NotifyKind, Operation, SelectDialog, ShortcutDefinition,
-    StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
+    ModelRequest, NestedToolRequest, Notification, NotifyKind, Operation, SelectDialog,
+    ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
 };
 use crate::fs;
 
@@ -134,6 +134,16 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
                 Value::Object(_) => Some(a.field("constrainedSampling").to_string()),
                 _ => None,
             },
+            exposure: a.field_str("exposure"),
+            default_active: a.field("defaultActive").as_bool(),
+            namespace: a
+                .field("namespace")
+                .is_object()
+                .then(|| a.field("namespace").to_string()),
+            annotations: a
+                .field("annotations")
+                .is_object()
+                .then(|| a.field("annotations").to_string()),
         })),
         "registerCommand" => unit(host::register_command(&CommandDefinition {
             name: a.field_str("name").unwrap_or_default(),
@@ -384,6 +394,11 @@ fn operation(a: &Args) -> Result<Operation, String> {
             params: a.field("params").to_string(),
             cwd: a.field_str("cwd"),
             update_call_id: a.field_str("updateCallId").filter(|id| !id.is_empty()),
+        }),
+        Some("nestedTool") => Operation::NestedTool(NestedToolRequest {
+            tool: a.field_str("tool").unwrap_or_default(),
+            arguments: a.field("arguments").to_string(),
+            parent: a.field_str("parent").unwrap_or_default(),
         }),
         Some("model") => Operation::Model(ModelRequest {
             provider: a.field_str("provider").unwrap_or_default(),

@@ -38,6 +38,9 @@ fn is_invisible(c: char) -> bool {
         | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
+/// pi 1.6.0's tool exposures: how the model reaches a tool (`ToolExposure`).
+pub const TOOL_EXPOSURES: [&str; 5] = ["direct", "model-only", "codemode", "deferred", "hidden"];
+
 /// A JSON text from the guest, refused whole when larger than [`MAX_JSON_BYTES`].
 pub fn parse_json(what: &str, text: &str) -> Result<Value, String> {
     if text.len() > MAX_JSON_BYTES {

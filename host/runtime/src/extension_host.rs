@@ -53,6 +53,13 @@ pub enum HostWork {
         /// pi-ai's stream options.
         options: Value,
     },
+    /// `ctx.executeTool` (pi 1.6.0): the session runs `tool` through its pipeline for the
+    /// extension's running tool call `parent`.
+    NestedTool {
+        tool: String,
+        arguments: Value,
+        parent: String,
+    },
 }
 
 /// What [`HostWork`] produced, one kind per kind of work.
@@ -64,6 +71,8 @@ pub enum WorkDone {
     BuiltinTool(Value),
     /// The model's AssistantMessage.
     Model(Value),
+    /// pi-agent-core's `AgentToolCallOutcome` of a nested call.
+    NestedTool(Value),
 }
 
 /// A flag an extension registers (`pi.registerFlag`), its default already parsed.

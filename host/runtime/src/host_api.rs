@@ -9,7 +9,9 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use wasmtime::Result;
 
-use super::boundary::{MAX_JSON_BYTES, MAX_NAME_BYTES, check_name, parse_json, truncate};
+use super::boundary::{
+    MAX_JSON_BYTES, MAX_NAME_BYTES, TOOL_EXPOSURES, check_name, parse_json, truncate,
+};
 use super::extension_host::{FlagSpec, HostWork, WorkDone};
 use super::instance::{ExtensionState, WallDeadlineExceeded};
 use super::latest::pichamber::extension::host::Host;
@@ -148,9 +150,29 @@ impl Host for ExtensionState {
                     .map(String::len)
                     .sum::<usize>()
                 + opt_len(&tool.execution_mode)
-                + opt_len(&tool.constrained_sampling);
+                + opt_len(&tool.constrained_sampling)
+                + opt_len(&tool.exposure)
+                + opt_len(&tool.namespace)
+                + opt_len(&tool.annotations);
             if let Some(text) = &tool.constrained_sampling {
                 parse_json("constrainedSampling", text)?;
+            }
+            for (what, text) in [
+                ("namespace", &tool.namespace),
+                ("annotations", &tool.annotations),
+            ] {
+                if let Some(text) = text {
+                    parse_json(what, text)?;
+                }
+            }
+            if let Some(exposure) = &tool.exposure
+                && !TOOL_EXPOSURES.contains(&exposure.as_str())
+            {
+                return Err(format!(
+                    "registerTool {}: exposure must be one of {}, not {exposure:?}",
+                    tool.name,
+                    TOOL_EXPOSURES.join(", ")
+                ));
             }
             self.registry
                 .admit(Kind::Tool, &tool.name, bytes)
@@ -679,6 +701,26 @@ impl Host for ExtensionState {
                     Outcome::Model(done.await.and_then(|done| match done {
                         WorkDone::Model(message) => Ok(message.to_string()),
                         other => Err(format!("unexpected outcome of a model call: {other:?}")),
+                    }))
+                }
+                .boxed()
+            }
+            Operation::NestedTool(request) => {
+                let work = match check_name("tool", &request.tool)
+                    .and_then(|()| parse_json("tool arguments", &request.arguments))
+                {
+                    Ok(arguments) => HostWork::NestedTool {
+                        tool: request.tool,
+                        arguments,
+                        parent: truncate(&request.parent, MAX_NAME_BYTES),
+                    },
+                    Err(e) => return Ok(Err(e)),
+                };
+                let done = self.host.work(&self.grants, work);
+                async move {
+                    Outcome::NestedTool(done.await.and_then(|done| match done {
+                        WorkDone::NestedTool(outcome) => Ok(outcome.to_string()),
+                        other => Err(format!("unexpected outcome of a tool call: {other:?}")),
                     }))
                 }
                 .boxed()

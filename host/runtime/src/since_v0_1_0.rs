@@ -67,6 +67,10 @@ impl Host for ExtensionState {
                 has_render_call: t.has_render_call,
                 has_render_result: t.has_render_result,
                 constrained_sampling: None,
+                exposure: None,
+                default_active: None,
+                namespace: None,
+                annotations: None,
             },
         )
     }
@@ -409,6 +413,8 @@ fn outcome(outcome: new::Outcome) -> old::Outcome {
         new::Outcome::BuiltinTool(result) => old::Outcome::Exec(result.map(stdout_only)),
         // 0.1.0 has no way to ask for a model call.
         new::Outcome::Model(result) => old::Outcome::Exec(result.map(stdout_only)),
+        // Nor for a nested tool call.
+        new::Outcome::NestedTool(result) => old::Outcome::Exec(result.map(stdout_only)),
     }
 }
 

@@ -202,7 +202,7 @@ impl Session {
             preview(&state, boundary, &entries).unwrap_or(Value::Null)
         };
         for i in 0..self.extensions.len() {
-            if !self.subscribed(i, name) {
+            if !self.subscribed(i, name) || self.extensions[i].is_lent() {
                 continue;
             }
             let mut event = base.clone();

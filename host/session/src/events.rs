@@ -26,7 +26,9 @@ pub enum SessionEvent {
     /// An entry appended to the session (`pi.appendEntry`, session name, labels).
     Entry { entry: Value },
     /// An entry pi 1.6.0 announces to clients as `entry_appended` (what appendEntry, a
-    /// virtual-model router or a turn boundary recorded); otherwise the same as `Entry`.
+    /// virtual-model router or a turn boundary recorded); otherwise the same as `Entry`, and
+    /// so reported as one in pichamber's own event stream.
+    #[serde(rename = "entry")]
     EntryAppended { entry: Value },
     ToolResult {
         #[serde(rename = "toolCallId")]

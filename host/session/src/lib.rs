@@ -24,6 +24,8 @@ mod lifecycle;
 mod mcp;
 pub mod messages;
 pub mod models;
+mod nested;
+mod pi_schema;
 mod port;
 pub mod resources;
 pub mod retry;
@@ -106,7 +108,12 @@ pub struct Session {
     pub shared: Arc<SessionShared>,
     runtime: Arc<Runtime>,
     options: InstanceOptions,
-    extensions: Vec<ExtensionInstance>,
+    /// In load order; one whose tool is running is lent to that call (see `nested`).
+    extensions: Vec<nested::Slot>,
+    /// Nested calls (`ctx.executeTool`) the running tools make, and their records.
+    nested_calls: tokio::sync::mpsc::UnboundedReceiver<nested::NestedCall>,
+    nested_records: std::collections::HashMap<String, nested::Record>,
+    nested_next: std::collections::HashMap<String, u32>,
     /// Where each loaded extension's sources are (same order as `extensions`).
     origins: Vec<Option<Origin>>,
     next_call: u64,
@@ -170,6 +177,10 @@ impl Session {
                     has_prepare_arguments: false,
                     execution_mode: None,
                     constrained_sampling: spec.constrained_sampling,
+                    exposure: Default::default(),
+                    default_active: None,
+                    namespace: None,
+                    annotations: None,
                 });
             }
             state.active_tools = tools::DEFAULT_ACTIVE
@@ -185,6 +196,7 @@ impl Session {
             state.model = Some(model.info());
             state.agent.context_window = model.info()["contextWindow"].as_u64();
         }
+        let (nested, nested_calls) = nested::NestedCalls::new();
         let shared = Arc::new(SessionShared {
             id,
             cwd: config.cwd,
@@ -198,12 +210,16 @@ impl Session {
             abort: tokio::sync::watch::channel(false).0,
             bash_abort: tokio::sync::watch::channel(false).0,
             retry_abort: tokio::sync::watch::channel(false).0,
+            nested,
         });
         Self {
             shared,
             runtime,
             options: config.instance,
             extensions: Vec::new(),
+            nested_calls,
+            nested_records: Default::default(),
+            nested_next: Default::default(),
             origins: Vec::new(),
             next_call: 0,
             model: config.model.map(Selection::Model),
@@ -335,7 +351,8 @@ impl Session {
                 known.join(", ")
             ));
         }
-        state.active_tools = names.to_vec();
+        let keep_order = self.shared.pi.is_1_6();
+        state.set_active(names, keep_order);
         Ok(())
     }
 
@@ -458,7 +475,7 @@ impl Session {
         ));
         match ExtensionInstance::start(&prepared, artifact, port, &options).await {
             Ok(instance) => {
-                self.extensions.push(instance);
+                self.extensions.push(nested::Slot::new(instance));
                 self.origins.push(artifact.origin.clone());
                 // pi activates every tool an extension registered while loading, also one
                 // that replaces a built-in pi leaves inactive (find, grep, ls).
@@ -468,6 +485,7 @@ impl Session {
                         .tools
                         .iter()
                         .filter(|t| t.source == ToolSource::Extension(index))
+                        .filter(|t| t.activated_on_registration())
                         .map(|t| t.name.clone())
                         .collect();
                     for name in own {
@@ -556,7 +574,8 @@ impl Session {
         let mut injected_messages = Vec::new();
         let mut discovered = json!({ "skillPaths": [], "promptPaths": [], "themePaths": [] });
         for i in 0..self.extensions.len() {
-            if !self.subscribed(i, name) {
+            // One lent to its running tool misses what happens meanwhile (see `nested`).
+            if !self.subscribed(i, name) || self.extensions[i].is_lent() {
                 continue;
             }
             // An instance stopped by a trap is not restarted only to be shut down.
@@ -769,7 +788,7 @@ impl Session {
                 break;
             };
             for i in 0..self.extensions.len() {
-                if i == from || self.extensions[i].is_broken() {
+                if i == from || self.extensions[i].is_lent() || self.extensions[i].is_broken() {
                     continue;
                 }
                 if let Err(e) = self.extensions[i].deliver_bus_event(&channel, &data).await {
@@ -805,7 +824,7 @@ impl Session {
     pub async fn poll(&mut self) -> Option<std::time::Duration> {
         let mut next: Option<u64> = None;
         for i in 0..self.extensions.len() {
-            if self.extensions[i].is_broken() {
+            if self.extensions[i].is_lent() || self.extensions[i].is_broken() {
                 continue;
             }
             match self.extensions[i].poll().await {

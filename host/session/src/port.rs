@@ -184,7 +184,12 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn register_tool(&self, tool: ToolDefinition, parameters: Value) -> bool {
-        let registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
+        let mut registered = RegisteredTool::from_wit(self.index, &self.name, tool, parameters);
+        // Exposure is pi 1.6.0's: a session that follows 0.73.1 declares every tool.
+        if !self.shared.pi.is_1_6() {
+            registered.exposure = Default::default();
+            registered.default_active = None;
+        }
         self.shared.state.lock().unwrap().register_tool(registered)
     }
 
@@ -631,25 +636,37 @@ impl ExtensionHost for ExtensionPort {
                         json!({ "path": format!("extension:{}", t.extension_name), "source": "extension" })
                     }
                 };
-                json!({
+                let mut tool = json!({
                     "name": t.name, "description": t.description, "parameters": t.parameters,
-                    "sourceInfo": source_info,
-                })
+                });
+                // pi 1.6.0 also lists a tool's guidelines, exposure, namespace and hints.
+                if self.shared.pi.is_1_6() {
+                    if !t.prompt_guidelines.is_empty() {
+                        tool["promptGuidelines"] = json!(t.prompt_guidelines);
+                    }
+                    tool["exposure"] = json!(t.exposure.name());
+                    if let Some(namespace) = &t.namespace {
+                        tool["namespace"] = namespace.clone();
+                    }
+                    if let Some(annotations) = &t.annotations {
+                        tool["annotations"] = annotations.clone();
+                    }
+                }
+                tool["sourceInfo"] = source_info;
+                tool
             })
             .collect();
         Value::Array(tools)
     }
 
     fn set_active_tools(&self, names: Vec<String>) {
-        let mut state = self.shared.state.lock().unwrap();
-        // pi ignores names it does not know.
-        let mut known: Vec<String> = Vec::new();
-        for name in names {
-            if state.tool(&name).is_some() && !known.contains(&name) {
-                known.push(name);
-            }
-        }
-        state.active_tools = known;
+        // pi ignores names it does not know (and 1.6.0 hidden tools).
+        let keep_order = self.shared.pi.is_1_6();
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .set_active(&names, keep_order);
     }
 
     fn commands(&self) -> Value {
@@ -915,6 +932,25 @@ impl ExtensionHost for ExtensionPort {
                     )
                     .await?;
                     Ok(WorkDone::BuiltinTool(result))
+                }
+                .boxed()
+            }
+            // ctx.executeTool (pi 1.6.0): the session runs the call while this extension's
+            // tool waits for it.
+            HostWork::NestedTool {
+                tool,
+                arguments,
+                parent,
+            } => {
+                let outcome = self
+                    .shared
+                    .nested
+                    .request(self.index, parent, tool, arguments);
+                async move {
+                    let outcome = outcome?.await.map_err(|_| {
+                        "ctx.executeTool: the calling tool call ended first".to_owned()
+                    })?;
+                    Ok(WorkDone::NestedTool(outcome))
                 }
                 .boxed()
             }

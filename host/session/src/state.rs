@@ -35,6 +35,8 @@ pub struct SessionShared {
     pub bash_abort: tokio::sync::watch::Sender<bool>,
     /// Cancels the wait before an automatic retry (RPC `abort_retry`, `abort`).
     pub retry_abort: tokio::sync::watch::Sender<bool>,
+    /// Nested tool calls (`ctx.executeTool`) on their way from ports to the session.
+    pub nested: crate::nested::NestedCalls,
 }
 
 impl SessionShared {
@@ -75,6 +77,17 @@ pub struct RegisteredTool {
     /// pi 1.6.0's `constrainedSampling`, declared with the tool in the system message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constrained_sampling: Option<Value>,
+    /// pi 1.6.0's tool exposure (see [`RegisteredTool::activated_on_registration`]):
+    /// `direct` unless a 1.6 extension said otherwise.
+    #[serde(skip)]
+    pub exposure: Exposure,
+    /// pi 1.6.0's `defaultActive`, `namespace` and `annotations` (listed by getAllTools).
+    #[serde(skip)]
+    pub default_active: Option<bool>,
+    #[serde(skip)]
+    pub namespace: Option<Value>,
+    #[serde(skip)]
+    pub annotations: Option<Value>,
     /// The parameter schema, compiled on the tool's first call and kept (a run that never
     /// calls a tool compiles nothing).
     #[serde(skip)]
@@ -113,6 +126,59 @@ impl RegisteredTool {
             constrained_sampling: def
                 .constrained_sampling
                 .and_then(|text| serde_json::from_str(&text).ok()),
+            // The runtime checked the exposure's name and that the rest is JSON.
+            exposure: def
+                .exposure
+                .as_deref()
+                .map_or(Exposure::Direct, Exposure::parse),
+            default_active: def.default_active,
+            namespace: def.namespace.and_then(|t| serde_json::from_str(&t).ok()),
+            annotations: def.annotations.and_then(|t| serde_json::from_str(&t).ok()),
+        }
+    }
+
+    /// pi 1.6.0: registering a tool activates it (declares it to the model) when it is
+    /// `direct` or `model-only` and not `defaultActive: false`.
+    pub fn activated_on_registration(&self) -> bool {
+        matches!(self.exposure, Exposure::Direct | Exposure::ModelOnly)
+            && self.default_active != Some(false)
+    }
+}
+
+/// pi 1.6.0's `ToolExposure`: how the model reaches a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Exposure {
+    /// Declared to the model while active.
+    #[default]
+    Direct,
+    /// Declared while active; never called by other tools.
+    ModelOnly,
+    /// Called by other tools; declared only when activated explicitly.
+    Codemode,
+    /// Like codemode, found by tool search.
+    Deferred,
+    /// Registered but unreachable: activating it has no effect.
+    Hidden,
+}
+
+impl Exposure {
+    pub fn parse(name: &str) -> Self {
+        match name {
+            "model-only" => Exposure::ModelOnly,
+            "codemode" => Exposure::Codemode,
+            "deferred" => Exposure::Deferred,
+            "hidden" => Exposure::Hidden,
+            _ => Exposure::Direct,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Exposure::Direct => "direct",
+            Exposure::ModelOnly => "model-only",
+            Exposure::Codemode => "codemode",
+            Exposure::Deferred => "deferred",
+            Exposure::Hidden => "hidden",
         }
     }
 }
@@ -403,12 +469,40 @@ impl SessionState {
             return false;
         }
         let existed = self.tools.iter().any(|t| t.name == name);
+        let activate = tool.activated_on_registration();
         self.tools.retain(|t| t.name != name);
         self.tools.push(tool);
-        if !existed && !self.active_tools.contains(&name) {
+        if !existed && activate && !self.active_tools.contains(&name) {
             self.active_tools.push(name);
         }
         true
+    }
+
+    /// Makes `names` the active tools: unknown and hidden ones are left out. pi 1.6.0 keeps
+    /// the tools that stay active in their order and appends the new ones (`keep_order`);
+    /// 0.73.1 takes the order given.
+    pub fn set_active(&mut self, names: &[String], keep_order: bool) {
+        let usable = |state: &Self, name: &String| {
+            state
+                .tool(name)
+                .is_some_and(|t| t.exposure != Exposure::Hidden)
+        };
+        let mut active: Vec<String> = Vec::with_capacity(names.len());
+        if keep_order {
+            active.extend(
+                self.active_tools
+                    .iter()
+                    .filter(|n| names.contains(n))
+                    .cloned(),
+            );
+        }
+        for name in names {
+            if usable(self, name) && !active.contains(name) {
+                active.push(name.clone());
+            }
+        }
+        active.retain(|n| usable(self, n));
+        self.active_tools = active;
     }
 
     /// Adds or replaces (same extension, same name) a command, then gives every command pi's

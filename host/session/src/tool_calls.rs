@@ -17,9 +17,11 @@ use serde_json::{Value, json};
 use super::Session;
 use super::events::SessionEvent;
 use super::messages::{self, error_result, now_ms};
-use super::state::{RegisteredTool, SessionShared, ToolSource};
+use super::state::{Exposure, RegisteredTool, SessionShared, ToolSource};
+use pichamber_access::Grants;
 use pichamber_pi::PiVersion;
 use pichamber_tools::{self as tools, ToolOutput};
+use std::sync::Arc;
 
 /// How a batch of tool calls runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,6 +38,20 @@ struct Prepared {
     name: String,
     source: ToolSource,
     args: Value,
+    /// The running call this one is nested in (`ctx.executeTool`, pi 1.6.0).
+    parent: Option<String>,
+}
+
+/// Which tools a call may reach.
+#[derive(Debug, Clone, PartialEq)]
+enum Reach {
+    /// The model's call: the active tools.
+    Active,
+    /// `pichamber run --tool`: any registered tool.
+    Any,
+    /// A nested call of the running call `parent`: pi 1.6.0's callable tools (the active
+    /// `direct` ones and every `codemode` or `deferred` one).
+    Callable { parent: String },
 }
 
 /// A call's final result.
@@ -109,7 +125,7 @@ impl Session {
         if sequential {
             for call in calls {
                 self.tool_execution_start(&call).await;
-                let done = match self.preflight(&call, true).await {
+                let done = match self.preflight(&call, Reach::Active).await {
                     Preflight::Immediate(f) => f,
                     Preflight::Ready(p) => {
                         let running = self.start_tool(p);
@@ -117,10 +133,8 @@ impl Session {
                     }
                 };
                 self.tool_execution_end(&done).await;
-                results.push(
-                    self.deliver_message(result_message(&done, self.shared.pi))
-                        .await,
-                );
+                let message = self.result_message(&done);
+                results.push(self.deliver_message(message).await);
                 finalized.push(done);
             }
         } else {
@@ -131,7 +145,7 @@ impl Session {
             for (i, call) in calls.into_iter().enumerate() {
                 slots.push(None);
                 self.tool_execution_start(&call).await;
-                match self.preflight(&call, true).await {
+                match self.preflight(&call, Reach::Active).await {
                     Preflight::Immediate(f) => {
                         self.tool_execution_end(&f).await;
                         slots[i] = Some(f);
@@ -162,10 +176,8 @@ impl Session {
             }
             finalized.extend(slots.into_iter().flatten());
             for done in &finalized {
-                results.push(
-                    self.deliver_message(result_message(done, self.shared.pi))
-                        .await,
-                );
+                let message = self.result_message(done);
+                results.push(self.deliver_message(message).await);
             }
         }
         let terminate = !finalized.is_empty()
@@ -184,6 +196,11 @@ impl Session {
     }
 
     async fn tool_execution_end(&mut self, done: &Finalized) {
+        let event = self.execution_end_event(done);
+        self.agent_event(event).await;
+    }
+
+    fn execution_end_event(&self, done: &Finalized) -> Value {
         let mut event = json!({
             "type": "tool_execution_end",
             "toolCallId": done.call["id"], "toolName": done.call["name"],
@@ -192,12 +209,158 @@ impl Session {
         if let Some(ms) = done.duration_ms.filter(|_| self.shared.pi.is_1_6()) {
             event["durationMs"] = json!(ms);
         }
-        self.agent_event(event).await;
+        event
+    }
+
+    /// The toolResult message of a finished call, with the record of the calls it made
+    /// through `ctx.executeTool` (pi 1.6.0's `nestedCalls`).
+    fn result_message(&mut self, done: &Finalized) -> Value {
+        let mut message = result_message(done, self.shared.pi);
+        let id = done.call["id"].as_str().unwrap_or_default();
+        if let Some(record) = self.nested_records.remove(id).and_then(|r| r.snapshot()) {
+            message["nestedCalls"] = record;
+        }
+        message
+    }
+
+    /// One nested call (`ctx.executeTool`) of a running tool, as pi 1.6.0 runs it: execution
+    /// events with `parentToolCallId`, the pipeline against the callable tools, the outcome
+    /// (pi-agent-core's `AgentToolCallOutcome`). Never fails: what cannot run is an error
+    /// result.
+    pub(super) fn nested_call(
+        &mut self,
+        parent: String,
+        tool: String,
+        arguments: Value,
+    ) -> futures::future::BoxFuture<'_, Value> {
+        async move {
+            let n = self.nested_next.entry(parent.clone()).or_insert(0);
+            *n += 1;
+            let id = format!("{parent}/{n}");
+            let call =
+                json!({ "type": "toolCall", "id": id, "name": tool, "arguments": arguments });
+            let Some(caller) = self.shared.nested.running(&parent) else {
+                return json!({
+                    "toolCall": { "type": "toolCall", "id": id, "name": tool, "arguments": arguments },
+                    "result": error_result("ctx.executeTool: the calling tool call has ended"),
+                    "isError": true,
+                });
+            };
+            let (root, depth) = (caller.root.clone(), caller.depth);
+            let at = self
+                .nested_records
+                .entry(root.clone())
+                .or_default()
+                .start(&call);
+            let mut start = json!({
+                "type": "tool_execution_start",
+                "toolCallId": id, "toolName": tool, "args": call["arguments"],
+            });
+            start["parentToolCallId"] = json!(parent);
+            self.agent_event(start).await;
+            let refused = |message: String| Finalized {
+                call: call.clone(),
+                result: error_result(&message),
+                is_error: true,
+                duration_ms: None,
+            };
+            let reach = Reach::Callable {
+                parent: parent.clone(),
+            };
+            let done = if depth + 1 > super::nested::MAX_DEPTH {
+                refused(format!(
+                    "ctx.executeTool: calls nest at most {} deep",
+                    super::nested::MAX_DEPTH
+                ))
+            } else if let Some(refusal) = self.lent_by_nesting(&tool, &caller) {
+                refused(refusal)
+            } else {
+                match self.preflight(&call, reach).await {
+                    Preflight::Immediate(f) => f,
+                    // The caller picks what a built-in reads and sees the result: it runs
+                    // under the caller's grants, as the built-ins an extension runs itself.
+                    Preflight::Ready(p) if p.source == ToolSource::Builtin => {
+                        self.run_builtin_for(p, &caller.grants).await
+                    }
+                    Preflight::Ready(p) => {
+                        let running = self.start_tool(p);
+                        self.finish(running).await
+                    }
+                }
+            };
+            let mut end = self.execution_end_event(&done);
+            end["parentToolCallId"] = json!(parent);
+            self.agent_event(end).await;
+            let text = messages::content_text(&done.result["content"]);
+            if let Some(record) = self.nested_records.get_mut(&root) {
+                record.finish(at, done.is_error, &text, done.duration_ms.unwrap_or(0));
+            }
+            let mut outcome =
+                json!({ "toolCall": call, "result": done.result, "isError": done.is_error });
+            if let Some(ms) = done.duration_ms {
+                outcome["durationMs"] = json!(ms);
+            }
+            outcome
+        }
+        .boxed()
+    }
+
+    /// Why the nested call of `tool` by `caller` may not run: the tool is another extension's,
+    /// whose grants reach further than the caller's own (the caller picks what it reads and
+    /// sees the result; `Session::lent_grant` holds rewrites to the same rule).
+    fn lent_by_nesting(&self, tool: &str, caller: &super::nested::Open) -> Option<String> {
+        let owner = match self.shared.state.lock().unwrap().tool(tool)?.source {
+            ToolSource::Extension(owner) if owner != caller.owner => owner,
+            _ => return None,
+        };
+        let slot = self.extensions.get(owner).filter(|s| !s.is_lent())?;
+        let cwd = std::path::Path::new(&self.shared.cwd);
+        let missing = slot.grants().beyond(&caller.grants, cwd)?;
+        let name = &self.extensions[caller.owner].name;
+        Some(format!(
+            "{name} called {tool}, a tool of {}, which may reach what {name} may not ({missing}); \
+             the call is refused: a nested call may not lend another extension's grants",
+            slot.name
+        ))
+    }
+
+    /// A nested call of a built-in tool, run under `grants` (the calling extension's).
+    async fn run_builtin_for(&mut self, prepared: Prepared, grants: &Grants) -> Finalized {
+        self.shared
+            .state
+            .lock()
+            .unwrap()
+            .agent
+            .running_tools
+            .insert(
+                prepared.id.clone(),
+                (prepared.name.clone(), prepared.call["arguments"].clone()),
+            );
+        let shared = self.shared.clone();
+        let id = prepared.id.clone();
+        let on_update = move |partial: Value| report_update(&shared, &id, partial);
+        let started = std::time::Instant::now();
+        let cwd = std::path::PathBuf::from(&self.shared.cwd);
+        let ran = tools::for_extension::run(
+            grants,
+            &prepared.name,
+            prepared.args.clone(),
+            &cwd,
+            self.shared.pi,
+            &on_update,
+        )
+        .await;
+        let ms = Some(elapsed_ms(started));
+        let (result, is_error) = match ran {
+            Ok(result) => (result, false),
+            Err(e) => (error_result(&e), true),
+        };
+        self.finalize(prepared, result, is_error, ms).await
     }
 
     /// Preflight: find the tool (active tools only when the model called it), prepare and
     /// validate its arguments, run the `tool_call` gate.
-    async fn preflight(&mut self, call: &Value, active_only: bool) -> Preflight {
+    async fn preflight(&mut self, call: &Value, reach: Reach) -> Preflight {
         let name = call["name"].as_str().unwrap_or_default().to_owned();
         let id = call["id"].as_str().unwrap_or_default().to_owned();
         let immediate = |message: &str| {
@@ -210,14 +373,36 @@ impl Session {
         };
         let tool: Option<RegisteredTool> = {
             let state = self.shared.state.lock().unwrap();
+            let active = state.active_tools.contains(&name);
             state
                 .tool(&name)
-                .filter(|_| !active_only || state.active_tools.contains(&name))
+                .filter(|t| match reach {
+                    Reach::Active => active,
+                    Reach::Any => true,
+                    Reach::Callable { .. } => match t.exposure {
+                        Exposure::Codemode | Exposure::Deferred => true,
+                        Exposure::Direct => active,
+                        Exposure::ModelOnly | Exposure::Hidden => false,
+                    },
+                })
                 .cloned()
         };
         let Some(tool) = tool else {
             return immediate(&format!("Tool {name} not found"));
         };
+        let parent = match reach {
+            Reach::Callable { parent } => Some(parent),
+            _ => None,
+        };
+        // An extension runs one call at a time: the one whose tool makes this call cannot
+        // run another of its tools meanwhile.
+        if let ToolSource::Extension(owner) = tool.source
+            && self.extensions.get(owner).is_some_and(|e| e.is_lent())
+        {
+            return immediate(&format!(
+                "Tool {name} belongs to the extension whose running tool calls it; pichamber runs one call of an extension at a time, so a tool cannot call a tool of its own extension"
+            ));
+        }
         let mut args = call["arguments"].clone();
         match tool.source {
             ToolSource::Builtin => args = tools::prepare_arguments(&name, args),
@@ -235,7 +420,8 @@ impl Session {
         let limit = self.options.call_wall_timeout;
         let validated = {
             let (tool, args) = (tool.clone(), args.clone());
-            let check = tokio::task::spawn_blocking(move || validate_arguments(&tool, &args));
+            let pi = self.shared.pi;
+            let check = tokio::task::spawn_blocking(move || validate_arguments(&tool, &args, pi));
             tokio::time::timeout(limit, check).await
         };
         let args = match validated {
@@ -252,12 +438,12 @@ impl Session {
         };
         let mut args = args;
         if self.has_handlers("tool_call") {
-            let gate = self
-                .emit_with_event(
-                    "tool_call",
-                    json!({ "type": "tool_call", "toolName": name, "toolCallId": id, "input": args }),
-                )
-                .await;
+            let mut event = json!({ "type": "tool_call", "toolName": name, "toolCallId": id });
+            if let Some(parent) = &parent {
+                event["parentToolCallId"] = json!(parent);
+            }
+            event["input"] = args.clone();
+            let gate = self.emit_with_event("tool_call", event).await;
             match gate {
                 Err(e) => return immediate(&e),
                 Ok((r, _)) if r["block"] == json!(true) => {
@@ -281,6 +467,7 @@ impl Session {
             name,
             source: tool.source,
             args,
+            parent,
         })
     }
 
@@ -391,8 +578,12 @@ impl Session {
         if self.has_handlers("tool_result") {
             let mut event = json!({
                 "type": "tool_result", "toolName": prepared.name, "toolCallId": prepared.id,
-                "input": prepared.args, "content": result["content"],
             });
+            if let Some(parent) = &prepared.parent {
+                event["parentToolCallId"] = json!(parent);
+            }
+            event["input"] = prepared.args.clone();
+            event["content"] = result["content"].clone();
             // pi leaves `details` out when the tool gave none.
             if let Some(details) = result.get("details") {
                 event["details"] = details.clone();
@@ -430,9 +621,42 @@ impl Session {
             );
         };
         let ctx = self.ctx();
-        let executed = self.extensions[owner]
-            .execute_tool(&p.name, &p.id, &p.args, &ctx)
-            .await;
+        let Some(mut instance) = self.extensions[owner].lend() else {
+            return (
+                error_result(&format!(
+                    "Tool {} cannot run: its extension is busy",
+                    p.name
+                )),
+                true,
+            );
+        };
+        // While the tool runs, the calls it makes through ctx.executeTool (pi 1.6.0) are run
+        // here, with the instance lent to it.
+        let grants = Arc::new(instance.grants().clone());
+        self.shared
+            .nested
+            .open(&p.id, owner, grants, p.parent.as_deref());
+        let executed = {
+            let call = instance.execute_tool(&p.name, &p.id, &p.args, &ctx);
+            tokio::pin!(call);
+            loop {
+                let nested = tokio::select! {
+                    done = &mut call => break done,
+                    Some(nested) = self.nested_calls.recv() => nested,
+                };
+                // A request of a call that ended meanwhile is not run.
+                if self.shared.nested.running(&nested.parent).is_none() {
+                    continue;
+                }
+                let outcome = self
+                    .nested_call(nested.parent, nested.tool, nested.arguments)
+                    .await;
+                let _ = nested.respond.send(outcome);
+            }
+        };
+        self.shared.nested.close(&p.id);
+        self.nested_next.remove(&p.id);
+        self.extensions[owner].give_back(instance);
         self.flush_bus().await;
         match executed {
             Ok(r) => {
@@ -477,15 +701,14 @@ impl Session {
             return;
         }
         for partial in updates {
-            let _ = self
-                .emit(
-                    "tool_execution_update",
-                    json!({
-                        "type": "tool_execution_update", "toolCallId": p.id, "toolName": p.name,
-                        "args": p.call["arguments"], "partialResult": partial,
-                    }),
-                )
-                .await;
+            let mut event = json!({
+                "type": "tool_execution_update", "toolCallId": p.id, "toolName": p.name,
+                "args": p.call["arguments"], "partialResult": partial,
+            });
+            if let Some(parent) = &p.parent {
+                event["parentToolCallId"] = json!(parent);
+            }
+            let _ = self.emit("tool_execution_update", event).await;
         }
     }
 
@@ -499,7 +722,7 @@ impl Session {
         });
         let known = self.shared.state.lock().unwrap().tool(tool).is_some();
         let done = if known {
-            match self.preflight(&call, false).await {
+            match self.preflight(&call, Reach::Any).await {
                 Preflight::Immediate(f) => f,
                 Preflight::Ready(p) => {
                     let running = self.start_tool(p);
@@ -592,10 +815,25 @@ fn result_message(done: &Finalized, pi: PiVersion) -> Value {
 /// Validates a call's arguments against the tool's schema after pi's coercions (TypeBox's
 /// Value.Convert: "5" → 5 for a number, "true" → true for a boolean, 5 → "5" for a string).
 /// The error lists each problem as pi formats it.
-pub fn validate_arguments(tool: &RegisteredTool, args: &Value) -> Result<Value, String> {
+pub fn validate_arguments(
+    tool: &RegisteredTool,
+    args: &Value,
+    pi: PiVersion,
+) -> Result<Value, String> {
     let Some(validator) = tool.validator.get(&tool.parameters) else {
         return Ok(args.clone());
     };
+    // pi 1.6.0 loosens and explains as its pi-schema does.
+    if pi.is_1_6() {
+        let schemas = super::pi_schema::Schemas {
+            root: &tool.parameters,
+        };
+        let coerced = schemas.coerce(args.clone());
+        if validator.is_valid(&coerced) {
+            return Ok(coerced);
+        }
+        return Err(validation_failed(tool, args, &schemas.explain(&coerced)));
+    }
     let coerced = coerce(&tool.parameters, args.clone());
     let problems: Vec<String> = validator
         .iter_errors(&coerced)
@@ -620,12 +858,16 @@ pub fn validate_arguments(tool: &RegisteredTool, args: &Value) -> Result<Value, 
     if problems.is_empty() {
         return Ok(coerced);
     }
-    Err(format!(
+    Err(validation_failed(tool, args, &problems))
+}
+
+fn validation_failed(tool: &RegisteredTool, args: &Value, problems: &[String]) -> String {
+    format!(
         "Validation failed for tool \"{}\":\n{}\n\nReceived arguments:\n{}",
         tool.name,
         problems.join("\n"),
         serde_json::to_string_pretty(args).unwrap_or_default()
-    ))
+    )
 }
 
 fn coerce(schema: &Value, value: Value) -> Value {
@@ -698,6 +940,10 @@ mod tests {
             has_prepare_arguments: false,
             execution_mode: None,
             constrained_sampling: None,
+            exposure: Default::default(),
+            default_active: None,
+            namespace: None,
+            annotations: None,
         }
     }
 
@@ -708,9 +954,14 @@ mod tests {
             "properties": { "n": { "type": "number" }, "b": { "type": "boolean" }, "s": { "type": "string" } },
             "required": ["n"],
         }));
-        let ok = validate_arguments(&t, &json!({ "n": "5", "b": "true", "s": 7 })).unwrap();
+        let ok = validate_arguments(
+            &t,
+            &json!({ "n": "5", "b": "true", "s": 7 }),
+            PiVersion::V0_73,
+        )
+        .unwrap();
         assert_eq!(ok, json!({ "n": 5, "b": true, "s": "7" }));
-        let err = validate_arguments(&t, &json!({ "b": "maybe" })).unwrap_err();
+        let err = validate_arguments(&t, &json!({ "b": "maybe" }), PiVersion::V0_73).unwrap_err();
         assert!(
             err.starts_with("Validation failed for tool \"t\":\n  - n: "),
             "{err}"
