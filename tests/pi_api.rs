@@ -788,3 +788,29 @@ fn execute_tool_runs_nested_calls_as_pi_1_6_does() {
     assert_eq!(outcomes[3]["text"], "guarded is blocked", "{actual:#}");
     assert_eq!(actual["record"]["calls"].as_array().map(Vec::len), Some(6));
 }
+
+#[test]
+fn typebox_value_and_compile_behave_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path| {
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start(side, root, base_url, &["typebox-value.ts"]);
+            rpc.send(json!({"type": "prompt", "message": "/validate"}));
+            rpc.read_until(|l| notify_starting(l, "typebox "), "the typebox report");
+            notes(&rpc.finish())
+        })
+    };
+    let pi = drive(Side::Pi, &dir.path().join("side1"));
+    let ours = drive(Side::Pichamber, &dir.path().join("side2"));
+    assert_eq!(pi, ours);
+    // What the comparison must contain: the errors of the bad input, a default filled in.
+    let report = &ours[0].1;
+    assert!(
+        !report["errors"].as_array().unwrap().is_empty(),
+        "{report:#}"
+    );
+    assert_eq!(report["defaulted"]["mode"], "read", "{report:#}");
+}
