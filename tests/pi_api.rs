@@ -264,6 +264,27 @@ fn summary(lines: &[Value]) -> Value {
     }))
 }
 
+/// What `drive` makes of real pi 1.6.0 and of pichamber, each in a folder of its own; `None`
+/// when real pi is not installed (outside CI).
+fn on_both_sides<T>(drive: impl Fn(Side, &Path) -> T) -> Option<(T, T)> {
+    if skip_without_pi() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pi = drive(Side::Pi, &dir.path().join("side1"));
+    let ours = drive(Side::Pichamber, &dir.path().join("side2"));
+    Some((pi, ours))
+}
+
+/// Fails with the first place where pichamber's side differs from pi's, and both sides.
+fn assert_same_as_pi(expected: &Value, actual: &Value) {
+    if let Some(difference) = first_difference(expected, actual, "") {
+        panic!(
+            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
+        );
+    }
+}
+
 /// Each side's mock model listens on its own port.
 fn without_port(value: Value) -> Value {
     match value {
@@ -300,11 +321,7 @@ fn model_registry_and_virtual_models_behave_as_pi_1_6_does() {
         normalise(&summary(&pi), &roots[0].to_string_lossy()),
         normalise(&summary(&ours), &roots[1].to_string_lossy()),
     );
-    if let Some(difference) = first_difference(&expected, &actual, "") {
-        panic!(
-            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
-        );
-    }
+    assert_same_as_pi(&expected, &actual);
     // What the summary must contain for the comparison to mean something.
     assert_eq!(
         actual["entries"].as_array().map(Vec::len),
@@ -625,19 +642,10 @@ fn drive_boundaries(side: Side, root: &Path) -> Value {
 
 #[test]
 fn turn_boundaries_take_proposals_as_pi_1_6_does() {
-    if skip_without_pi() {
+    let Some((expected, actual)) = on_both_sides(drive_boundaries) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let roots = [dir.path().join("side1"), dir.path().join("side2")];
-    let pi = drive_boundaries(Side::Pi, &roots[0]);
-    let ours = drive_boundaries(Side::Pichamber, &roots[1]);
-    let (expected, actual) = (pi, ours);
-    if let Some(difference) = first_difference(&expected, &actual, "") {
-        panic!(
-            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
-        );
-    }
+    };
+    assert_same_as_pi(&expected, &actual);
     // What the comparison must contain to mean something: the first answer edited out of the
     // second request, the settle proposal in the third, the refused one reported, no fourth.
     let requests = actual["requests"].as_array().unwrap();
@@ -672,10 +680,6 @@ fn declared_tools(request: &RecordedRequest) -> Vec<String> {
 
 #[test]
 fn tool_exposure_decides_activation_as_in_pi_1_6() {
-    if skip_without_pi() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
     let drive = |side: Side, root: &Path| {
         with_mock_server(script(), |mock| {
             let mut rpc = Rpc::start(side, root, &mock.base_url(), &["exposure.ts"]);
@@ -694,8 +698,9 @@ fn tool_exposure_decides_activation_as_in_pi_1_6() {
             (notes(&rpc.finish()), declared)
         })
     };
-    let pi = drive(Side::Pi, &dir.path().join("side1"));
-    let ours = drive(Side::Pichamber, &dir.path().join("side2"));
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
     assert_eq!(pi, ours);
     let (notes, declared) = ours;
     // Registration activates direct and model-only tools only; activating a hidden one does
@@ -768,18 +773,10 @@ fn drive_codemode(side: Side, root: &Path) -> Value {
 
 #[test]
 fn execute_tool_runs_nested_calls_as_pi_1_6_does() {
-    if skip_without_pi() {
+    let Some((expected, actual)) = on_both_sides(drive_codemode) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let roots = [dir.path().join("side1"), dir.path().join("side2")];
-    let expected = drive_codemode(Side::Pi, &roots[0]);
-    let actual = drive_codemode(Side::Pichamber, &roots[1]);
-    if let Some(difference) = first_difference(&expected, &actual, "") {
-        panic!(
-            "pichamber differs from pi 1.6.0 {difference}\npi: {expected:#}\npichamber: {actual:#}"
-        );
-    }
+    };
+    assert_same_as_pi(&expected, &actual);
     // What the comparison must contain: another extension's codemode tool, patched by its
     // tool_result handler; a built-in; refusals as error results; six nested calls recorded.
     let outcomes = &actual["notes"][0][1]["outcomes"];
@@ -791,10 +788,6 @@ fn execute_tool_runs_nested_calls_as_pi_1_6_does() {
 
 #[test]
 fn typebox_value_and_compile_behave_as_in_pi_1_6() {
-    if skip_without_pi() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
     let drive = |side: Side, root: &Path| {
         with_mock(script(), |base_url| {
             let mut rpc = Rpc::start(side, root, base_url, &["typebox-value.ts"]);
@@ -803,8 +796,9 @@ fn typebox_value_and_compile_behave_as_in_pi_1_6() {
             notes(&rpc.finish())
         })
     };
-    let pi = drive(Side::Pi, &dir.path().join("side1"));
-    let ours = drive(Side::Pichamber, &dir.path().join("side2"));
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
     assert_eq!(pi, ours);
     // What the comparison must contain: the errors of the bad input, a default filled in.
     let report = &ours[0].1;

@@ -6,6 +6,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -1505,18 +1506,23 @@ async fn capability_grants_come_from_the_config_per_extension() {
     assert!(!snapshot.to_string().contains("secret text"));
 }
 
-/// Serve with the grant holder (read on `granted/`) and the borrower (no grants unless
-/// `borrower_reads`), a model that calls the holder's tool on `granted/public.txt`; what the
-/// model was given as the tool's result.
-async fn borrowed_through_a_rewrite(borrower_reads: bool) -> String {
+/// Serve with the grant holder (read on `granted/`, holding `public.txt` and `private.txt`) and
+/// `borrower` (no grants unless `borrower_reads`), a model that calls `tool` with the
+/// arguments `arguments` makes of the granted folder; the tool result the model was given
+/// (its text, after `error: ` when it failed).
+async fn borrowed(
+    borrower: &str,
+    tool: &str,
+    arguments: impl Fn(&Path) -> Value,
+    borrower_reads: bool,
+) -> String {
     let dir = tempfile::tempdir().unwrap();
     let granted = dir.path().join("granted");
     std::fs::create_dir_all(&granted).unwrap();
     std::fs::write(granted.join("public.txt"), "public text").unwrap();
     std::fs::write(granted.join("private.txt"), "private text").unwrap();
     let script = json!([
-        { "toolCalls": [{ "id": "c1", "name": "read_note",
-            "arguments": { "path": granted.join("public.txt") } }] },
+        { "toolCalls": [{ "id": "c1", "name": tool, "arguments": arguments(&granted) }] },
         { "text": "Done." },
     ]);
     std::fs::write(
@@ -1524,10 +1530,7 @@ async fn borrowed_through_a_rewrite(borrower_reads: bool) -> String {
         json!({ "turns": script }).to_string(),
     )
     .unwrap();
-    let (holder, borrower) = (
-        "tests/fixtures/hostile/grant-holder.ts",
-        "tests/fixtures/hostile/grant-borrower.ts",
-    );
+    let holder = "tests/fixtures/hostile/grant-holder.ts";
     let granted_read = |extension: &str| {
         format!(
             "[grants.{:?}]\nread = [{:?}]\n",
@@ -1566,12 +1569,28 @@ async fn borrowed_through_a_rewrite(borrower_reads: bool) -> String {
         "{full}"
     );
     let text = common::text_of(&result["message"]["content"]);
-    let ok = if result["message"]["isError"] == true {
-        "error"
+    if result["message"]["isError"] == true {
+        format!("error: {text}")
     } else {
-        "ok"
-    };
-    format!("{ok}: {text}")
+        text
+    }
+}
+
+/// The holder's tool called on `public.txt`, which the borrower rewrites to `private.txt`.
+async fn borrowed_through_a_rewrite(borrower_reads: bool) -> String {
+    let public = |granted: &Path| json!({ "path": granted.join("public.txt") });
+    let seen = borrowed(
+        "tests/fixtures/hostile/grant-borrower.ts",
+        "read_note",
+        public,
+        borrower_reads,
+    )
+    .await;
+    if seen.starts_with("error: ") {
+        seen
+    } else {
+        format!("ok: {seen}")
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1588,66 +1607,17 @@ async fn a_tool_call_rewrite_never_lends_the_tool_owners_grants() {
     assert_eq!(seen, "ok: private text");
 }
 
-/// Serve with the grant holder (read on `granted/`) and the nested borrower (no grants unless
-/// `borrower_reads`), a model that calls the borrower's tool on `granted/private.txt`; what
-/// the borrower's nested call of the holder's tool got.
+/// The borrower's tool asks, through ctx.executeTool, for the holder's tool on `private.txt`.
 async fn borrowed_through_a_nested_call(borrower_reads: bool) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let granted = dir.path().join("granted");
-    std::fs::create_dir_all(&granted).unwrap();
-    std::fs::write(granted.join("private.txt"), "private text").unwrap();
-    let script = json!([
-        { "toolCalls": [{ "id": "c1", "name": "borrow",
-            "arguments": { "path": granted.join("private.txt"), "tools": ["read_note"] } }] },
-        { "text": "Done." },
-    ]);
-    std::fs::write(
-        dir.path().join("script.json"),
-        json!({ "turns": script }).to_string(),
-    )
-    .unwrap();
-    let (holder, borrower) = (
-        "tests/fixtures/hostile/grant-holder.ts",
+    let private =
+        |granted: &Path| json!({ "path": granted.join("private.txt"), "tools": ["read_note"] });
+    borrowed(
         "tests/fixtures/hostile/nested-borrower.ts",
-    );
-    let granted_read = |extension: &str| {
-        format!(
-            "[grants.{:?}]\nread = [{:?}]\n",
-            ext(extension),
-            granted.to_string_lossy()
-        )
-    };
-    let mut extra = format!(
-        "[model]\nscript = \"script.json\"\n\n{}",
-        granted_read(holder)
-    );
-    if borrower_reads {
-        extra += &granted_read(borrower);
-    }
-    let config = users_config(&[("ada", ADA, &[holder, borrower])], &extra);
-    let server = start_config(dir, &config);
-    let id = server.session(ADA).await;
-    server.prompt(ADA, &id, "go").await;
-    let mut full = Value::Null;
-    for _ in 0..200 {
-        full = server.get(&format!("/api/pi/sessions/{id}"), ADA).await.1;
-        if full["transcript"].to_string().contains("Done.") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let result = full["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["message"]["role"] == "toolResult")
-        .unwrap_or_else(|| panic!("no tool result: {full}"));
-    assert_eq!(
-        full.to_string().contains("private text"),
+        "borrow",
+        private,
         borrower_reads,
-        "{full}"
-    );
-    common::text_of(&result["message"]["content"])
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -326,16 +326,7 @@ impl Session {
 
     /// A nested call of a built-in tool, run under `grants` (the calling extension's).
     async fn run_builtin_for(&mut self, prepared: Prepared, grants: &Grants) -> Finalized {
-        self.shared
-            .state
-            .lock()
-            .unwrap()
-            .agent
-            .running_tools
-            .insert(
-                prepared.id.clone(),
-                (prepared.name.clone(), prepared.call["arguments"].clone()),
-            );
+        self.mark_running(&prepared);
         let shared = self.shared.clone();
         let id = prepared.id.clone();
         let on_update = move |partial: Value| report_update(&shared, &id, partial);
@@ -471,18 +462,21 @@ impl Session {
         })
     }
 
-    /// Starts a prepared call: built-in tools begin running on the host at once.
-    fn start_tool(&mut self, prepared: Prepared) -> Running {
+    /// Records a call as running, so its partial results reach clients.
+    fn mark_running(&self, prepared: &Prepared) {
+        let running = (prepared.name.clone(), prepared.call["arguments"].clone());
         self.shared
             .state
             .lock()
             .unwrap()
             .agent
             .running_tools
-            .insert(
-                prepared.id.clone(),
-                (prepared.name.clone(), prepared.call["arguments"].clone()),
-            );
+            .insert(prepared.id.clone(), running);
+    }
+
+    /// Starts a prepared call: built-in tools begin running on the host at once.
+    fn start_tool(&mut self, prepared: Prepared) -> Running {
+        self.mark_running(&prepared);
         match (prepared.source, self.workspace.clone()) {
             (ToolSource::Builtin, Some(workspace)) => {
                 let shared = self.shared.clone();

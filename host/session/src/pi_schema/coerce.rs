@@ -363,7 +363,7 @@ fn to_string(value: &Value) -> Option<Value> {
     match value {
         Value::String(_) => Some(value.clone()),
         Value::Bool(b) => Some(Value::String(b.to_string())),
-        Value::Number(_) => finite(value).map(|f| Value::String(js_number_text(f))),
+        Value::Number(_) => finite(value).map(|f| Value::String(super::js_number_text(f))),
         Value::Null => Some(Value::String("null".into())),
         _ => None,
     }
@@ -500,14 +500,6 @@ fn js_number(f: f64) -> Value {
         Value::Number((f as i64).into())
     } else {
         Number::from_f64(f).map_or(Value::Null, Value::Number)
-    }
-}
-
-fn js_number_text(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e21 {
-        format!("{}", f as i64)
-    } else {
-        f.to_string()
     }
 }
 

@@ -151,19 +151,22 @@ impl Schemas<'_> {
         let bound = |key: &str| node.get(key).and_then(Value::as_f64);
         let mut push = |m: String| out.push((path.to_owned(), m));
         if let Some(b) = bound("minimum").filter(|b| v < *b) {
-            push(format!("expected >= {}", js_number(b)));
+            push(format!("expected >= {}", super::js_number_text(b)));
         }
         if let Some(b) = bound("maximum").filter(|b| v > *b) {
-            push(format!("expected <= {}", js_number(b)));
+            push(format!("expected <= {}", super::js_number_text(b)));
         }
         if let Some(b) = bound("exclusiveMinimum").filter(|b| v <= *b) {
-            push(format!("expected > {}", js_number(b)));
+            push(format!("expected > {}", super::js_number_text(b)));
         }
         if let Some(b) = bound("exclusiveMaximum").filter(|b| v >= *b) {
-            push(format!("expected < {}", js_number(b)));
+            push(format!("expected < {}", super::js_number_text(b)));
         }
         if let Some(b) = bound("multipleOf").filter(|b| *b != 0.0 && (v / b).fract() != 0.0) {
-            push(format!("expected a multiple of {}", js_number(b)));
+            push(format!(
+                "expected a multiple of {}",
+                super::js_number_text(b)
+            ));
         }
     }
 
@@ -405,15 +408,6 @@ fn list_values(values: &[Value]) -> String {
         &listed[..listed.len() - 1],
         values.len() - LISTED_VALUES
     )
-}
-
-/// A number as JavaScript prints it (`1`, not `1.0`).
-fn js_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e21 {
-        format!("{}", n as i64)
-    } else {
-        n.to_string()
-    }
 }
 
 #[cfg(test)]

@@ -42,3 +42,12 @@ impl Schemas<'_> {
         self.root.pointer(fragment)
     }
 }
+
+/// A number as JavaScript prints it (`1`, not `1.0`).
+fn js_number_text(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e21 {
+        format!("{}", f as i64)
+    } else {
+        f.to_string()
+    }
+}
