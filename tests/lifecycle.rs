@@ -115,6 +115,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
             store: Some(store),
             pi: pichamber_session::PiVersion::default(),
             mode: "rpc",
+            project_trusted: true,
         },
     );
     session.load(&artifact(dir.path(), source)).await.unwrap();

@@ -56,11 +56,24 @@ impl Rpc {
         extensions: &[&str],
         pichamber_args: &[&str],
     ) -> Self {
+        Self::start_full(side, root, base_url, extensions, pichamber_args, &[])
+    }
+
+    /// [`Rpc::start_with`] with pi options both sides get.
+    fn start_full(
+        side: Side,
+        root: &Path,
+        base_url: &str,
+        extensions: &[&str],
+        pichamber_args: &[&str],
+        pi_args: &[&str],
+    ) -> Self {
         mock_model_home(root, base_url);
         let mut command = pi_command(side, root);
         if side == Side::Pichamber && !pichamber_args.is_empty() {
             command.env("PICHAMBER_PI_ARGS", pichamber_args.join(" "));
         }
+        command.args(pi_args);
         if side == Side::Pi {
             command.args(Pi::V1_6.only_given_extensions());
         }
@@ -807,4 +820,40 @@ fn typebox_value_and_compile_behave_as_in_pi_1_6() {
         "{report:#}"
     );
     assert_eq!(report["defaulted"]["mode"], "read", "{report:#}");
+}
+
+#[test]
+fn project_trust_resolves_as_in_pi_1_6() {
+    let drive = |side: Side, root: &Path| {
+        let mut seen = Vec::new();
+        // A folder with nothing of its own, one with project settings, the same approved.
+        for (protected, pi_args) in [
+            (false, &[][..]),
+            (true, &[][..]),
+            (true, &["--approve"][..]),
+        ] {
+            let ws = root.join("ws");
+            let _ = std::fs::remove_dir_all(&ws);
+            std::fs::create_dir_all(ws.join(".pi")).unwrap();
+            if protected {
+                std::fs::write(ws.join(".pi/settings.json"), "{}").unwrap();
+            }
+            let trusted = with_mock(script(), |base_url| {
+                let mut rpc = Rpc::start_full(side, root, base_url, &["trust.ts"], &[], pi_args);
+                rpc.send(json!({"type": "prompt", "message": "/trusted"}));
+                rpc.read_until(|l| notify_starting(l, "trust "), "the trust report");
+                notes(&rpc.finish())
+            });
+            seen.push(json!([protected, pi_args, trusted[0].1["trusted"]]));
+        }
+        seen
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_eq!(pi, ours);
+    assert_eq!(
+        ours.iter().map(|s| s[2].clone()).collect::<Vec<_>>(),
+        [json!(true), json!(false), json!(true)]
+    );
 }

@@ -35,7 +35,14 @@ fuzz_target!(|data: &[u8]| {
         has_prepare_arguments: false,
         execution_mode: None,
         constrained_sampling: None,
+        exposure: Default::default(),
+        default_active: None,
+        namespace: None,
+        annotations: None,
         validator: Default::default(),
     };
-    let _ = validate_arguments(&tool, &args);
+    // Both releases' loosening and wording (pi 1.6.0's is pichamber's pi_schema).
+    for pi in pichamber_session::PiVersion::ALL {
+        let _ = validate_arguments(&tool, &args, pi);
+    }
 });

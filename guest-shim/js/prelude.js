@@ -735,8 +735,9 @@ function makeContext(snapshot, extras = {}) {
   if (followsPi16) {
     Object.defineProperty(ctx, "thinkingLevel", { get: () => hostCall("getThinkingLevel"), enumerable: true });
     ctx.scopedModels = [];
-    // pichamber loads a project's extensions only when the operator trusts the project.
-    ctx.isProjectTrusted = () => true;
+    // Whether the folder's own resources were trusted to load (pi counts a folder with none as
+    // trusted): --trust-project, or pi's rules through the pi entry.
+    ctx.isProjectTrusted = () => snapshot.projectTrusted !== false;
   }
   return ctx;
 }

@@ -165,6 +165,7 @@ pub async fn run(
         mode: "rpc",
         found: vec![],
         settings: serde_json::json!({}),
+        project_trusted: true,
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

@@ -610,6 +610,10 @@ async fn open_session(
         }
     }
     let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, args.trust_project));
+    // pi counts a folder with nothing of its own to load as trusted.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let project_trusted =
+        args.trust_project || !pichamber_session::trust::needs_trust(&r.cwd, home.as_deref());
     pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts,
@@ -634,6 +638,7 @@ async fn open_session(
         mode,
         found,
         settings,
+        project_trusted,
     })
     .await
 }

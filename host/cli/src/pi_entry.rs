@@ -21,6 +21,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use pichamber_session::trust;
 use serde_json::Value;
 
 /// Whether the binary was started under pi's name.
@@ -62,7 +63,6 @@ const IGNORED_FLAGS: &[&str] = &[
     "--offline",
     "--no-context-files",
     "--no-mcp",
-    "--no-approve",
 ];
 const IGNORED_WITH_VALUE: &[&str] = &["--theme", "--use-theme", "--tui-mode", "--models"];
 
@@ -93,6 +93,8 @@ pub const VERSION_COMMAND: &str = "pi-version";
 pub struct Place {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
+    /// The user's home folder (whose `.agents/skills` needs no trust).
+    pub home: Option<PathBuf>,
     pub terminal: bool,
 }
 
@@ -107,6 +109,7 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
     let mut provider: Option<String> = None;
     let mut thinking: Option<String> = None;
     let mut session_chosen = false;
+    let mut approve: Option<bool> = None;
     let mut messages = Vec::new();
     let mut it = args.iter().peekable();
     while let Some(raw) = it.next() {
@@ -125,7 +128,8 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
             "--model" => model = Some(value("--model")?),
             "--provider" => provider = Some(value("--provider")?),
             "--thinking" => thinking = Some(value("--thinking")?),
-            "--approve" => out.push("--trust-project".into()),
+            "--approve" => approve = Some(true),
+            "--no-approve" => approve = Some(false),
             "--print" | "-p" => print = true,
             // Everything after `--` is a message, as in pi.
             "--" => {
@@ -212,6 +216,19 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
             out.push(v);
         }
     }
+    // pi 1.6.0's project trust, headless (see `trust`): the project's own extensions and
+    // settings load when it resolves to trusted.
+    let settings = read_json(&place.agent_dir.join("settings.json"));
+    let trusted = trust::resolve(
+        &place.cwd,
+        &place.agent_dir,
+        place.home.as_deref(),
+        approve,
+        &settings,
+    )?;
+    if trusted && trust::needs_trust(&place.cwd, place.home.as_deref()) {
+        out.push("--trust-project".into());
+    }
     if !session_chosen {
         let dir = pichamber_session::store::default_session_dir(
             &place.agent_dir,
@@ -237,12 +254,7 @@ fn is_thinking_level(s: &str) -> bool {
 /// The model pi starts with when none is given: settings.json's `defaultProvider` and
 /// `defaultModel`, else the first model models.json lists.
 fn default_model(agent_dir: &Path) -> Option<(String, String)> {
-    let read = |name: &str| -> Value {
-        std::fs::read_to_string(agent_dir.join(name))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
-    };
+    let read = |name: &str| read_json(&agent_dir.join(name));
     let settings = read("settings.json");
     if let (Some(p), Some(m)) = (
         settings["defaultProvider"].as_str(),
@@ -255,6 +267,14 @@ fn default_model(agent_dir: &Path) -> Option<(String, String)> {
         let id = v["models"].as_array()?.first()?["id"].as_str()?;
         Some((p.clone(), id.to_owned()))
     })
+}
+
+/// A JSON file, or null when it is missing or not JSON.
+fn read_json(path: &Path) -> Value {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// The arguments to parse: pi's translated when the binary runs as `pi` or as `pichamber pi`,
@@ -281,6 +301,7 @@ pub fn arguments() -> Result<Vec<OsString>, String> {
         agent_dir: pichamber_session::discovery::agent_dir(),
         cwd: std::env::current_dir().map_err(|e| format!("the working folder: {e}"))?,
         terminal: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
+        home: std::env::var_os("HOME").map(PathBuf::from),
     };
     let (translated, notes) = translate(&pi_args, &place)?;
     for note in notes {
@@ -309,6 +330,7 @@ mod tests {
             agent_dir: dir.to_path_buf(),
             cwd: "/work/project".into(),
             terminal: true,
+            home: None,
         }
     }
 
@@ -431,6 +453,39 @@ mod tests {
             at(&["hi"], false),
             strings(&["rpc", "--mode", "text", "--", "hi"])
         );
+    }
+
+    #[test]
+    fn a_project_loads_its_own_resources_when_pi_would_trust_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (agent, project) = (dir.path().join("agent"), dir.path().join("project"));
+        std::fs::create_dir_all(project.join(".pi/extensions")).unwrap();
+        std::fs::create_dir_all(&agent).unwrap();
+        let trusts = |args: &[&str]| {
+            let place = Place {
+                agent_dir: agent.clone(),
+                cwd: project.clone(),
+                terminal: true,
+                home: None,
+            };
+            let mut all = strings(&["--mode", "rpc", "--no-session"]);
+            all.extend(strings(args));
+            let (out, _) = translate(&all, &place).unwrap();
+            out.iter().any(|a| a == "--trust-project")
+        };
+        // pi asks by default, and nobody can answer headless.
+        assert!(!trusts(&[]));
+        assert!(trusts(&["-a"]));
+        let settings = agent.join("settings.json");
+        std::fs::write(&settings, r#"{"defaultProjectTrust": "always"}"#).unwrap();
+        assert!(trusts(&[]));
+        assert!(!trusts(&["--no-approve"]));
+        std::fs::remove_file(&settings).unwrap();
+        // A decision saved in trust.json (with /trust in pi) applies.
+        let canonical = std::fs::canonicalize(&project).unwrap();
+        let store = serde_json::json!({ canonical.to_string_lossy(): true });
+        std::fs::write(agent.join("trust.json"), store.to_string()).unwrap();
+        assert!(trusts(&[]));
     }
 
     #[test]

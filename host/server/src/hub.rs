@@ -904,6 +904,8 @@ impl Hub {
                         .map(|e| e.artifact.manifest.pi_version),
                 ),
                 mode: "rpc",
+                // A served session loads nothing of its folder's own.
+                project_trusted: !pichamber_session::trust::needs_trust(&launcher.cwd, None),
             },
         );
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());

@@ -63,6 +63,8 @@ pub struct SessionSpec {
     pub found: Vec<Metadata>,
     /// pi's effective settings, for `pi.getSettings()` (`settings::merge` of its layers).
     pub settings: Value,
+    /// What `ctx.isProjectTrusted()` says.
+    pub project_trusted: bool,
 }
 
 /// The pi release a session of these extensions follows, unless one is chosen.
@@ -89,6 +91,7 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
             store: spec.store,
             pi: pi_version_for(&spec.artifacts, spec.pi),
             mode: spec.mode,
+            project_trusted: spec.project_trusted,
         },
     );
     session.set_resources(spec.prompts, spec.skills);
@@ -248,6 +251,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
             store: None,
             pi: pi_version_for(std::slice::from_ref(artifact), None),
             mode: "rpc",
+            project_trusted: true,
         },
     );
     let loaded = session.load(artifact).await.is_ok();

@@ -36,6 +36,7 @@ mod system_message;
 mod system_prompt;
 pub mod terminal;
 pub mod tool_calls;
+pub mod trust;
 
 use std::sync::{Arc, Mutex};
 
@@ -78,6 +79,9 @@ pub struct SessionConfig {
     pub pi: PiVersion,
     /// What `ctx.mode` says: pi's "rpc", or its one-shot "print" and "json".
     pub mode: &'static str,
+    /// What `ctx.isProjectTrusted()` says (pi 1.6.0): whether the working folder's own
+    /// resources were trusted to load (see `trust`).
+    pub project_trusted: bool,
 }
 
 /// How the agent behaves (pi's settings of the same names).
@@ -203,6 +207,7 @@ impl Session {
             has_ui: config.has_ui,
             pi: config.pi,
             mode: config.mode.into(),
+            project_trusted: config.project_trusted,
             sink: config.sink,
             dialogs: config.dialogs,
             catalog: config.catalog.with(config.model.as_ref()),
@@ -538,8 +543,7 @@ impl Session {
 
     /// The ctx snapshot every call receives.
     fn ctx(&self) -> Value {
-        let state = self.shared.state.lock().unwrap();
-        json!({ "cwd": self.shared.cwd, "hasUI": self.shared.has_ui, "model": state.model })
+        self.shared.call_context()
     }
 
     fn subscribed(&self, index: usize, event: &str) -> bool {

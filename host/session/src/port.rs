@@ -162,8 +162,7 @@ impl ExtensionHost for ExtensionPort {
     }
 
     fn call_context(&self) -> Value {
-        let state = self.shared.state.lock().unwrap();
-        json!({ "cwd": self.shared.cwd, "hasUI": self.shared.has_ui, "model": state.model })
+        self.shared.call_context()
     }
 
     fn log(&self, level: &'static str, message: String) {

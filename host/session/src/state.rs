@@ -23,6 +23,8 @@ pub struct SessionShared {
     pub pi: PiVersion,
     /// What `ctx.mode` reports: pichamber implements pi's RPC-mode semantics.
     pub mode: String,
+    /// What `ctx.isProjectTrusted()` reports.
+    pub project_trusted: bool,
     pub sink: EventSink,
     pub dialogs: Arc<dyn DialogResponder>,
     /// The models of `ctx.modelRegistry` (virtual ones are the extensions' registrations).
@@ -40,6 +42,15 @@ pub struct SessionShared {
 }
 
 impl SessionShared {
+    /// The ctx snapshot every call of an extension receives.
+    pub fn call_context(&self) -> Value {
+        let state = self.state.lock().unwrap();
+        json!({
+            "cwd": self.cwd, "hasUI": self.has_ui, "model": state.model,
+            "projectTrusted": self.project_trusted,
+        })
+    }
+
     pub fn emit(&self, event: SessionEvent) {
         (self.sink)(&event);
     }

@@ -819,9 +819,7 @@ pub fn validate_arguments(
     };
     // pi 1.6.0 loosens and explains as its pi-schema does.
     if pi.is_1_6() {
-        let schemas = super::pi_schema::Schemas {
-            root: &tool.parameters,
-        };
+        let schemas = super::pi_schema::Schemas::new(&tool.parameters);
         let coerced = schemas.coerce(args.clone());
         if validator.is_valid(&coerced) {
             return Ok(coerced);

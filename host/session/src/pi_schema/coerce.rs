@@ -509,7 +509,7 @@ mod tests {
     use serde_json::json;
 
     fn coerce(schema: Value, value: Value) -> Value {
-        Schemas { root: &schema }.coerce(value)
+        Schemas::new(&schema).coerce(value)
     }
 
     #[test]

@@ -41,6 +41,15 @@ impl Schemas<'_> {
     }
 
     fn walk(&self, node: &Value, v: &Value, path: &str, out: &mut Vec<(String, String)>) {
+        if self.depth.get() >= super::MAX_DEPTH {
+            return;
+        }
+        self.depth.set(self.depth.get() + 1);
+        self.walk_node(node, v, path, out);
+        self.depth.set(self.depth.get() - 1);
+    }
+
+    fn walk_node(&self, node: &Value, v: &Value, path: &str, out: &mut Vec<(String, String)>) {
         let node = match node {
             Value::Bool(true) => return,
             Value::Bool(false) => {
@@ -416,7 +425,7 @@ mod tests {
     use serde_json::json;
 
     fn explain(schema: &Value, value: &Value) -> Vec<String> {
-        Schemas { root: schema }.explain(value)
+        Schemas::new(schema).explain(value)
     }
 
     #[test]

@@ -7,9 +7,23 @@ mod explain;
 
 use serde_json::Value;
 
+/// Levels of subschemas an explanation walks before it stops (a schema whose `$ref`s cycle
+/// would otherwise walk forever).
+const MAX_DEPTH: usize = 64;
+
 /// One tool's parameter schema, whose subschemas refer to its definitions.
 pub struct Schemas<'a> {
-    pub root: &'a Value,
+    root: &'a Value,
+    depth: std::cell::Cell<usize>,
+}
+
+impl<'a> Schemas<'a> {
+    pub fn new(root: &'a Value) -> Self {
+        Self {
+            root,
+            depth: std::cell::Cell::new(0),
+        }
+    }
 }
 
 impl Schemas<'_> {
