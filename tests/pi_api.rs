@@ -56,10 +56,18 @@ impl Rpc {
         extensions: &[&str],
         pichamber_args: &[&str],
     ) -> Self {
-        Self::start_full(side, root, base_url, extensions, pichamber_args, &[])
+        Self::start_full(
+            side,
+            root,
+            base_url,
+            extensions,
+            pichamber_args,
+            &[],
+            &json!({}),
+        )
     }
 
-    /// [`Rpc::start_with`] with pi options both sides get.
+    /// [`Rpc::start_with`] with pi options both sides get, and settings.json entries.
     fn start_full(
         side: Side,
         root: &Path,
@@ -67,8 +75,16 @@ impl Rpc {
         extensions: &[&str],
         pichamber_args: &[&str],
         pi_args: &[&str],
+        settings: &Value,
     ) -> Self {
-        mock_model_home(root, base_url);
+        let (agent, _) = mock_model_home(root, base_url);
+        let path = agent.join("settings.json");
+        let mut merged: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for (key, value) in settings.as_object().into_iter().flatten() {
+            merged[key] = value.clone();
+        }
+        std::fs::write(&path, merged.to_string()).unwrap();
         let mut command = pi_command(side, root);
         if side == Side::Pichamber && !pichamber_args.is_empty() {
             command.env("PICHAMBER_PI_ARGS", pichamber_args.join(" "));
@@ -839,7 +855,15 @@ fn project_trust_resolves_as_in_pi_1_6() {
                 std::fs::write(ws.join(".pi/settings.json"), "{}").unwrap();
             }
             let trusted = with_mock(script(), |base_url| {
-                let mut rpc = Rpc::start_full(side, root, base_url, &["trust.ts"], &[], pi_args);
+                let mut rpc = Rpc::start_full(
+                    side,
+                    root,
+                    base_url,
+                    &["trust.ts"],
+                    &[],
+                    pi_args,
+                    &json!({}),
+                );
                 rpc.send(json!({"type": "prompt", "message": "/trusted"}));
                 rpc.read_until(|l| notify_starting(l, "trust "), "the trust report");
                 notes(&rpc.finish())
@@ -855,5 +879,59 @@ fn project_trust_resolves_as_in_pi_1_6() {
     assert_eq!(
         ours.iter().map(|s| s[2].clone()).collect::<Vec<_>>(),
         [json!(true), json!(false), json!(true)]
+    );
+}
+
+#[test]
+fn a_retried_answer_leaves_the_context_for_good_as_in_pi_1_6() {
+    let drive = |side: Side, root: &Path| {
+        let script = Script::from_value(json!({"turns": [
+            {"httpStatus": 500, "errorMessage": "boom", "headers": {"x-should-retry": "false"}},
+            {"text": "Recovered."},
+        ]}))
+        .unwrap();
+        with_mock_server(script, |mock| {
+            let retry = json!({"retry": {"maxRetries": 2, "baseDelayMs": 10}});
+            let mut rpc = Rpc::start_full(side, root, &mock.base_url(), &[], &[], &[], &retry);
+            rpc.send(json!({"type": "prompt", "message": "hello"}));
+            rpc.read_until(|l| l["type"] == "agent_settled", "agent_settled");
+            rpc.respond(json!({"type": "get_messages"}));
+            let lines = rpc.finish();
+            // The failed answer's entry, by the order of the entries the client heard of.
+            let edits: Vec<Value> = lines
+                .iter()
+                .filter(|l| l["type"] == "entry_appended")
+                .map(|l| json!([l["entry"]["type"], l["entry"]["replacement"]]))
+                .collect();
+            let context: Vec<Value> = lines
+                .iter()
+                .find(|l| l["type"] == "response" && l["command"] == "get_messages")
+                .map(|l| {
+                    l["data"]["messages"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default()
+                .iter()
+                .map(|m| json!([m["role"], m["stopReason"]]))
+                .collect();
+            let sent: Vec<usize> = mock
+                .recorded()
+                .iter()
+                .filter(|r| r.path.ends_with("/chat/completions"))
+                .map(|r| r.body["messages"].as_array().map_or(0, Vec::len))
+                .collect();
+            json!({ "edits": edits, "context": context, "sent": sent })
+        })
+    };
+    let Some((expected, actual)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&expected, &actual);
+    assert_eq!(
+        actual["edits"],
+        json!([["context_edit", null]]),
+        "{actual:#}"
     );
 }

@@ -148,7 +148,7 @@ impl Session {
             "type": "auto_retry_start", "attempt": attempt, "maxAttempts": settings.max_retries,
             "delayMs": delay_ms, "errorMessage": error,
         }));
-        {
+        let omitted = {
             let mut state = self.shared.state.lock().unwrap();
             if state
                 .agent
@@ -159,6 +159,18 @@ impl Session {
                 // A virtual model's router is told which request failed.
                 self.failed_request = state.agent.messages.pop();
             }
+            // pi 1.6.0 keeps the failed attempt in the session but leaves it out of the
+            // model's context for good (a context edit), so a resumed session does not send
+            // it again.
+            match &self.failed_request {
+                Some(failed) if self.shared.pi.is_1_6() => omit_from_context(&mut state, failed),
+                _ => None,
+            }
+        };
+        match omitted {
+            Some(Ok(entry)) => self.shared.emit(SessionEvent::EntryAppended { entry }),
+            Some(Err(e)) => self.error("<runtime>", "session", format!("{e:#}")),
+            None => {}
         }
         let mut abort = self.shared.retry_abort.subscribe();
         let cancelled = tokio::select! {
@@ -199,6 +211,21 @@ impl Session {
     fn client_event(&self, event: Value) {
         self.shared.emit(SessionEvent::Agent(event));
     }
+}
+
+/// A context edit that leaves `message`'s entry on the branch out of the model's context.
+fn omit_from_context(
+    state: &mut super::SessionState,
+    message: &Value,
+) -> Option<anyhow::Result<Value>> {
+    let id = state
+        .store
+        .get_branch(None)
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message" && e["message"] == *message)
+        .and_then(|e| e["id"].as_str().map(str::to_owned))?;
+    Some(state.store.append_context_edit(&id, &Value::Null))
 }
 
 #[cfg(test)]
