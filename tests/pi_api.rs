@@ -199,6 +199,14 @@ fn with_mock_server<T>(script: Script, run: impl FnOnce(&MockServer) -> T) -> T 
     run(&mock)
 }
 
+/// The first model request the mock received.
+fn first_request(mock: &MockServer) -> RecordedRequest {
+    mock.recorded()
+        .into_iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .expect("the mock model received no request")
+}
+
 /// One prompt to a side loaded with `extension`: the notes it made and the request the mock
 /// model received.
 fn prompt_once(
@@ -210,12 +218,7 @@ fn prompt_once(
         let mut rpc = Rpc::start(side, root, &mock.base_url(), &[extension]);
         rpc.send(json!({"type": "prompt", "message": "hello"}));
         rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
-        let request = mock
-            .recorded()
-            .into_iter()
-            .find(|r| r.path.ends_with("/chat/completions"))
-            .unwrap();
-        (notes(&rpc.finish()), request)
+        (notes(&rpc.finish()), first_request(mock))
     })
 }
 
@@ -716,12 +719,7 @@ fn tool_exposure_decides_activation_as_in_pi_1_6() {
             rpc.read_until(|l| notify_starting(l, "all "), "the /all report");
             rpc.send(json!({"type": "prompt", "message": "hello"}));
             rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
-            let request = mock
-                .recorded()
-                .into_iter()
-                .find(|r| r.path.ends_with("/chat/completions"))
-                .unwrap();
-            let mut declared = declared_tools(&request);
+            let mut declared = declared_tools(&first_request(mock));
             // pi 1.6.0 registers a `powershell` built-in tool (inactive off Windows).
             declared.retain(|t| t != "powershell");
             (notes(&rpc.finish()), declared)
