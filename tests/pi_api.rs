@@ -881,6 +881,65 @@ fn project_trust_resolves_as_in_pi_1_6() {
 }
 
 #[test]
+fn the_users_extensions_decide_project_trust_first_as_in_pi_1_6() {
+    // (extensions before trust.ts, trust.json before the run); what each side then says of
+    // the folder's trust, and what trust.json holds after it.
+    let cases: [(&[&str], bool); 4] = [
+        (&["trust-undecided.ts", "trust-yes.ts"], false),
+        (&["trust-no.ts", "trust-yes.ts"], false),
+        (&["trust-undecided.ts"], false),
+        // A handler's decision comes before the one saved.
+        (&["trust-yes.ts"], true),
+    ];
+    let drive = |side: Side, root: &Path| {
+        let mut seen = Vec::new();
+        for (extensions, saved_no) in cases {
+            let ws = root.join("ws");
+            let _ = std::fs::remove_dir_all(&ws);
+            std::fs::create_dir_all(ws.join(".pi")).unwrap();
+            std::fs::write(ws.join(".pi/settings.json"), "{}").unwrap();
+            let store = root.join("home/agent/trust.json");
+            let _ = std::fs::remove_file(&store);
+            let ws_key = std::fs::canonicalize(&ws).unwrap();
+            if saved_no {
+                std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+                let saved = json!({ ws_key.to_string_lossy(): false });
+                std::fs::write(&store, saved.to_string()).unwrap();
+            }
+            let mut all = extensions.to_vec();
+            all.push("trust.ts");
+            let trusted = with_mock(script(), |base_url| {
+                let mut rpc = Rpc::start_full(side, root, base_url, &all, &[], &[], &json!({}));
+                rpc.send(json!({"type": "prompt", "message": "/trusted"}));
+                rpc.read_until(|l| notify_starting(l, "trust "), "the trust report");
+                notes(&rpc.finish())
+            });
+            let kept = std::fs::read_to_string(&store)
+                .ok()
+                .map(|t| t.replace(&*ws_key.to_string_lossy(), "<ws>"));
+            seen.push(json!([extensions, trusted[0].1["trusted"], kept]));
+        }
+        seen
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_eq!(pi, ours);
+    let remembered = json!("{\n  \"<ws>\": true\n}\n");
+    assert_eq!(
+        ours.iter()
+            .map(|s| [s[1].clone(), s[2].clone()])
+            .collect::<Vec<_>>(),
+        [
+            [json!(true), remembered.clone()],
+            [json!(false), Value::Null],
+            [json!(false), Value::Null],
+            [json!(true), remembered],
+        ]
+    );
+}
+
+#[test]
 fn a_retried_answer_leaves_the_context_for_good_as_in_pi_1_6() {
     let drive = |side: Side, root: &Path| {
         let script = Script::from_value(json!({"turns": [

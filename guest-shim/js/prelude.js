@@ -961,6 +961,33 @@ async function runChain(name, event, ctx) {
       }
       return { result: undefined, event };
     }
+    case "project_trust": {
+      // pi 1.6.0's trust context, as its RPC and print modes give it: nobody can be asked, so
+      // dialogs answer at once; a notice goes to the operator (stderr), not to a client. The
+      // first "yes" or "no" decides; anything but "undecided" counts as a decision, as in pi.
+      const trustCtx = {
+        cwd: ctx.cwd,
+        mode: ctx.mode,
+        hasUI: false,
+        ui: {
+          select: async () => undefined,
+          confirm: async () => false,
+          input: async () => undefined,
+          notify: (message, type) => ctx.ui.notify(message, type),
+        },
+      };
+      for (const h of handlers) {
+        try {
+          const r = await h({ type: name, cwd: event.cwd }, trustCtx);
+          if (r === null || r === undefined) throw new TypeError(`Cannot read properties of ${r} (reading 'trusted')`);
+          if (r.trusted === "undecided") continue;
+          return { result: { trusted: r.trusted, remember: r.remember === true }, event };
+        } catch (err) {
+          reportHandlerError(name, err);
+        }
+      }
+      return { result: undefined, event };
+    }
     case "resources_discover": {
       const paths = { skillPaths: [], promptPaths: [], themePaths: [] };
       for (const h of handlers) {

@@ -160,9 +160,16 @@ struct SessionArgs {
     #[arg(long)]
     no_extensions: bool,
     /// Also load the project's own extensions and settings (.pi/ in --cwd): code that came
-    /// with the project, so not loaded unless you say so.
-    #[arg(long)]
+    /// with the project, so not loaded unless you say so (--project-trust yes).
+    #[arg(long, conflicts_with = "project_trust")]
     trust_project: bool,
+    /// Whose word decides whether the project's own extensions and settings load: yes, no,
+    /// or pi: as pi 1.6.0 decides headless (the project_trust handlers of the user's and the
+    /// given extensions, then the decision saved in trust.json, then settings.json's
+    /// defaultProjectTrust; what the pi entry passes) [default: no, a folder with nothing of
+    /// its own to load counting as trusted]
+    #[arg(long, value_enum, value_name = "yes|no|pi")]
+    project_trust: Option<ProjectTrust>,
     /// Do not load skills from pi's folders (~/.pi/agent/skills, ~/.agents/skills, and the
     /// project's with --trust-project); the -e packages' skills still load, as in pi.
     #[arg(long)]
@@ -201,6 +208,14 @@ struct SessionArgs {
     /// tool wording) [default: the one the extensions import; 1.6.0 when they do not say]
     #[arg(long, value_name = "0.73.1|1.6.0")]
     pi_version: Option<pichamber_session::PiVersion>,
+}
+
+/// `--project-trust`: whose word decides whether a folder's own resources load.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProjectTrust {
+    Yes,
+    No,
+    Pi,
 }
 
 #[derive(Args)]
@@ -565,9 +580,12 @@ fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
 }
 
 /// Extensions found where pi finds them; what was held back or is missing is said on stderr.
-fn discovered_extensions(cwd: &Path, trust_project: bool) -> Vec<PathBuf> {
+fn discovered_extensions(cwd: &Path, trust_project: bool, report: bool) -> Vec<PathBuf> {
     let agent_dir = discovery::agent_dir();
     let found = discovery::discover(cwd, &agent_dir, trust_project);
+    if !report {
+        return found.extensions;
+    }
     if !found.untrusted.is_empty() {
         esay!(
             "note: {} project extension(s) in {} not loaded; trust the project with --trust-project to load them",
@@ -590,7 +608,9 @@ async fn open_session(
     dialogs: Arc<dyn DialogResponder>,
     sink: impl FnOnce(PiVersion) -> EventSink,
 ) -> Result<Option<Session>> {
-    let r = resolve_session(args)?;
+    let cwd = session_cwd(args)?;
+    let trust = decide_project_trust(args, &cwd, mode).await?;
+    let r = resolve_session(args, cwd, trust.load)?;
     let (artifacts, found): (Vec<Artifact>, Vec<_>) = r
         .artifacts
         .into_iter()
@@ -609,11 +629,7 @@ async fn open_session(
             esay!("pichamber: {note}");
         }
     }
-    let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, args.trust_project));
-    // pi counts a folder with nothing of its own to load as trusted.
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let project_trusted =
-        args.trust_project || !pichamber_session::trust::needs_trust(&r.cwd, home.as_deref());
+    let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, trust.load));
     pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts,
@@ -638,9 +654,142 @@ async fn open_session(
         mode,
         found,
         settings,
-        project_trusted,
+        project_trusted: trust.trusted,
     })
     .await
+}
+
+/// How a folder's trust was decided: whether its own resources load, and what
+/// `ctx.isProjectTrusted()` says (pi counts a folder with nothing of its own as trusted).
+#[derive(Clone, Copy)]
+struct Trust {
+    load: bool,
+    trusted: bool,
+}
+
+/// The folder's trust as `--trust-project` / `--project-trust` say, with no extension asked:
+/// `pi` follows pi's rules without its `project_trust` event ([`decide_project_trust`] asks).
+fn trust_without_extensions(args: &SessionArgs, cwd: &Path) -> Result<Trust> {
+    use pichamber_session::trust;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let needed = trust::needs_trust(cwd, home.as_deref());
+    let choice = match (args.trust_project, args.project_trust) {
+        (true, _) => Some(ProjectTrust::Yes),
+        (false, choice) => choice,
+    };
+    let trusted = match choice {
+        Some(ProjectTrust::Yes) => true,
+        Some(ProjectTrust::No) => false,
+        None => !needed,
+        Some(ProjectTrust::Pi) => {
+            let settings = pi_settings(cwd, false).remove(0);
+            trust::resolve(
+                cwd,
+                &discovery::agent_dir(),
+                home.as_deref(),
+                None,
+                &settings,
+            )
+            .map_err(anyhow::Error::msg)?
+        }
+    };
+    Ok(Trust {
+        load: trusted && needed,
+        trusted,
+    })
+}
+
+/// The folder's trust as [`trust_without_extensions`] decides it, except that with
+/// `--project-trust pi` and resources that need trust, pi 1.6.0's `project_trust` event goes
+/// first: the user's extensions (or the given ones) load on their own, without the project's,
+/// and the first that says yes or no decides (saved in trust.json when it asks to be
+/// remembered). Their session ends before the real one opens, as pi's bootstrap pass does.
+async fn decide_project_trust(args: &SessionArgs, cwd: &Path, mode: &'static str) -> Result<Trust> {
+    use pichamber_session::trust;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let asks = args.project_trust == Some(ProjectTrust::Pi)
+        && !args.trust_project
+        && trust::needs_trust(cwd, home.as_deref());
+    if !asks {
+        return trust_without_extensions(args, cwd);
+    }
+    let (entries, _, _) = extension_sources(args, cwd, false, false);
+    // One that fails to build or load is reported by the real session's load.
+    let (artifacts, found): (Vec<Artifact>, Vec<_>) = entries
+        .into_iter()
+        .filter_map(|(path, found)| Some((load_artifact(&path).ok()?, found)))
+        .unzip();
+    if artifacts.is_empty() {
+        return trust_without_extensions(args, cwd);
+    }
+    let warnings = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink: EventSink = {
+        let warnings = warnings.clone();
+        Arc::new(move |event: &SessionEvent| match event {
+            // pi's trust context prints a notice on stderr; its failures become warnings.
+            SessionEvent::ExtensionUiRequest {
+                request: UiRequest::Notify { message, .. },
+                ..
+            } => esay!("{message}"),
+            SessionEvent::ExtensionError {
+                extension,
+                event,
+                error,
+                ..
+            } if event == "project_trust" => warnings.lock().unwrap().push(format!(
+                "Extension \"{extension}\" project_trust error: {error}"
+            )),
+            SessionEvent::Log {
+                extension,
+                level,
+                message,
+            } => esay!("[{extension}] {level}: {message}"),
+            _ => {}
+        })
+    };
+    let pi = pichamber_session::launch::pi_version_for(&artifacts, args.pi_version);
+    let vote = match pichamber_session::launch::open_session(SessionSpec {
+        cwd: cwd.to_path_buf(),
+        artifacts,
+        prompts: Vec::new(),
+        skills: Vec::new(),
+        // Dialogs answer at once in the trust context; a notice is shown (see the sink).
+        has_ui: true,
+        dialogs: Arc::new(NoDialogs),
+        sink,
+        instance: instance_options(args),
+        flags: parse_flags(&args.flags)?,
+        model: None,
+        catalog: pichamber_model::catalog::Catalog::load(args.model.models.as_deref()),
+        agent: AgentSettings::default(),
+        thinking: args.model.thinking.clone(),
+        store: None,
+        active_tools: None,
+        pi: Some(pi),
+        mode,
+        found,
+        settings: pichamber_session::settings::merge(&pi_settings(cwd, false)),
+        project_trusted: false,
+    })
+    .await?
+    {
+        Some(mut session) => session.project_trust(cwd).await,
+        None => None,
+    };
+    for warning in warnings.lock().unwrap().iter() {
+        esay!("Warning: {warning}");
+    }
+    let Some(vote) = vote else {
+        return trust_without_extensions(args, cwd);
+    };
+    if vote.remember {
+        trust::save_decision(&discovery::agent_dir(), cwd, vote.trusted)
+            .map_err(anyhow::Error::msg)?;
+    }
+    Ok(Trust {
+        load: vote.trusted,
+        trusted: vote.trusted,
+    })
 }
 
 /// What a session is opened from, resolved from the flags: the extensions found and built
@@ -659,17 +808,54 @@ struct ResolvedSession {
     store: Option<SessionStore>,
 }
 
-fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
-    let cwd = match &args.cwd {
+/// The limits and grants every extension of the session runs under.
+fn instance_options(args: &SessionArgs) -> InstanceOptions {
+    InstanceOptions {
+        call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
+        call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
+        run_timeout: Duration::from_secs_f64(args.limits.run_timeout.max(0.01)),
+        memory_limit: args.limits.memory_limit.max(16) << 20,
+        grants: Arc::new(Grants {
+            read: args.grants.allow_read.clone(),
+            write: args.grants.allow_write.clone(),
+            run: args.grants.allow_run.clone(),
+            env: args.grants.allow_env.clone(),
+            net: args.grants.allow_net.clone(),
+            secrets: args.grants.secret.clone(),
+            allow_unconfined_run: args.grants.allow_unconfined_run,
+        }),
+        determinism: None,
+    }
+}
+
+/// The session's working folder: --cwd, else the current one.
+fn session_cwd(args: &SessionArgs) -> Result<PathBuf> {
+    Ok(match &args.cwd {
         Some(dir) => dir
             .canonicalize()
             .with_context(|| format!("--cwd {}", dir.display()))?,
         None => std::env::current_dir()?,
-    };
+    })
+}
+
+/// The extension entry points a session loads, each with how it was found, and the prompt
+/// templates and skills that come with them: the given ones, else those found where pi
+/// finds them (the project's only when `trusted`; what was held back is said on stderr when
+/// `report`).
+fn extension_sources(
+    args: &SessionArgs,
+    cwd: &Path,
+    trusted: bool,
+    report: bool,
+) -> (
+    Vec<(PathBuf, pichamber_session::resources::Metadata)>,
+    Vec<pichamber_session::resources::ResourcePath>,
+    Vec<pichamber_session::resources::ResourcePath>,
+) {
     let mut sources: Vec<PathBuf> = args.ext.iter().chain(&args.extension).cloned().collect();
     let discovered = sources.is_empty() && !args.no_extensions;
     if discovered {
-        sources = discovered_extensions(&cwd, args.trust_project);
+        sources = discovered_extensions(cwd, trusted, report);
     }
     // As pi labels them: given (`-e`), or found in the project's .pi/ or the user's folder.
     let found_as = |source: &Path| {
@@ -684,7 +870,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
     // extensions are what its manifest or its extensions/ folder lists (maybe none).
     let (mut prompts, mut skills) = discovery::source_resources(&sources);
     let (user_prompts, user_skills) =
-        discovery::user_resources(&cwd, &discovery::agent_dir(), args.trust_project);
+        discovery::user_resources(cwd, &discovery::agent_dir(), trusted);
     if !args.no_prompt_templates {
         prompts.extend(user_prompts);
     }
@@ -701,6 +887,11 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
                 .map(move |p| (p, found.clone()))
         })
         .collect();
+    (entries, prompts, skills)
+}
+
+fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<ResolvedSession> {
+    let (entries, prompts, skills) = extension_sources(args, &cwd, trusted, true);
     let found = entries.iter().map(|(_, f)| f.clone()).collect();
     let artifacts = entries
         .into_iter()
@@ -741,22 +932,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
         }
         None => None,
     };
-    let instance = InstanceOptions {
-        call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
-        call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
-        run_timeout: Duration::from_secs_f64(args.limits.run_timeout.max(0.01)),
-        memory_limit: args.limits.memory_limit.max(16) << 20,
-        grants: Arc::new(Grants {
-            read: args.grants.allow_read.clone(),
-            write: args.grants.allow_write.clone(),
-            run: args.grants.allow_run.clone(),
-            env: args.grants.allow_env.clone(),
-            net: args.grants.allow_net.clone(),
-            secrets: args.grants.secret.clone(),
-            allow_unconfined_run: args.grants.allow_unconfined_run,
-        }),
-        determinism: None,
-    };
+    let instance = instance_options(args);
     let agent = AgentSettings {
         tool_execution: if args.agent.sequential_tools {
             ToolExecution::Sequential
@@ -766,7 +942,7 @@ fn resolve_session(args: &SessionArgs) -> Result<ResolvedSession> {
         builtin_tools: !args.agent.no_builtin_tools,
         system_prompt: args.agent.system_prompt.clone(),
         append_system_prompt: args.agent.append_system_prompt.clone(),
-        retry: RetrySettings::from_settings(&pi_settings(&cwd, args.trust_project)),
+        retry: RetrySettings::from_settings(&pi_settings(&cwd, trusted)),
         ..Default::default()
     };
     Ok(ResolvedSession {
@@ -1336,7 +1512,9 @@ fn print_inspection(report: &Value) {
 /// `pichamber run EXT` with no step: the web GUI on loopback, one user with a random token,
 /// one session open with the extensions given.
 async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
-    let r = resolve_session(args)?;
+    let cwd = session_cwd(args)?;
+    let trust = trust_without_extensions(args, &cwd)?;
+    let r = resolve_session(args, cwd, trust.load)?;
     if r.artifacts.is_empty() {
         bail!(
             "nothing to run: no extension given (pichamber run EXT, or -e EXT) and none found where pi looks (.pi/extensions with --trust-project, {}/extensions, settings.json)",

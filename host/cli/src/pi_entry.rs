@@ -21,7 +21,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use pichamber_session::trust;
 use serde_json::Value;
 
 /// Whether the binary was started under pi's name.
@@ -93,8 +92,6 @@ pub const VERSION_COMMAND: &str = "pi-version";
 pub struct Place {
     pub agent_dir: PathBuf,
     pub cwd: PathBuf,
-    /// The user's home folder (whose `.agents/skills` needs no trust).
-    pub home: Option<PathBuf>,
     pub terminal: bool,
 }
 
@@ -216,19 +213,17 @@ pub fn translate(args: &[String], place: &Place) -> Result<(Vec<String>, Vec<Str
             out.push(v);
         }
     }
-    // pi 1.6.0's project trust, headless (see `trust`): the project's own extensions and
-    // settings load when it resolves to trusted.
-    let settings = read_json(&place.agent_dir.join("settings.json"));
-    let trusted = trust::resolve(
-        &place.cwd,
-        &place.agent_dir,
-        place.home.as_deref(),
-        approve,
-        &settings,
-    )?;
-    if trusted && trust::needs_trust(&place.cwd, place.home.as_deref()) {
-        out.push("--trust-project".into());
-    }
+    // pi 1.6.0's project trust: `rpc` decides it where the extensions load, as pi does
+    // (`pichamber_session::trust`; the user's extensions may decide through `project_trust`).
+    out.push("--project-trust".into());
+    out.push(
+        match approve {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "pi",
+        }
+        .into(),
+    );
     if !session_chosen {
         let dir = pichamber_session::store::default_session_dir(
             &place.agent_dir,
@@ -301,7 +296,6 @@ pub fn arguments() -> Result<Vec<OsString>, String> {
         agent_dir: pichamber_session::discovery::agent_dir(),
         cwd: std::env::current_dir().map_err(|e| format!("the working folder: {e}"))?,
         terminal: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
-        home: std::env::var_os("HOME").map(PathBuf::from),
     };
     let (translated, notes) = translate(&pi_args, &place)?;
     for note in notes {
@@ -330,7 +324,6 @@ mod tests {
             agent_dir: dir.to_path_buf(),
             cwd: "/work/project".into(),
             terminal: true,
-            home: None,
         }
     }
 
@@ -374,6 +367,8 @@ mod tests {
                 "m1",
                 "--thinking",
                 "high",
+                "--project-trust",
+                "pi",
             ])
         );
         assert_eq!(notes.len(), 1, "{notes:?}");
@@ -398,6 +393,8 @@ mod tests {
                 "local",
                 "--model",
                 "first",
+                "--project-trust",
+                "pi",
                 "--session-dir",
                 &sessions.to_string_lossy(),
             ])
@@ -442,50 +439,43 @@ mod tests {
         };
         assert_eq!(
             at(&["-p", "hello", "@a.txt", "--", "-x"], true),
-            strings(&["rpc", "--mode", "text", "--", "hello", "@a.txt", "-x"])
+            strings(&[
+                "rpc",
+                "--mode",
+                "text",
+                "--project-trust",
+                "pi",
+                "--",
+                "hello",
+                "@a.txt",
+                "-x"
+            ])
         );
         assert_eq!(
             at(&["--mode", "json", "hi"], true),
-            strings(&["rpc", "--mode", "json", "--", "hi"])
+            strings(&["rpc", "--mode", "json", "--project-trust", "pi", "--", "hi"])
         );
         // No mode and a redirected stream: print mode, as pi picks it.
         assert_eq!(
             at(&["hi"], false),
-            strings(&["rpc", "--mode", "text", "--", "hi"])
+            strings(&["rpc", "--mode", "text", "--project-trust", "pi", "--", "hi"])
         );
     }
 
     #[test]
-    fn a_project_loads_its_own_resources_when_pi_would_trust_it() {
+    fn pis_approval_options_say_who_decides_the_projects_trust() {
         let dir = tempfile::tempdir().unwrap();
-        let (agent, project) = (dir.path().join("agent"), dir.path().join("project"));
-        std::fs::create_dir_all(project.join(".pi/extensions")).unwrap();
-        std::fs::create_dir_all(&agent).unwrap();
-        let trusts = |args: &[&str]| {
-            let place = Place {
-                agent_dir: agent.clone(),
-                cwd: project.clone(),
-                terminal: true,
-                home: None,
-            };
+        let trust = |args: &[&str]| {
             let mut all = strings(&["--mode", "rpc", "--no-session"]);
             all.extend(strings(args));
-            let (out, _) = translate(&all, &place).unwrap();
-            out.iter().any(|a| a == "--trust-project")
+            let (out, _) = translate(&all, &place(dir.path())).unwrap();
+            let at = out.iter().position(|a| a == "--project-trust").unwrap();
+            out[at + 1].clone()
         };
-        // pi asks by default, and nobody can answer headless.
-        assert!(!trusts(&[]));
-        assert!(trusts(&["-a"]));
-        let settings = agent.join("settings.json");
-        std::fs::write(&settings, r#"{"defaultProjectTrust": "always"}"#).unwrap();
-        assert!(trusts(&[]));
-        assert!(!trusts(&["--no-approve"]));
-        std::fs::remove_file(&settings).unwrap();
-        // A decision saved in trust.json (with /trust in pi) applies.
-        let canonical = std::fs::canonicalize(&project).unwrap();
-        let store = serde_json::json!({ canonical.to_string_lossy(): true });
-        std::fs::write(agent.join("trust.json"), store.to_string()).unwrap();
-        assert!(trusts(&[]));
+        assert_eq!(trust(&[]), "pi", "pi's own rules, project_trust first");
+        assert_eq!(trust(&["-a"]), "yes");
+        assert_eq!(trust(&["--approve"]), "yes");
+        assert_eq!(trust(&["-na"]), "no");
     }
 
     #[test]

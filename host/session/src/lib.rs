@@ -662,6 +662,13 @@ impl Session {
                         }
                     }
                 }
+                // The first extension that decides decides (see `trust`).
+                "project_trust" => {
+                    if let Some(c) = chain.filter(|c| !c.is_null()) {
+                        result = c;
+                        break;
+                    }
+                }
                 _ if name.starts_with("session_before_") => {
                     if let Some(c) = chain.filter(|c| !c.is_null()) {
                         let cancel = c["cancel"] == json!(true);

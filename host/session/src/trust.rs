@@ -6,12 +6,17 @@
 //! `defaultProjectTrust` setting (`"always"` trusts; `"ask"` and `"never"` do not, as nobody
 //! can be asked headless).
 //!
-//! Not here: the `project_trust` event, by which pi lets the user's and the command line's
-//! extensions decide before the project's load.
+//! Before those rules, pi 1.6.0 asks the user's and the command line's extensions
+//! (`project_trust`, [`Session::project_trust`]): the first that says yes or no decides, and may
+//! have the decision saved ([`save_decision`]). The caller loads those extensions in a session
+//! of their own first, as pi loads them in a bootstrap pass without the project's.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::Session;
 
 /// What, under a folder's `.pi`, needs the folder trusted before it loads.
 const PROTECTED: [&str; 8] = [
@@ -99,6 +104,74 @@ pub fn resolve(
     Ok(settings["defaultProjectTrust"] == "always")
 }
 
+/// What the first extension that decided said (`project_trust`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vote {
+    /// `trusted: "yes"`; any other decision but "undecided" counts as no, as in pi.
+    pub trusted: bool,
+    /// `remember: true`: the decision is saved in `trust.json`.
+    pub remember: bool,
+}
+
+impl Session {
+    /// pi 1.6.0's `project_trust` in `cwd`: handlers run in load order until one returns a
+    /// decision other than "undecided". A handler that fails is reported as an extension error
+    /// of the event and the next one is asked.
+    pub async fn project_trust(&mut self, cwd: &Path) -> Option<Vote> {
+        let event = json!({ "type": "project_trust", "cwd": cwd.to_string_lossy() });
+        let decided = self.emit("project_trust", event).await.ok()?;
+        let trusted = decided.get("trusted")?;
+        Some(Vote {
+            trusted: trusted == "yes",
+            remember: decided["remember"] == json!(true),
+        })
+    }
+}
+
+/// Saves `decision` for `cwd` in `agent_dir/trust.json` as pi does: keys are canonical paths,
+/// sorted, and the file is written under pi's lock (`trust.json.lock`, a folder made and
+/// removed around the change) so that a pi running beside it loses no decision.
+pub fn save_decision(agent_dir: &Path, cwd: &Path, decision: bool) -> Result<(), String> {
+    let path = agent_dir.join("trust.json");
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        format!(
+            "cannot save the trust decision in {}: {what}: {e}",
+            path.display()
+        )
+    };
+    std::fs::create_dir_all(agent_dir).map_err(|e| fail("creating the folder", &e))?;
+    let lock = agent_dir.join("trust.json.lock");
+    let mut attempts = 0;
+    while let Err(e) = std::fs::create_dir(&lock) {
+        attempts += 1;
+        if e.kind() != std::io::ErrorKind::AlreadyExists || attempts == 10 {
+            return Err(fail("it is locked by another program", &e));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let saved = (|| {
+        let mut store = match std::fs::read_to_string(&path) {
+            Ok(text) => match serde_json::from_str::<Value>(text.trim_start_matches('\u{feff}')) {
+                Ok(Value::Object(map)) => map,
+                Ok(_) => return Err(fail("reading it", &"expected an object")),
+                Err(e) => return Err(fail("reading it", &e)),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+            Err(e) => return Err(fail("reading it", &e)),
+        };
+        let key = canonical(cwd).to_string_lossy().into_owned();
+        store.insert(key, Value::Bool(decision));
+        // Sorted, as pi writes them.
+        let sorted: std::collections::BTreeMap<_, _> = store.into_iter().collect();
+        let text = serde_json::to_string_pretty(&sorted).map_err(|e| fail("writing it", &e))?;
+        let partial = agent_dir.join("trust.json.partial");
+        std::fs::write(&partial, format!("{text}\n")).map_err(|e| fail("writing it", &e))?;
+        std::fs::rename(&partial, &path).map_err(|e| fail("writing it", &e))
+    })();
+    let _ = std::fs::remove_dir(&lock);
+    saved
+}
+
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -147,7 +220,29 @@ mod tests {
         assert!(!needs_trust(&project, Some(&home)));
         std::fs::create_dir_all(root.path().join("work/.agents/skills")).unwrap();
         assert!(needs_trust(&project, Some(&home)));
+        // A saved decision keeps the others, replaces the folder's own, and reads back.
+        std::fs::write(agent.join("trust.json"), store.to_string()).unwrap();
+        save_decision(&agent, &project, true).unwrap();
+        let saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(agent.join("trust.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            saved,
+            json!({ work.to_string_lossy(): true, canonical_project.to_string_lossy(): true })
+        );
+        assert!(
+            !agent.join("trust.json.lock").exists(),
+            "the lock is released"
+        );
         std::fs::write(agent.join("trust.json"), "[1]").unwrap();
+        assert!(
+            save_decision(&agent, &project, true).is_err(),
+            "nothing lost"
+        );
+        assert_eq!(
+            std::fs::read_to_string(agent.join("trust.json")).unwrap(),
+            "[1]"
+        );
         let err = saved_decision(&agent, &project).unwrap_err();
         assert!(err.contains("expected an object"), "{err}");
     }
