@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use super::ToolOutput;
 use super::args::Args;
 use super::edit_diff::{
-    apply_edits, detect_line_ending, generate_diff_string, normalize_to_lf, restore_line_endings,
-    strip_bom,
+    apply_edits, detect_line_ending, normalize_to_lf, restore_line_endings, strip_bom,
 };
+use super::line_diff::generate_diff_string;
 use super::workspace::{FsError, Workspace, node_code, node_error};
 
 /// pi's `prepareEditArguments`: `edits` sent as a JSON string is parsed; a top-level

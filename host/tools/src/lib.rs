@@ -42,6 +42,7 @@ mod find;
 pub mod for_extension;
 mod grep;
 mod image;
+mod line_diff;
 mod ls;
 mod output;
 mod read;
