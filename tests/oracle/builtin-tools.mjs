@@ -11,7 +11,7 @@
 //   The token <ROOT> in string arguments is replaced by the case's cwd.
 // Output (stdout, one JSON document):
 //   { "tools": { "rg": bool, "fd": bool },
-//     "results": [ { "ok": { "content": [...], "details": ... }, "updates": [first, last] }
+//     "results": [ { "ok": { "content": [...], "details": ..., ["isError": true], ["structuredContent": ...] }, "updates": [first, last] }
 //                  | { "error": "...", "updates": [first, last] } | { "skipped": "why" } ] }
 //
 // grep and find shell out to ripgrep (>= 14: older releases word errors differently from the
@@ -104,7 +104,11 @@ for (const c of cases) {
 	const ends = () => (updates.length ? [updates[0], updates[updates.length - 1]] : []);
 	try {
 		const result = await def.execute("call-1", args, undefined, onUpdate, undefined);
-		results.push({ ok: { content: result.content, details: result.details ?? null }, updates: ends() });
+		const ok = { content: result.content, details: result.details ?? null };
+		// pi 1.6.0: an error result that is not thrown, and the result for programmatic callers.
+		if (result.isError) ok.isError = true;
+		if (result.structuredContent !== undefined) ok.structuredContent = result.structuredContent;
+		results.push({ ok, updates: ends() });
 	} catch (error) {
 		results.push({ error: error instanceof Error ? error.message : String(error), updates: ends() });
 	}

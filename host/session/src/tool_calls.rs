@@ -85,7 +85,7 @@ fn builtin_result(name: &str, joined: BuiltinJoin) -> (Value, bool, Option<u64>)
             if let Some(structured) = output.structured_content {
                 result["structuredContent"] = structured;
             }
-            (result, false, Some(ms))
+            (result, output.is_error, Some(ms))
         }
         Ok((Err(message), ms)) => (error_result(&message), true, Some(ms)),
         Err(e) => (

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::args::{Args, js_number};
 use super::output::{OutputAccumulator, Snapshot};
-use super::truncate::{DEFAULT_MAX_BYTES, format_size};
+use super::truncate::{DEFAULT_MAX_BYTES, LineCount, format_size};
 use super::workspace::{Workspace, node_code};
 use super::{ExecOptions, ToolOutput, cancelled};
 
@@ -76,7 +76,8 @@ pub(crate) async fn execute(
         ));
     }
 
-    let mut output = OutputAccumulator::new("pi-bash");
+    let mut output = OutputAccumulator::new("pi-bash", LineCount::of(options.pi));
+    let started = Instant::now();
     on_update(json!({"content": []}));
 
     let shell = shell();
@@ -226,16 +227,48 @@ pub(crate) async fn execute(
         return Err(append_status(&text, &status));
     }
     let (text, details) = format_output(&snapshot, &output, "(no output)");
-    if let Some(Some(code)) = exited
-        && code != 0
-    {
+    if !options.pi.is_1_6() {
+        if let Some(Some(code)) = exited
+            && code != 0
+        {
+            return Err(append_status(
+                &text,
+                &format!("Command exited with code {code}"),
+            ));
+        }
+        return Ok(ToolOutput::text(text, details));
+    }
+    // pi 1.6.0: a failed command is an error result, not a thrown error, and every result
+    // carries the whole output for programmatic callers (codemode's `structuredContent`).
+    let Some(Some(code)) = exited else {
         return Err(append_status(
             &text,
-            &format!("Command exited with code {code}"),
+            "Command terminated without an exit code",
         ));
+    };
+    let (full, cut) = output.read_full_output(STRUCTURED_OUTPUT_MAX_BYTES);
+    let mut structured = json!({ "output": full, "truncated": cut });
+    if cut && let Some(path) = &snapshot.full_output_path {
+        structured["full_output_path"] = json!(path.to_string_lossy());
     }
-    Ok(ToolOutput::text(text, details))
+    structured["exit_code"] = json!(code);
+    let tenths = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    structured["wall_time_seconds"] = super::js_json_number(tenths);
+    let failed = code != 0;
+    let text = if failed {
+        append_status(&text, &format!("Command exited with code {code}"))
+    } else {
+        text
+    };
+    Ok(ToolOutput {
+        structured_content: Some(structured),
+        is_error: failed,
+        ..ToolOutput::text(text, details)
+    })
 }
+
+/// What `structuredContent.output` holds at most (pi 1.6.0's `STRUCTURED_OUTPUT_MAX_BYTES`).
+const STRUCTURED_OUTPUT_MAX_BYTES: usize = 1024 * 1024;
 
 async fn read_some(
     pipe: &mut Option<impl tokio::io::AsyncRead + Unpin>,
@@ -315,6 +348,7 @@ fn format_output(snapshot: &Snapshot, output: &OutputAccumulator, empty: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pichamber_pi::PiVersion;
     use std::sync::Mutex;
 
     fn setup() -> (tempfile::TempDir, Workspace) {
@@ -324,9 +358,20 @@ mod tests {
     }
 
     async fn bash(ws: &Workspace, args: Value) -> (Result<ToolOutput, String>, Vec<Value>) {
+        bash_as(ws, args, PiVersion::V0_73).await
+    }
+
+    async fn bash_as(
+        ws: &Workspace,
+        args: Value,
+        pi: PiVersion,
+    ) -> (Result<ToolOutput, String>, Vec<Value>) {
         let updates = Mutex::new(Vec::new());
         let (_tx, rx) = watch::channel(false);
-        let options = ExecOptions::default();
+        let options = ExecOptions {
+            pi,
+            ..ExecOptions::default()
+        };
         let result = execute(&args, ws, &options, rx, &|v| {
             updates.lock().unwrap().push(v)
         })
@@ -374,6 +419,27 @@ mod tests {
             out.unwrap_err(),
             "start\n\n\nCommand timed out after 0.5 seconds"
         );
+    }
+
+    #[tokio::test]
+    async fn pi_1_6_reports_a_failed_command_as_an_error_result() {
+        let (_tmp, ws) = setup();
+        let (out, _) = bash_as(&ws, json!({"command": "echo out; exit 3"}), PiVersion::V1_6).await;
+        let out = out.unwrap();
+        assert!(out.is_error);
+        assert_eq!(text(&out), "out\n\n\nCommand exited with code 3");
+        let structured = out.structured_content.unwrap();
+        assert_eq!(structured["output"], "out\n");
+        assert_eq!(structured["exit_code"], 3);
+        assert_eq!(structured["truncated"], false);
+        assert!(structured["wall_time_seconds"].is_number());
+        // No line after the last newline: 3000 lines, the last 2000 shown.
+        let (out, _) = bash_as(&ws, json!({"command": "seq 1 3000"}), PiVersion::V1_6).await;
+        let out = out.unwrap();
+        assert!(!out.is_error);
+        assert!(text(&out).contains("[Showing lines 1001-3000 of 3000."));
+        let path = out.details["fullOutputPath"].as_str().unwrap().to_owned();
+        std::fs::remove_file(path).unwrap();
     }
 
     #[tokio::test]

@@ -1,5 +1,7 @@
 //! The edit tool (pi's core/tools/edit.js): exact-text replacements in one file, matched
-//! against the original, keeping its BOM and line endings, with a numbered diff in details.
+//! against the original, keeping its BOM and line endings, with a numbered diff in details
+//! (and, as pi 1.6.0 has it, a unified patch; only the touched lines change, each keeping its
+//! own line ending).
 
 use std::io::Read;
 
@@ -7,10 +9,13 @@ use serde_json::{Value, json};
 
 use super::ToolOutput;
 use super::args::Args;
+use pichamber_pi::PiVersion;
+
 use super::edit_diff::{
-    apply_edits, detect_line_ending, normalize_to_lf, restore_line_endings, strip_bom,
+    apply_edits, apply_replacements_to_original, detect_line_ending, normalize_to_lf,
+    restore_line_endings, strip_bom,
 };
-use super::line_diff::generate_diff_string;
+use super::line_diff::{generate_diff_string, generate_edit_diff};
 use super::workspace::{FsError, Workspace, node_code, node_error};
 
 /// pi's `prepareEditArguments`: `edits` sent as a JSON string is parsed; a top-level
@@ -41,7 +46,7 @@ pub(crate) fn prepare_arguments(mut args: Value) -> Value {
     args
 }
 
-pub(crate) fn run(args: &Value, ws: &Workspace) -> Result<ToolOutput, String> {
+pub(crate) fn run(args: &Value, ws: &Workspace, pi: PiVersion) -> Result<ToolOutput, String> {
     let a = Args::new("edit", args)?;
     let list = match a.raw("edits") {
         Some(Value::Array(list)) if !list.is_empty() => list,
@@ -91,15 +96,28 @@ pub(crate) fn run(args: &Value, ws: &Workspace) -> Result<ToolOutput, String> {
 
     let raw = String::from_utf8_lossy(&bytes);
     let (bom, content) = strip_bom(&raw);
-    let ending = detect_line_ending(content);
     let normalized = normalize_to_lf(content);
-    let (base, new_content) = apply_edits(&normalized, &edits, &path)?;
-    let final_content = format!("{bom}{}", restore_line_endings(&new_content, ending));
+    let applied = apply_edits(&normalized, &edits, &path, pi.is_1_6())?;
+    let (details, final_content) = if pi.is_1_6() {
+        // Diffed before writing, as pi does, so the diff cannot fail after the write.
+        let d = generate_edit_diff(&path, &applied.base, &applied.new, &applied.replacements, 4);
+        let text = if content == normalized {
+            applied.new
+        } else {
+            apply_replacements_to_original(content, &applied.replacements)
+        };
+        let details = json!({"diff": d.diff, "patch": d.patch});
+        ((details, d.first_changed), text)
+    } else {
+        let (diff, first_changed) = generate_diff_string(&applied.base, &applied.new, 4);
+        let ending = detect_line_ending(content);
+        let text = restore_line_endings(&applied.new, ending);
+        ((json!({"diff": diff}), first_changed), text)
+    };
+    let ((mut details, first_changed), final_content) = (details, format!("{bom}{final_content}"));
     ws.with(&r, |d, p| d.write(p, final_content.as_bytes()))
         .map_err(|e| ws.error_message(&e, &path, "open", &r))?;
 
-    let (diff, first_changed) = generate_diff_string(&base, &new_content, 4);
-    let mut details = json!({"diff": diff});
     if let Some(line) = first_changed {
         details["firstChangedLine"] = json!(line);
     }
@@ -127,6 +145,7 @@ mod tests {
         let out = run(
             &json!({"path": "f.txt", "edits": [{"oldText": "two\n", "newText": "2\n"}]}),
             &ws,
+            PiVersion::V0_73,
         )
         .unwrap();
         assert_eq!(
@@ -147,10 +166,11 @@ mod tests {
         let err = run(
             &json!({"path": "nope", "edits": [{"oldText": "a", "newText": "b"}]}),
             &ws,
+            PiVersion::V0_73,
         )
         .unwrap_err();
         assert_eq!(err, "Could not edit file: nope. Error code: ENOENT.");
-        let err = run(&json!({"path": "nope", "edits": []}), &ws).unwrap_err();
+        let err = run(&json!({"path": "nope", "edits": []}), &ws, PiVersion::V0_73).unwrap_err();
         assert_eq!(
             err,
             "Edit tool input is invalid. edits must contain at least one replacement."
@@ -161,6 +181,7 @@ mod tests {
         let err = run(
             &json!({"path": "l", "edits": [{"oldText": "a", "newText": "b"}]}),
             &ws,
+            PiVersion::V0_73,
         )
         .unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
@@ -171,6 +192,7 @@ mod tests {
         let err = run(
             &json!({"path": "../t", "edits": [{"oldText": "a", "newText": "b"}]}),
             &ws,
+            PiVersion::V0_73,
         )
         .unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");

@@ -7,6 +7,8 @@
 //! are folded and text already in NFKC, such as ASCII, is unchanged), trailing whitespace
 //! per line, smart quotes, Unicode dashes and special spaces.
 
+pub(crate) use super::line_diff::Replacement;
+
 pub(crate) fn detect_line_ending(content: &str) -> &'static str {
     match (content.find("\r\n"), content.find('\n')) {
         (Some(crlf), Some(lf)) if crlf < lf => "\r\n",
@@ -136,14 +138,26 @@ pub(crate) fn strip_bom(content: &str) -> (&'static str, &str) {
     }
 }
 
+/// An edit's outcome: the text its diff starts from, the text it ends with, and the
+/// replacements that lead from one to the other (sorted, disjoint, in `base`).
+#[derive(Debug)]
+pub(crate) struct Applied {
+    pub base: String,
+    pub new: String,
+    pub replacements: Vec<Replacement>,
+}
+
 /// pi's `applyEditsToNormalizedContent`: every edit matched against the same original,
-/// unique and non-overlapping, applied from the end. Returns (base, new): the base is the
-/// fuzzy-normalised original when any edit needed fuzzy matching.
+/// unique and non-overlapping, applied from the end. When an edit needed fuzzy matching, pi
+/// 0.73.1 rewrites the whole file in fuzzy-normalised form (the base is that form); with
+/// `keep_lines` (pi 1.6.0) only the lines an edit touches are rewritten from it, each
+/// replacement widened to whole lines of the original, which stays the base.
 pub(crate) fn apply_edits(
     normalized: &str,
     edits: &[(String, String)],
     path: &str,
-) -> Result<(String, String), String> {
+    keep_lines: bool,
+) -> Result<Applied, String> {
     let total = edits.len();
     let edits: Vec<(String, String)> = edits
         .iter()
@@ -167,14 +181,13 @@ pub(crate) fn apply_edits(
         normalized.to_owned()
     };
 
-    struct Matched<'a> {
+    struct Matched {
         edit: usize,
         at: usize,
         len: usize,
-        new: &'a str,
     }
     let mut matched = Vec::new();
-    for (i, (old, new)) in edits.iter().enumerate() {
+    for (i, (old, _)) in edits.iter().enumerate() {
         let Some((at, len, _)) = fuzzy_find(&base, old) else {
             return Err(if total == 1 {
                 format!(
@@ -198,12 +211,7 @@ pub(crate) fn apply_edits(
                 )
             });
         }
-        matched.push(Matched {
-            edit: i,
-            at,
-            len,
-            new,
-        });
+        matched.push(Matched { edit: i, at, len });
     }
     matched.sort_by_key(|m| m.at);
     for pair in matched.windows(2) {
@@ -214,10 +222,21 @@ pub(crate) fn apply_edits(
             ));
         }
     }
-    let mut new_content = base.clone();
-    for m in matched.iter().rev() {
-        new_content.replace_range(m.at..m.at + m.len, m.new);
-    }
+    let mut replacements: Vec<Replacement> = matched
+        .iter()
+        .map(|m| Replacement {
+            at: m.at,
+            len: m.len,
+            new: edits[m.edit].1.clone(),
+        })
+        .collect();
+    let base = if keep_lines && any_fuzzy {
+        replacements = widen_to_lines(normalized, &base, &replacements)?;
+        normalized.to_owned()
+    } else {
+        base
+    };
+    let new_content = apply_replacements(&base, &replacements, 0);
     if new_content == base {
         return Err(if total == 1 {
             format!(
@@ -227,7 +246,143 @@ pub(crate) fn apply_edits(
             format!("No changes made to {path}. The replacements produced identical content.")
         });
     }
-    Ok((base, new_content))
+    Ok(Applied {
+        base,
+        new: new_content,
+        replacements,
+    })
+}
+
+/// `replacements` (sorted, in `text` shifted by `offset`) applied from the end.
+fn apply_replacements(text: &str, replacements: &[Replacement], offset: usize) -> String {
+    let mut out = text.to_owned();
+    for r in replacements.iter().rev() {
+        out.replace_range(r.at - offset..r.at - offset + r.len, &r.new);
+    }
+    out
+}
+
+/// Each line with its newline, as pi's `splitLinesWithEndings` gives them: byte ranges.
+fn line_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut at = 0;
+    text.split_inclusive('\n')
+        .map(|line| {
+            let span = (at, at + line.len());
+            at = span.1;
+            span
+        })
+        .collect()
+}
+
+/// pi 1.6.0's `widenReplacementsToLines`: replacements matched in `base` (the fuzzy form of
+/// `original`, line for line) become replacements of whole lines of `original`, each group of
+/// touched lines rewritten from `base`; every other line keeps its original text.
+fn widen_to_lines(
+    original: &str,
+    base: &str,
+    replacements: &[Replacement],
+) -> Result<Vec<Replacement>, String> {
+    let (original_lines, base_lines) = (line_spans(original), line_spans(base));
+    if original_lines.len() != base_lines.len() {
+        return Err(
+            "Cannot preserve unchanged lines because the base content has a different line count."
+                .into(),
+        );
+    }
+    let outside = || "Replacement range is outside the base content.".to_owned();
+    // (first line, line after the last, the replacements in them)
+    let mut groups: Vec<(usize, usize, Vec<Replacement>)> = Vec::new();
+    for r in replacements {
+        let start = base_lines
+            .iter()
+            .position(|&(s, e)| r.at >= s && r.at < e)
+            .ok_or_else(outside)?;
+        let mut end = start;
+        while end < base_lines.len() && base_lines[end].1 < r.at + r.len {
+            end += 1;
+        }
+        if end >= base_lines.len() {
+            return Err(outside());
+        }
+        match groups.last_mut() {
+            Some(group) if start < group.1 => {
+                group.1 = group.1.max(end + 1);
+                group.2.push(r.clone());
+            }
+            _ => groups.push((start, end + 1, vec![r.clone()])),
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(first, after, group)| {
+            let (from, to) = (base_lines[first].0, base_lines[after - 1].1);
+            let original_from = original_lines[first].0;
+            Replacement {
+                at: original_from,
+                len: original_lines[after - 1].1 - original_from,
+                new: apply_replacements(&base[from..to], &group, from),
+            }
+        })
+        .collect())
+}
+
+/// pi 1.6.0's `applyReplacementsToOriginal`: `replacements` made in the LF form of `original`
+/// applied to `original` itself, so the text outside them keeps its bytes and line endings; a
+/// line break of new text takes the line ending of the line where its replacement starts.
+pub(crate) fn apply_replacements_to_original(
+    original: &str,
+    replacements: &[Replacement],
+) -> String {
+    // Only a CRLF is shorter in the LF form: add the CRLFs before an offset to map it back.
+    let crlfs: Vec<usize> = original.match_indices("\r\n").map(|(i, _)| i).collect();
+    let mut seen = 0;
+    let mut to_original = |offset: usize| {
+        while seen < crlfs.len() && crlfs[seen] - seen < offset {
+            seen += 1;
+        }
+        offset + seen
+    };
+    let mut out = String::with_capacity(original.len());
+    let mut ends_with_cr = false;
+    let mut push = |out: &mut String, part: &str| {
+        if part.is_empty() {
+            return;
+        }
+        // A kept CR before a seam and an LF after it would merge into one CRLF.
+        if ends_with_cr && part.starts_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(part);
+        ends_with_cr = part.ends_with('\r');
+    };
+    let mut position = 0;
+    for r in replacements {
+        let start = to_original(r.at);
+        push(&mut out, &original[position..start]);
+        let new = match line_ending_at(original, start) {
+            "\n" => r.new.clone(),
+            ending => r.new.replace('\n', ending),
+        };
+        push(&mut out, &new);
+        position = to_original(r.at + r.len);
+    }
+    push(&mut out, &original[position..]);
+    out
+}
+
+/// pi's `getLineEndingAt`: the ending of the line holding `offset` (that of the line before for
+/// an unterminated last line); a lone CR counts only in a file without any LF.
+fn line_ending_at(content: &str, offset: usize) -> &'static str {
+    let lf = content[offset..]
+        .find('\n')
+        .map(|i| offset + i)
+        .or_else(|| content[..offset].rfind('\n'));
+    match lf {
+        None if content.contains('\r') => "\r",
+        None => "\n",
+        Some(i) if i > 0 && content.as_bytes()[i - 1] == b'\r' => "\r\n",
+        Some(_) => "\n",
+    }
 }
 
 #[cfg(test)]
@@ -252,32 +407,34 @@ mod tests {
 
     #[test]
     fn exact_unique_and_error_messages() {
-        let (base, new) = apply_edits("a\nb\nc\n", &edits(&[("b", "B")]), "f").unwrap();
+        let Applied { base, new, .. } =
+            apply_edits("a\nb\nc\n", &edits(&[("b", "B")]), "f", false).unwrap();
         assert_eq!((base.as_str(), new.as_str()), ("a\nb\nc\n", "a\nB\nc\n"));
 
-        let err = apply_edits("x x", &edits(&[("x", "y")]), "f").unwrap_err();
+        let err = apply_edits("x x", &edits(&[("x", "y")]), "f", false).unwrap_err();
         assert_eq!(
             err,
             "Found 2 occurrences of the text in f. The text must be unique. Please provide more context to make it unique."
         );
-        let err = apply_edits("abc", &edits(&[("zz", "y")]), "f").unwrap_err();
+        let err = apply_edits("abc", &edits(&[("zz", "y")]), "f", false).unwrap_err();
         assert_eq!(
             err,
             "Could not find the exact text in f. The old text must match exactly including all whitespace and newlines."
         );
-        let err = apply_edits("abc", &edits(&[("a", "1"), ("zz", "2")]), "f").unwrap_err();
+        let err = apply_edits("abc", &edits(&[("a", "1"), ("zz", "2")]), "f", false).unwrap_err();
         assert_eq!(
             err,
             "Could not find edits[1] in f. The oldText must match exactly including all whitespace and newlines."
         );
-        let err = apply_edits("abcdef", &edits(&[("abc", "1"), ("bcd", "2")]), "f").unwrap_err();
+        let err =
+            apply_edits("abcdef", &edits(&[("abc", "1"), ("bcd", "2")]), "f", false).unwrap_err();
         assert_eq!(
             err,
             "edits[0] and edits[1] overlap in f. Merge them into one edit or target disjoint regions."
         );
-        let err = apply_edits("abc", &edits(&[("", "1")]), "f").unwrap_err();
+        let err = apply_edits("abc", &edits(&[("", "1")]), "f", false).unwrap_err();
         assert_eq!(err, "oldText must not be empty in f.");
-        let err = apply_edits("abc", &edits(&[("b", "b")]), "f").unwrap_err();
+        let err = apply_edits("abc", &edits(&[("b", "b")]), "f", false).unwrap_err();
         assert!(
             err.starts_with("No changes made to f. The replacement produced identical content.")
         );
@@ -285,12 +442,14 @@ mod tests {
 
     #[test]
     fn multiple_edits_against_the_original() {
-        let (_, new) = apply_edits(
+        let new = apply_edits(
             "one two three",
             &edits(&[("three", "3"), ("one", "1")]),
             "f",
+            false,
         )
-        .unwrap();
+        .unwrap()
+        .new;
         assert_eq!(new, "1 two 3");
     }
 
@@ -298,8 +457,13 @@ mod tests {
     fn fuzzy_matching_normalises_the_file() {
         // Smart quotes and trailing spaces in the file, plain text from the model.
         let content = "say \u{201C}hi\u{201D}   \nnext\u{2014}line\n";
-        let (base, new) =
-            apply_edits(content, &edits(&[("say \"hi\"", "say \"bye\"")]), "f").unwrap();
+        let Applied { base, new, .. } = apply_edits(
+            content,
+            &edits(&[("say \"hi\"", "say \"bye\"")]),
+            "f",
+            false,
+        )
+        .unwrap();
         assert_eq!(base, "say \"hi\"\nnext-line\n");
         assert_eq!(new, "say \"bye\"\nnext-line\n");
         assert_eq!(normalize_for_fuzzy_match("a\u{2026}\u{FB01}"), "a...fi");

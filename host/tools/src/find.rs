@@ -17,7 +17,7 @@ use ignore::WalkBuilder;
 use serde_json::{Map, Value, json};
 
 use super::args::{Args, js_number};
-use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
+use super::truncate::{DEFAULT_MAX_BYTES, LineCount, NO_LINE_LIMIT, format_size, truncate_head};
 use super::workspace::{FsError, Workspace};
 use super::{ABORTED, PiVersion, ToolOutput, effective_limit, js_json_number};
 
@@ -159,7 +159,12 @@ pub(crate) fn run(
     } else {
         found.len() as f64 >= limit
     };
-    let t = truncate_head(&found.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let t = truncate_head(
+        &found.join("\n"),
+        NO_LINE_LIMIT,
+        DEFAULT_MAX_BYTES,
+        LineCount::of(pi),
+    );
     let mut output = t.content.clone();
     let mut details = Map::new();
     let mut notices = Vec::new();
@@ -187,6 +192,7 @@ pub(crate) fn run(
         content: json!([{"type": "text", "text": output}]),
         details,
         structured_content: None,
+        is_error: false,
     })
 }
 

@@ -51,5 +51,8 @@ pub async fn run(
     if let Some(structured) = output.structured_content {
         result["structuredContent"] = structured;
     }
+    if output.is_error {
+        result["isError"] = json!(true);
+    }
     Ok(result)
 }

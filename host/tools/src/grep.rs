@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{Args, js_number};
 use super::truncate::{
-    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, NO_LINE_LIMIT, format_size, truncate_head,
+    DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, LineCount, NO_LINE_LIMIT, format_size, truncate_head,
     truncate_line,
 };
 use super::workspace::{FsError, Resolved, Workspace};
@@ -228,7 +228,12 @@ pub(crate) fn run(
         }
     }
 
-    let t = truncate_head(&output_lines.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let t = truncate_head(
+        &output_lines.join("\n"),
+        NO_LINE_LIMIT,
+        DEFAULT_MAX_BYTES,
+        LineCount::of(pi),
+    );
     let mut output = t.content.clone();
     let mut details = Map::new();
     let mut notices = Vec::new();
@@ -262,6 +267,7 @@ pub(crate) fn run(
         content: json!([{"type": "text", "text": output}]),
         details,
         structured_content: None,
+        is_error: false,
     })
 }
 

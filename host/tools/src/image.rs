@@ -1,5 +1,6 @@
 //! Images for the read tool: which files pi sends as image blocks (the `file-type` sniff of
-//! the first 4100 bytes, restricted to png, jpeg, gif and webp), their pixel size (pi keeps
+//! the first 4100 bytes, restricted to png, jpeg, gif and webp; pi 1.6.0's own sniff of them
+//! and bmp), their pixel size (pi keeps
 //! an image as is when it fits 2000x2000 and 4.5 MB of base64), and base64.
 
 /// Bytes pi sniffs (utils/mime.js).
@@ -28,6 +29,69 @@ pub(crate) fn sniff_mime(head: &[u8]) -> Option<&'static str> {
         return Some("image/webp");
     }
     None
+}
+
+/// pi 1.6.0's own sniff (utils/mime.js): a full GIF header, a PNG whose first chunk is a
+/// 13-byte `IHDR` and that has no `acTL` before its first `IDAT` (no APNG), and BMP besides.
+pub(crate) fn sniff_mime_1_6(head: &[u8]) -> Option<&'static str> {
+    let u32_be = |at: usize| {
+        head.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return (head.get(3) != Some(&0xF7)).then_some("image/jpeg");
+    }
+    if head.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
+        let png = head.len() >= 16 && u32_be(8) == Some(13) && &head[12..16] == b"IHDR";
+        let mut at = 8usize;
+        let animated = loop {
+            let (Some(length), Some(kind)) = (u32_be(at), head.get(at + 4..at + 8)) else {
+                break false;
+            };
+            match kind {
+                b"acTL" => break true,
+                b"IDAT" => break false,
+                _ => {}
+            }
+            let next = at + 8 + length as usize + 4;
+            if next > head.len() {
+                break false;
+            }
+            at = next;
+        };
+        return (png && !animated).then_some("image/png");
+    }
+    if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        return Some("image/gif");
+    }
+    if head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
+        return Some("image/webp");
+    }
+    if head.starts_with(b"BM") && is_bmp(head) {
+        return Some("image/bmp");
+    }
+    None
+}
+
+/// pi 1.6.0's BMP check: a consistent file header and a DIB header of a known size with one
+/// colour plane and a usual depth.
+fn is_bmp(head: &[u8]) -> bool {
+    let byte = |at: usize| u64::from(head.get(at).copied().unwrap_or(0));
+    let le16 = |at: usize| byte(at) | byte(at + 1) << 8;
+    let le32 = |at: usize| le16(at) | le16(at + 2) << 16;
+    if head.len() < 26 {
+        return false;
+    }
+    let (size, pixels, dib) = (le32(2), le32(10), le32(14));
+    if size != 0 && (size < 26 || pixels >= size) || pixels < 14 + dib {
+        return false;
+    }
+    let (planes, bits) = match dib {
+        12 => (le16(22), le16(24)),
+        40..=124 if head.len() >= 30 => (le16(26), le16(28)),
+        _ => return false,
+    };
+    planes == 1 && [1, 4, 8, 16, 24, 32].contains(&bits)
 }
 
 /// file-type's PNG chunk walk: an `acTL` chunk before the first `IDAT` makes it an APNG,
@@ -189,6 +253,27 @@ pub(crate) mod tests {
         let at = apng.windows(4).position(|w| w == b"IDAT").unwrap();
         apng[at..at + 4].copy_from_slice(b"acTL");
         assert_eq!(sniff_mime(&apng), None);
+    }
+
+    #[test]
+    fn pi_1_6_sniffs_its_own_way() {
+        assert_eq!(sniff_mime_1_6(&tiny_png()), Some("image/png"));
+        assert_eq!(sniff_mime_1_6(b"GIF is a format\n"), None);
+        assert_eq!(sniff_mime_1_6(b"GIF87a\x01\x00"), Some("image/gif"));
+        let mut apng = tiny_png();
+        let at = apng.windows(4).position(|w| w == b"IDAT").unwrap();
+        apng[at..at + 4].copy_from_slice(b"acTL");
+        assert_eq!(sniff_mime_1_6(&apng), None);
+        // A 1x1 24-bit BMP header, and one whose sizes would overflow a 32-bit sum.
+        let mut bmp = b"BM".to_vec();
+        for v in [58u32, 0, 54, 40, 1, 1] {
+            bmp.extend(v.to_le_bytes());
+        }
+        bmp.extend([1, 0, 24, 0]);
+        assert_eq!(sniff_mime_1_6(&bmp), Some("image/bmp"));
+        bmp[14..18].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(sniff_mime_1_6(&bmp), None);
+        assert_eq!(sniff_mime_1_6(b""), None);
     }
 
     #[test]

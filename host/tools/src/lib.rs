@@ -21,8 +21,8 @@
 //! Known differences from pi (everything else is checked against pi itself by
 //! tests/builtin_tools.rs):
 //! - read: images larger than 2000x2000 px or 4.5 MB of base64 are omitted with pi's
-//!   "could not be resized" note instead of being resized (no image codec here); the macOS
-//!   NFD filename fallback is not tried.
+//!   "could not be resized" note instead of being resized (no image codec here), and so is a
+//!   BMP, which pi 1.6.0 converts to PNG; the macOS NFD filename fallback is not tried.
 //! - edit: fuzzy matching folds the common Unicode compatibility characters instead of full
 //!   NFKC (identical for text already in NFKC, such as ASCII).
 //! - grep, find: results in sorted order (rg/fd order by thread timing), so which matches a
@@ -92,6 +92,9 @@ pub struct ToolOutput {
     /// pi 1.6.0's machine-readable result (read: the text, or the image with its note); it
     /// goes to `tool_execution_end` and `tool_result`, never to the model.
     pub structured_content: Option<Value>,
+    /// An error result that is not a thrown error (pi 1.6.0's bash when the command fails):
+    /// the model sees the content as an error.
+    pub is_error: bool,
 }
 
 impl ToolOutput {
@@ -100,6 +103,7 @@ impl ToolOutput {
             content: json!([{"type": "text", "text": text.into()}]),
             details,
             structured_content: None,
+            is_error: false,
         }
     }
 }
@@ -460,7 +464,7 @@ async fn run_blocking(
         let _guard = guard;
         match name.as_str() {
             "read" => read::run(&args, &ws, &options),
-            "edit" => edit::run(&args, &ws),
+            "edit" => edit::run(&args, &ws, options.pi),
             "write" => write::run(&args, &ws, options.pi),
             "grep" => grep::run(&args, &ws, &task_flag, options.pi),
             "find" => find::run(&args, &ws, &task_flag, options.pi),

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::args::{Args, js_number};
-use super::truncate::{DEFAULT_MAX_BYTES, NO_LINE_LIMIT, format_size, truncate_head};
+use super::truncate::{DEFAULT_MAX_BYTES, LineCount, NO_LINE_LIMIT, format_size, truncate_head};
 use super::workspace::{FsError, Resolved, Workspace, node_error};
 use super::{PiVersion, ToolOutput, collate, effective_limit, js_json_number};
 
@@ -62,7 +62,12 @@ pub(crate) fn run(args: &Value, ws: &Workspace, pi: PiVersion) -> Result<ToolOut
         return Ok(ToolOutput::text("(empty directory)", Value::Null));
     }
 
-    let t = truncate_head(&results.join("\n"), NO_LINE_LIMIT, DEFAULT_MAX_BYTES);
+    let t = truncate_head(
+        &results.join("\n"),
+        NO_LINE_LIMIT,
+        DEFAULT_MAX_BYTES,
+        LineCount::of(pi),
+    );
     let mut output = t.content.clone();
     let mut details = Map::new();
     let mut notices = Vec::new();
@@ -90,6 +95,7 @@ pub(crate) fn run(args: &Value, ws: &Workspace, pi: PiVersion) -> Result<ToolOut
         content: json!([{"type": "text", "text": output}]),
         details,
         structured_content: None,
+        is_error: false,
     })
 }
 

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, truncate_tail};
+use super::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineCount, Truncation, truncate_tail};
 
 /// What the output looks like now.
 pub(crate) struct Snapshot {
@@ -26,7 +26,11 @@ pub(crate) struct OutputAccumulator {
     tail_starts_at_line_boundary: bool,
     total_raw_bytes: usize,
     total_decoded_bytes: usize,
-    total_lines: usize,
+    count: LineCount,
+    /// Newlines seen.
+    completed_lines: usize,
+    /// Whether text follows the last newline.
+    open_line: bool,
     current_line_bytes: usize,
     finished: bool,
     temp_path: Option<PathBuf>,
@@ -34,7 +38,7 @@ pub(crate) struct OutputAccumulator {
 }
 
 impl OutputAccumulator {
-    pub fn new(temp_prefix: &'static str) -> Self {
+    pub fn new(temp_prefix: &'static str, count: LineCount) -> Self {
         OutputAccumulator {
             max_lines: DEFAULT_MAX_LINES,
             max_bytes: DEFAULT_MAX_BYTES,
@@ -46,7 +50,9 @@ impl OutputAccumulator {
             tail_starts_at_line_boundary: true,
             total_raw_bytes: 0,
             total_decoded_bytes: 0,
-            total_lines: 1,
+            count,
+            completed_lines: 0,
+            open_line: false,
             current_line_bytes: 0,
             finished: false,
             temp_path: None,
@@ -84,9 +90,14 @@ impl OutputAccumulator {
     }
 
     pub fn snapshot(&mut self, persist_if_truncated: bool) -> Snapshot {
-        let tail = truncate_tail(self.snapshot_text(), self.max_lines, self.max_bytes);
+        let tail = truncate_tail(
+            self.snapshot_text(),
+            self.max_lines,
+            self.max_bytes,
+            self.count,
+        );
         let truncated =
-            self.total_lines as u64 > self.max_lines || self.total_decoded_bytes > self.max_bytes;
+            self.total_lines() as u64 > self.max_lines || self.total_decoded_bytes > self.max_bytes;
         let truncated_by = if truncated {
             tail.truncated_by
                 .or(Some(if self.total_decoded_bytes > self.max_bytes {
@@ -100,7 +111,7 @@ impl OutputAccumulator {
         let truncation = Truncation {
             truncated,
             truncated_by,
-            total_lines: self.total_lines,
+            total_lines: self.total_lines(),
             total_bytes: self.total_decoded_bytes,
             max_lines: self.max_lines,
             max_bytes: self.max_bytes,
@@ -121,6 +132,43 @@ impl OutputAccumulator {
         if let Some(mut f) = self.temp_file.take() {
             let _ = f.flush();
         }
+    }
+
+    /// pi 1.6.0's `readFullOutput`: everything written (after [`Self::finish`] and
+    /// [`Self::close_temp_file`]), or, past `max_bytes`, its first and last halves around an
+    /// omission marker; and whether it was cut.
+    pub fn read_full_output(&self, max_bytes: usize) -> (String, bool) {
+        let Some(path) = &self.temp_path else {
+            return (
+                String::from_utf8_lossy(&self.raw_chunks.concat()).into_owned(),
+                false,
+            );
+        };
+        let Ok(bytes) = std::fs::read(path) else {
+            return (String::new(), false);
+        };
+        if bytes.len() <= max_bytes {
+            return (String::from_utf8_lossy(&bytes).into_owned(), false);
+        }
+        let head_len = max_bytes / 2;
+        let (head, tail) = (
+            &bytes[..head_len],
+            &bytes[bytes.len() - (max_bytes - head_len)..],
+        );
+        // Cut at characters: an incomplete sequence at the end of the head is held back, and
+        // the tail skips leading continuation bytes.
+        let head = match std::str::from_utf8(head) {
+            Err(e) if e.error_len().is_none() => &head[..e.valid_up_to()],
+            _ => head,
+        };
+        let skip = tail.iter().take_while(|b| *b & 0xc0 == 0x80).count();
+        let omitted = bytes.len() - max_bytes;
+        let text = format!(
+            "{}\n\n[... {omitted} bytes omitted ...]\n\n{}",
+            String::from_utf8_lossy(head),
+            String::from_utf8_lossy(&tail[skip..])
+        );
+        (text, true)
     }
 
     /// Bytes of the last (unterminated) line.
@@ -174,11 +222,23 @@ impl OutputAccumulator {
             self.trim_tail();
         }
         match text.rfind('\n') {
-            None => self.current_line_bytes += text.len(),
-            Some(last) => {
-                self.total_lines += text.matches('\n').count();
-                self.current_line_bytes = text.len() - last - 1;
+            None => {
+                self.current_line_bytes += text.len();
+                self.open_line = true;
             }
+            Some(last) => {
+                self.completed_lines += text.matches('\n').count();
+                self.current_line_bytes = text.len() - last - 1;
+                self.open_line = last + 1 < text.len();
+            }
+        }
+    }
+
+    /// The lines so far, counted as `count` says.
+    fn total_lines(&self) -> usize {
+        match self.count {
+            LineCount::Split => self.completed_lines + 1,
+            LineCount::Terminated => self.completed_lines + usize::from(self.open_line),
         }
     }
 
@@ -210,7 +270,7 @@ impl OutputAccumulator {
     fn should_use_temp_file(&self) -> bool {
         self.total_raw_bytes > self.max_bytes
             || self.total_decoded_bytes > self.max_bytes
-            || self.total_lines as u64 > self.max_lines
+            || self.total_lines() as u64 > self.max_lines
     }
 
     fn ensure_temp_file(&mut self) {
@@ -239,7 +299,7 @@ mod tests {
 
     #[test]
     fn decodes_across_chunks_and_counts_lines() {
-        let mut acc = OutputAccumulator::new("pi-test");
+        let mut acc = OutputAccumulator::new("pi-test", LineCount::Split);
         let bytes = "héllo\nwörld".as_bytes();
         // Split inside the two-byte é.
         acc.append(&bytes[..2]);
@@ -255,7 +315,7 @@ mod tests {
 
     #[test]
     fn long_output_keeps_the_tail_and_spills_to_a_file() {
-        let mut acc = OutputAccumulator::new("pi-test");
+        let mut acc = OutputAccumulator::new("pi-test", LineCount::Split);
         let all: String = (1..=3000).map(|i| format!("line {i}\n")).collect();
         for chunk in all.as_bytes().chunks(1000) {
             acc.append(chunk);

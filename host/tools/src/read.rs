@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 
 use super::args::{Args, js_number, js_truthy};
 use super::image;
-use super::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head};
+use super::truncate::{
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineCount, format_size, truncate_head,
+};
 use super::workspace::{Workspace, node_error};
 use super::{ExecOptions, ToolOutput};
 
@@ -37,10 +39,15 @@ pub(crate) fn run(
     })?;
 
     let head = &bytes[..bytes.len().min(image::SNIFF_BYTES)];
-    if let Some(mime) = image::sniff_mime(head) {
+    let sniffed = if options.pi.is_1_6() {
+        image::sniff_mime_1_6(head)
+    } else {
+        image::sniff_mime(head)
+    };
+    if let Some(mime) = sniffed {
         return Ok(read_image(&bytes, mime, options));
     }
-    read_text(&bytes, &path, offset, limit)
+    read_text(&bytes, &path, offset, limit, LineCount::of(options.pi))
 }
 
 fn read_image(bytes: &[u8], mime: &str, options: &ExecOptions) -> ToolOutput {
@@ -73,6 +80,7 @@ fn read_image(bytes: &[u8], mime: &str, options: &ExecOptions) -> ToolOutput {
         ]),
         details: Value::Null,
         structured_content: None,
+        is_error: false,
     }
 }
 
@@ -91,6 +99,7 @@ fn read_text(
     path: &str,
     offset: Option<f64>,
     limit: Option<f64>,
+    count: LineCount,
 ) -> Result<ToolOutput, String> {
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text.split('\n').collect();
@@ -118,7 +127,7 @@ fn read_text(
         None => (lines[from..].join("\n"), None),
     };
 
-    let t = truncate_head(&selected, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+    let t = truncate_head(&selected, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES, count);
     let n = js_number;
     if t.first_line_exceeds_limit {
         let size = format_size(lines[from].len());

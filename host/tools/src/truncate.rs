@@ -81,9 +81,45 @@ pub fn format_size(bytes: usize) -> String {
     }
 }
 
+/// How a text's lines are counted, which pi changed in 1.6.0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LineCount {
+    /// pi 0.73.1: `split("\n")`, so the empty text after a final newline is a line too.
+    #[default]
+    Split,
+    /// pi 1.6.0 (`splitLinesForCounting`): a final newline ends the last line, and an empty
+    /// text has none.
+    Terminated,
+}
+
+impl LineCount {
+    pub fn of(pi: pichamber_pi::PiVersion) -> Self {
+        if pi.is_1_6() {
+            LineCount::Terminated
+        } else {
+            LineCount::Split
+        }
+    }
+
+    /// The lines of `content`, without their newlines, as this count sees them.
+    pub fn lines(self, content: &str) -> Vec<&str> {
+        let mut lines: Vec<&str> = content.split('\n').collect();
+        // "a\n" splits into ["a", ""], and "" into [""].
+        if self == LineCount::Terminated && (content.is_empty() || content.ends_with('\n')) {
+            lines.pop();
+        }
+        lines
+    }
+}
+
 /// `truncateHead`: keep the first lines that fit; never a partial line.
-pub fn truncate_head(content: &str, max_lines: u64, max_bytes: usize) -> Truncation {
-    let lines: Vec<&str> = content.split('\n').collect();
+pub fn truncate_head(
+    content: &str,
+    max_lines: u64,
+    max_bytes: usize,
+    count: LineCount,
+) -> Truncation {
+    let lines = count.lines(content);
     let total_lines = lines.len();
     if total_lines as u64 <= max_lines && content.len() <= max_bytes {
         return Truncation::untouched(content, total_lines, max_lines, max_bytes);
@@ -132,8 +168,13 @@ pub fn truncate_head(content: &str, max_lines: u64, max_bytes: usize) -> Truncat
 
 /// `truncateTail`: keep the last lines that fit; if even the last line is too long, keep the
 /// end of it (`lastLinePartial`).
-pub fn truncate_tail(content: &str, max_lines: u64, max_bytes: usize) -> Truncation {
-    let lines: Vec<&str> = content.split('\n').collect();
+pub fn truncate_tail(
+    content: &str,
+    max_lines: u64,
+    max_bytes: usize,
+    count: LineCount,
+) -> Truncation {
+    let lines = count.lines(content);
     let total_lines = lines.len();
     if total_lines as u64 <= max_lines && content.len() <= max_bytes {
         return Truncation::untouched(content, total_lines, max_lines, max_bytes);
@@ -227,33 +268,45 @@ mod tests {
 
     #[test]
     fn head_keeps_whole_lines_within_limits() {
-        let t = truncate_head("a\nb\nc", 2, 100);
+        let t = truncate_head("a\nb\nc", 2, 100, LineCount::Split);
         assert_eq!(t.content, "a\nb");
         assert_eq!(t.truncated_by, Some("lines"));
         assert_eq!((t.total_lines, t.output_lines), (3, 2));
 
-        let t = truncate_head("aaaa\nbbbb\ncccc", 100, 9);
+        let t = truncate_head("aaaa\nbbbb\ncccc", 100, 9, LineCount::Split);
         assert_eq!(t.content, "aaaa\nbbbb");
         assert_eq!(t.truncated_by, Some("bytes"));
 
-        let t = truncate_head("aaaaaaaaaa\nb", 100, 5);
+        let t = truncate_head("aaaaaaaaaa\nb", 100, 5, LineCount::Split);
         assert!(t.first_line_exceeds_limit);
         assert_eq!(t.content, "");
 
-        let t = truncate_head("short", 100, 100);
+        let t = truncate_head("short", 100, 100, LineCount::Split);
         assert!(!t.truncated);
         assert_eq!(t.to_json()["truncatedBy"], Value::Null);
     }
 
     #[test]
     fn tail_keeps_the_end_and_a_partial_last_line() {
-        let t = truncate_tail("a\nb\nc", 2, 100);
+        let t = truncate_tail("a\nb\nc", 2, 100, LineCount::Split);
         assert_eq!(t.content, "b\nc");
-        let t = truncate_tail("x\nééééé", 100, 5);
+        let t = truncate_tail("x\nééééé", 100, 5, LineCount::Split);
         // The last line is 10 bytes; its last 5 bytes start inside a character.
         assert_eq!(t.content, "éé");
         assert!(t.last_line_partial);
         assert_eq!(t.truncated_by, Some("bytes"));
+    }
+
+    #[test]
+    fn pi_1_6_counts_no_line_after_a_final_newline() {
+        assert_eq!(LineCount::Split.lines("a\nb\n"), ["a", "b", ""]);
+        assert_eq!(LineCount::Terminated.lines("a\nb\n"), ["a", "b"]);
+        assert_eq!(LineCount::Terminated.lines("a\nb"), ["a", "b"]);
+        assert!(LineCount::Terminated.lines("").is_empty());
+        let t = truncate_tail("1\n2\n3\n", 2, 100, LineCount::Terminated);
+        assert_eq!((t.content.as_str(), t.total_lines), ("2\n3", 3));
+        let t = truncate_tail("1\n2\n3\n", 2, 100, LineCount::Split);
+        assert_eq!((t.content.as_str(), t.total_lines), ("3\n", 4));
     }
 
     #[test]
