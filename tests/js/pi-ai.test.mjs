@@ -193,3 +193,59 @@ test("pi-ai 1.6.0's transcript helpers replay system messages as pi-ai does", as
   if (!real16) return t.skip(SKIP_16);
   assert.deepEqual(JSON.parse(JSON.stringify(calls(mine))), real16);
 });
+
+test("the model helpers and the models, oauth and providers/all entries follow each pi-ai release", async (t) => {
+  const { existsSync } = await import("node:fs");
+  const { pathToFileURL } = await import("node:url");
+  const pi16 = new URL("../oracle-1.6/node_modules/@earendil-works/pi-ai/dist/", import.meta.url);
+  const releases = [["0.73.1", real]];
+  if (existsSync(new URL("models.js", pi16))) {
+    releases.push(["1.6.0", await import(pathToFileURL(new URL("models.js", pi16).pathname).href)]);
+  }
+  if (releases.every(([, r]) => !r)) return t.skip(oracleSkip("@mariozechner/pi-ai"));
+  const models = [
+    { id: "a", provider: "p", reasoning: false },
+    { id: "b", provider: "p", reasoning: true },
+    { id: "c", provider: "p", reasoning: true, thinkingLevelMap: { minimal: null, xhigh: "x", max: "m" } },
+    { id: "c", provider: "p", type: "image", reasoning: true, thinkingLevelMap: { high: null } },
+  ];
+  const levels = ["off", "minimal", "low", "medium", "high", "xhigh", "max", "bogus"];
+  for (const [version, theirs] of releases) {
+    if (!theirs) continue;
+    globalThis.__pichamber_internal ??= {};
+    globalThis.__pichamber_internal.piVersion = version;
+    for (const m of models) {
+      assert.deepEqual(mine.getSupportedThinkingLevels(m), theirs.getSupportedThinkingLevels(m), `${version} ${m.id}`);
+      for (const level of levels) {
+        assert.equal(mine.clampThinkingLevel(m, level), theirs.clampThinkingLevel(m, level), `${version} ${m.id} ${level}`);
+      }
+      for (const other of [...models, undefined]) {
+        assert.equal(mine.modelsAreEqual(m, other), theirs.modelsAreEqual(m, other), `${version} ${m.id}`);
+      }
+      if (theirs.hasApi) {
+        assert.equal(mine.hasApi({ ...m, api: "x" }, "x"), theirs.hasApi({ ...m, api: "x" }, "x"));
+        assert.equal(mine.getModelType(m), theirs.getModelType(m));
+      }
+    }
+    if (theirs.ModelsError) {
+      // The cause's reason joins the message unless the message says it already.
+      const cases = [["cannot save", undefined], ["cannot save", new Error("disk full")], ["cannot save: disk full", "disk full"], ["cannot save", 7]];
+      for (const [message, cause] of cases) {
+        const a = new mine.ModelsError("store", message, { cause });
+        const b = new theirs.ModelsError("store", message, { cause });
+        assert.deepEqual([a.name, a.code, a.message], [b.name, b.code, b.message]);
+      }
+    }
+  }
+  delete globalThis.__pichamber_internal.piVersion;
+  // The entries pi 1.6.0's loader adds load, with its names; the catalog's say what to use.
+  const entries = await import("pichamber:pi-ai/models");
+  assert.deepEqual(Object.keys(entries).sort(), [
+    "AI_TELEMETRY_SCHEMA", "ModelsError", "calculateCost", "clampThinkingLevel", "createModels", "createProvider",
+    "getModelType", "getSupportedThinkingLevels", "hasApi", "isModelType", "modelsAreEqual",
+  ]);
+  assert.deepEqual(Object.keys(await import("pichamber:pi-ai/oauth")), []);
+  const all = await import("pichamber:pi-ai/providers/all");
+  assert.equal(Object.keys(all).length, 12);
+  assert.throws(() => all.getBuiltinModel("openai", "gpt-5.2"), /built-in model catalog.*ctx\.modelRegistry/);
+});

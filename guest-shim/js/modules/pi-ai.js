@@ -26,12 +26,87 @@ export const ANTHROPIC_WORKSPACE_ID_ENV = "ANTHROPIC_WORKSPACE_ID";
 // Telemetry is the host's: the schema's version, without its span catalogue.
 export const AI_TELEMETRY_SCHEMA = Object.freeze({ version: 1, spans: Object.freeze({}) });
 
-/** pi 1.6.0's error of the models store. */
+/** pi 1.6.0's error of the models store: a code, and the cause's reason kept in the message. */
 export class ModelsError extends Error {
-  constructor(message, options) {
-    super(message, options);
+  constructor(code, message, options) {
+    const cause = options?.cause;
+    const detail = cause === undefined || cause === null ? "" : formatThrownValue(cause).trim();
+    super(detail && !message.includes(detail) ? `${message}: ${detail}` : message, options);
     this.name = "ModelsError";
+    this.code = code;
   }
+}
+
+// Pure helpers of pi-ai over model records and errors, as the session's pi release has them.
+// Read when called: the release is the session's, known once the prelude has run.
+const followsPi16 = () => !String(globalThis.__pichamber_internal?.piVersion ?? "1.6.0").startsWith("0.");
+const thinkingLevels = () => ["off", "minimal", "low", "medium", "high", "xhigh", ...(followsPi16() ? ["max"] : [])];
+
+/** The type of a model; models without one are chat models. */
+export function getModelType(model) {
+  return model.type ?? "chat";
+}
+
+export function isModelType(model, type) {
+  return getModelType(model) === type;
+}
+
+/** Whether `model` is a chat model of `api`. */
+export function hasApi(model, api) {
+  return isModelType(model, "chat") && model.api === api;
+}
+
+export function getSupportedThinkingLevels(model) {
+  if (!model.reasoning) return ["off"];
+  return thinkingLevels().filter((level) => {
+    const mapped = model.thinkingLevelMap?.[level];
+    if (mapped === null) return false;
+    if (level === "xhigh" || level === "max") return mapped !== undefined;
+    return true;
+  });
+}
+
+/** `level` if the model supports it, else the nearest supported one above, then below. */
+export function clampThinkingLevel(model, level) {
+  const available = getSupportedThinkingLevels(model);
+  if (available.includes(level)) return level;
+  const levels = thinkingLevels();
+  const at = levels.indexOf(level);
+  if (at === -1) return available[0] ?? "off";
+  for (let i = at; i < levels.length; i++) if (available.includes(levels[i])) return levels[i];
+  for (let i = at - 1; i >= 0; i--) if (available.includes(levels[i])) return levels[i];
+  return available[0] ?? "off";
+}
+
+/** Same provider and id (and, in pi 1.6.0, the same type); false when either is missing. */
+export function modelsAreEqual(a, b) {
+  if (!a || !b) return false;
+  return (!followsPi16() || getModelType(a) === getModelType(b)) && a.id === b.id && a.provider === b.provider;
+}
+
+export function formatThrownValue(value) {
+  if (value instanceof Error) return value.message || value.name;
+  if (typeof value === "string") return value;
+  return String(value);
+}
+
+export function extractDiagnosticError(error) {
+  if (!(error instanceof Error)) return { name: "ThrownValue", message: formatThrownValue(error) };
+  const code = error.code;
+  return {
+    name: error.name || undefined,
+    message: error.message || error.name,
+    stack: error.stack,
+    code: typeof code === "string" || typeof code === "number" ? code : undefined,
+  };
+}
+
+export function createAssistantMessageDiagnostic(type, error, details) {
+  return { type, timestamp: Date.now(), error: extractDiagnosticError(error), details };
+}
+
+export function appendAssistantMessageDiagnostic(message, diagnostic) {
+  message.diagnostics = [...(message.diagnostics ?? []), diagnostic];
 }
 
 const UUID_V7_MAX_TIME = 2 ** 48 - 1;
@@ -213,12 +288,9 @@ export const getCacheWarmingDelayMs = unavailable("getCacheWarmingDelayMs");
 export const getCacheWarmingRequestOptions = unavailable("getCacheWarmingRequestOptions");
 export const getClientVersion = unavailable("getClientVersion");
 export const getIdentityHeaders = unavailable("getIdentityHeaders");
-export const getModelType = unavailable("getModelType");
 export const getOpenCodeSessionHeaders = unavailable("getOpenCodeSessionHeaders");
 export const getPromptCacheTtlMs = unavailable("getPromptCacheTtlMs");
-export const hasApi = unavailable("hasApi");
 export const isCacheWarmingReplayable = unavailable("isCacheWarmingReplayable");
-export const isModelType = unavailable("isModelType");
 export const isRecoverableLength = unavailable("isRecoverableLength");
 export const isRetryableAssistantError = unavailable("isRetryableAssistantError");
 export const lazyApi = unavailable("lazyApi");
@@ -230,20 +302,15 @@ export const retryAssistantCall = unavailable("retryAssistantCall");
 export const retryDelayMs = unavailable("retryDelayMs");
 export const withClientIdentity = unavailable("withClientIdentity");
 
-export const appendAssistantMessageDiagnostic = unavailable("appendAssistantMessageDiagnostic");
-export const clampThinkingLevel = unavailable("clampThinkingLevel");
 export const cleanupSessionResources = unavailable("cleanupSessionResources");
 export const clearApiProviders = unavailable("clearApiProviders");
 export const complete = unavailable("complete");
 export const completeSimple = unavailable("completeSimple");
-export const createAssistantMessageDiagnostic = unavailable("createAssistantMessageDiagnostic");
-export const extractDiagnosticError = unavailable("extractDiagnosticError");
 export const fauxAssistantMessage = unavailable("fauxAssistantMessage");
 export const fauxText = unavailable("fauxText");
 export const fauxThinking = unavailable("fauxThinking");
 export const fauxToolCall = unavailable("fauxToolCall");
 export const findEnvKeys = unavailable("findEnvKeys");
-export const formatThrownValue = unavailable("formatThrownValue");
 export const getApiProvider = unavailable("getApiProvider");
 export const getApiProviders = unavailable("getApiProviders");
 export const getEnvApiKey = unavailable("getEnvApiKey");
@@ -251,9 +318,7 @@ export const getModel = unavailable("getModel");
 export const getModels = unavailable("getModels");
 export const getOverflowPatterns = unavailable("getOverflowPatterns");
 export const getProviders = unavailable("getProviders");
-export const getSupportedThinkingLevels = unavailable("getSupportedThinkingLevels");
 export const isContextOverflow = unavailable("isContextOverflow");
-export const modelsAreEqual = unavailable("modelsAreEqual");
 export const parseJsonWithRepair = unavailable("parseJsonWithRepair");
 export const parseStreamingJson = unavailable("parseStreamingJson");
 export const registerApiProvider = unavailable("registerApiProvider");
