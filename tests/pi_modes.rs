@@ -1,7 +1,7 @@
 //! pi's one-shot modes through the pi entry, against real pi 1.6.0: `pi --mode json` writes
 //! the session header and then the same events (checked by type, by the messages' text and by
 //! what the extension saw), and `pi --print` the final answer, with text piped on stdin and an
-//! `@file` making the first prompt as pi makes it.
+//! `@file` (a text file and an image) making the first prompt as pi makes it.
 
 mod common;
 
@@ -14,6 +14,14 @@ use common::oracle::Pi;
 use pichamber_model::mock_server;
 use pichamber_model::scripted::Script;
 use serde_json::{Value, json};
+
+/// A 1x1 PNG, attached as an image by `@pic.png`.
+const TINY_PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52, 0, 0, 0,
+    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89, 0, 0, 0, 0x0d, 0x49, 0x44, 0x41, 0x54,
+    0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0, 0x05, 0, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d,
+    0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
 
 fn script() -> Script {
     Script::from_value(json!({"turns": [
@@ -32,7 +40,8 @@ fn pi(side: Side, root: &Path, args: &[&str], stdin: &str) -> (i32, String, Stri
         .build()
         .unwrap();
     let mock = runtime.block_on(mock_server::start(script())).unwrap();
-    mock_model_home(root, &mock.base_url());
+    let (_, ws) = mock_model_home(root, &mock.base_url());
+    std::fs::write(ws.join("pic.png"), TINY_PNG).unwrap();
     let extension = common::repo().join("tests/fixtures/pi-modes/mode.ts");
     let mut command = pi_command(side, root);
     command
@@ -72,9 +81,11 @@ fn summary(stdout: &str, root: &Path) -> Value {
             Value::Array(blocks) => json!(
                 blocks
                     .iter()
-                    .map(|b| b["text"]
-                        .as_str()
-                        .map_or_else(|| b["type"].clone(), |t| json!(t)))
+                    .map(|b| match b["text"].as_str() {
+                        Some(t) => json!(t),
+                        None if b["type"] == "image" => json!(["image", b["mimeType"], b["data"]]),
+                        None => b["type"].clone(),
+                    })
                     .collect::<Vec<_>>()
             ),
             other => other.clone(),
@@ -112,6 +123,7 @@ fn json_and_print_modes_behave_as_pi_1_6_does() {
         "--mode",
         "json",
         "@notes.txt",
+        "@pic.png",
         "What do the notes say?",
         "And then?",
     ];
@@ -129,7 +141,16 @@ fn json_and_print_modes_behave_as_pi_1_6_does() {
         json!([
             "user",
             [
-                "Piped context.<file name=\"<root>/ws/notes.txt\">\nfirst line\nsecond line\n\n</file>\nWhat do the notes say?"
+                json!(
+                    "Piped context.<file name=\"<root>/ws/notes.txt\">\nfirst line\nsecond line\n\n</file>\n<file name=\"<root>/ws/pic.png\"></file>\nWhat do the notes say?"
+                ),
+                json!([
+                    "image",
+                    "image/png",
+                    pichamber_tools::inline_image(TINY_PNG, pichamber_tools::PiVersion::V1_6)
+                        .unwrap()
+                        .data
+                ]),
             ]
         ])
     );

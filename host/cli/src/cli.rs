@@ -270,8 +270,8 @@ struct RpcArgs {
     #[arg(long)]
     print: bool,
     /// With --print or --mode json, after `--`: the prompts, in order. `@path` includes a text
-    /// file in the first prompt (as `<file name="...">`); text piped on stdin comes first, as
-    /// in pi.
+    /// file in the first prompt (as `<file name="...">`) or attaches an image to it; text
+    /// piped on stdin comes first, as in pi.
     #[arg(value_name = "MESSAGE", last = true)]
     messages: Vec<String>,
 }
@@ -1326,7 +1326,6 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
         _ => None,
     };
     if let Some(mode) = once {
-        let prompts = one_shot_prompts(&args.messages)?;
         let sink = |pi| rpc::once::event_sink(mode, output.clone(), pi);
         let dialogs = Arc::new(pichamber_session::NoDialogs);
         let Some(session) =
@@ -1334,6 +1333,7 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
         else {
             return Ok(ExitCode::FAILURE);
         };
+        let prompts = one_shot_prompts(&args.messages, session.shared.pi)?;
         return Ok(ExitCode::from(
             rpc::once::run(session, mode, prompts, output).await,
         ));
@@ -1355,11 +1355,13 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
 }
 
 /// The prompts of a one-shot run, as pi builds them: text piped on stdin, then the `@path`
-/// files, then the first message make the first prompt; each other message is one more.
-fn one_shot_prompts(messages: &[String]) -> Result<Vec<String>> {
+/// files, then the first message make the first prompt, which carries the images among the
+/// files; each other message is one more.
+fn one_shot_prompts(messages: &[String], pi: PiVersion) -> Result<Vec<(String, Vec<Value>)>> {
     let (files, mut texts): (Vec<&String>, Vec<&String>) =
         messages.iter().partition(|m| m.starts_with('@'));
     let mut first = String::new();
+    let mut images = Vec::new();
     if !std::io::stdin().is_terminal() {
         let mut piped = String::new();
         std::io::stdin()
@@ -1371,14 +1373,22 @@ fn one_shot_prompts(messages: &[String]) -> Result<Vec<String>> {
         let path = std::path::absolute(&file[1..])?;
         let bytes = std::fs::read(&path)
             .map_err(|e| anyhow::anyhow!("Error: File not found: {} ({e})", path.display()))?;
-        if [&b"\x89PNG"[..], b"\xff\xd8\xff", b"GIF8", b"RIFF"]
-            .iter()
-            .any(|magic| bytes.starts_with(magic))
-        {
-            bail!(
-                "{}: images given as @path are not supported by pichamber yet (text files are)",
-                path.display()
-            );
+        if bytes.is_empty() {
+            continue;
+        }
+        if let Some(image) = pichamber_tools::inline_image(&bytes, pi) {
+            let name = path.display();
+            match image.data {
+                Some(data) => {
+                    images.push(json!({ "type": "image", "mimeType": image.mime, "data": data }));
+                    first.push_str(&format!("<file name=\"{name}\"></file>\n"));
+                }
+                None => first.push_str(&format!(
+                    "<file name=\"{name}\">{}</file>\n",
+                    pichamber_tools::OMITTED_IMAGE_NOTE
+                )),
+            }
+            continue;
         }
         let text = String::from_utf8(bytes).map_err(|e| {
             anyhow::anyhow!(
@@ -1399,10 +1409,10 @@ fn one_shot_prompts(messages: &[String]) -> Result<Vec<String>> {
         first.push_str(texts.remove(0));
     }
     let mut prompts = Vec::new();
-    if !first.is_empty() {
-        prompts.push(first);
+    if !first.is_empty() || !images.is_empty() {
+        prompts.push((first, images));
     }
-    prompts.extend(texts.into_iter().cloned());
+    prompts.extend(texts.into_iter().map(|t| (t.clone(), Vec::new())));
     Ok(prompts)
 }
 

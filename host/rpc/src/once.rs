@@ -59,7 +59,7 @@ pub fn event_sink(mode: OneShot, output: Arc<Output>, pi: PiVersion) -> EventSin
 pub async fn run(
     mut session: Session,
     mode: OneShot,
-    prompts: Vec<String>,
+    prompts: Vec<(String, Vec<serde_json::Value>)>,
     output: Arc<Output>,
 ) -> u8 {
     if mode == OneShot::Json {
@@ -75,8 +75,12 @@ pub async fn run(
     }
     session.start().await;
     let mut code = 0;
-    for prompt in prompts {
-        if let Err(e) = session.prompt(&prompt, PromptOptions::default()).await {
+    for (prompt, images) in prompts {
+        let options = PromptOptions {
+            images,
+            ..PromptOptions::default()
+        };
+        if let Err(e) = session.prompt(&prompt, options).await {
             eprintln!("{e}");
             code = 1;
             break;

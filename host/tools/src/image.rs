@@ -10,6 +10,37 @@ pub(crate) const MAX_WIDTH: u32 = 2000;
 pub(crate) const MAX_HEIGHT: u32 = 2000;
 pub(crate) const MAX_BASE64_BYTES: usize = 4_718_592; // 4.5 MiB
 
+/// pi's note for an image it could not bring under its inline limits.
+pub const OMITTED_IMAGE_NOTE: &str =
+    "[Image omitted: could not be resized below the inline image size limit.]";
+
+/// An image file as pi attaches it inline (the read tool, `@file` prompts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InlineImage {
+    pub mime: &'static str,
+    /// Base64 of the file as it is when it fits pi's limits; `None` when pi would resize or
+    /// convert it first, which pichamber (no image codec) cannot, so it is omitted with
+    /// [`OMITTED_IMAGE_NOTE`].
+    pub data: Option<String>,
+}
+
+/// The image `bytes` hold as the session's pi release tells images, or `None` (text).
+pub fn inline_image(bytes: &[u8], pi: pichamber_pi::PiVersion) -> Option<InlineImage> {
+    let head = &bytes[..bytes.len().min(SNIFF_BYTES)];
+    let mime = if pi.is_1_6() {
+        sniff_mime_1_6(head)
+    } else {
+        sniff_mime(head)
+    }?;
+    let data = base64(bytes);
+    let fits = dimensions(bytes, mime)
+        .is_some_and(|(w, h)| w <= MAX_WIDTH && h <= MAX_HEIGHT && data.len() < MAX_BASE64_BYTES);
+    Some(InlineImage {
+        mime,
+        data: fits.then_some(data),
+    })
+}
+
 /// The supported image MIME type of a file starting with `head`, or `None` (text).
 pub(crate) fn sniff_mime(head: &[u8]) -> Option<&'static str> {
     if head.is_empty() {

@@ -38,36 +38,23 @@ pub(crate) fn run(
         msg.strip_suffix(" ''").unwrap_or(&msg).to_owned()
     })?;
 
-    let head = &bytes[..bytes.len().min(image::SNIFF_BYTES)];
-    let sniffed = if options.pi.is_1_6() {
-        image::sniff_mime_1_6(head)
-    } else {
-        image::sniff_mime(head)
-    };
-    if let Some(mime) = sniffed {
-        return Ok(read_image(&bytes, mime, options));
+    if let Some(found) = image::inline_image(&bytes, options.pi) {
+        return Ok(read_image(found, options));
     }
     read_text(&bytes, &path, offset, limit, LineCount::of(options.pi))
 }
 
-fn read_image(bytes: &[u8], mime: &str, options: &ExecOptions) -> ToolOutput {
+fn read_image(found: image::InlineImage, options: &ExecOptions) -> ToolOutput {
     let note = (options.model_accepts_images == Some(false)).then_some(NON_VISION_NOTE);
-    let data = image::base64(bytes);
-    let fits = image::dimensions(bytes, mime).is_some_and(|(w, h)| {
-        w <= image::MAX_WIDTH && h <= image::MAX_HEIGHT && data.len() < image::MAX_BASE64_BYTES
-    });
-    if !fits {
-        // pi would resize; without an image codec the image is omitted as pi does when it
-        // cannot bring it under the limits.
-        let mut text = format!(
-            "Read image file [{mime}]\n[Image omitted: could not be resized below the inline image size limit.]"
-        );
+    let mime = found.mime;
+    let Some(data) = found.data else {
+        let mut text = format!("Read image file [{mime}]\n{}", image::OMITTED_IMAGE_NOTE);
         if let Some(note) = note {
             text.push('\n');
             text.push_str(note);
         }
         return ToolOutput::text(text, Value::Null);
-    }
+    };
     let mut text = format!("Read image file [{mime}]");
     if let Some(note) = note {
         text.push('\n');
