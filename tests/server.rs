@@ -1413,6 +1413,86 @@ async fn run_without_steps_serves_the_gui_on_loopback() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gui_of_run_gives_its_session_pis_settings_and_models() {
+    let home = tempfile::tempdir().unwrap();
+    let agent = home.path().join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("settings.json"), r#"{"quietStartup": true}"#).unwrap();
+    let models = json!({"providers": {"local": {
+        "baseUrl": "http://127.0.0.1:9", "api": "openai-completions", "apiKey": "k",
+        "models": [{"id": "first"}, {"id": "second"}],
+    }}});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    let mut child = Command::new(common::bin())
+        .args(["run", &ext("tests/fixtures/gui-run/settings-models.ts")])
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("PI_CODING_AGENT_DIR", &agent)
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .env_remove("PICHAMBER_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let (base, token) = line.trim().split_once("/#token=").unwrap();
+    let (base, token) = (base.to_owned(), token.to_owned());
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let (http, token) = (http.clone(), token.clone());
+        async move {
+            let got: Value = http
+                .get(path)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            got
+        }
+    };
+    let sessions = get(format!("{base}/api/pi/sessions")).await;
+    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let status = http
+        .post(format!("{base}/api/pi/sessions/{id}/prompt"))
+        .bearer_auth(&token)
+        .json(&json!({ "text": "/seen" }))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 202);
+    let mut seen = Value::Null;
+    for _ in 0..100 {
+        let full = get(format!("{base}/api/pi/sessions/{id}")).await;
+        if let Some(m) = full["transcript"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["customType"] == "seen")
+        {
+            seen = serde_json::from_str(m["content"].as_str().unwrap()).unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(seen["settings"]["quietStartup"], true, "{seen}");
+    assert_eq!(
+        seen["models"],
+        json!(["local/first", "local/second"]),
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
     let server = start();
     let kept = server.session(ADA).await;

@@ -1556,6 +1556,7 @@ async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
         Some(file) => pichamber_access::ApprovalStore::at(file),
         None => pichamber_access::ApprovalStore::in_memory(),
     };
+    let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, trust.load));
     let mut hub = pichamber_server::hub::Hub::new(pichamber_server::hub::Launcher {
         cwd: r.cwd,
         catalog,
@@ -1567,6 +1568,8 @@ async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
         prompts: r.prompts,
         skills: r.skills,
         flags: r.flags,
+        models: pichamber_model::catalog::Catalog::load(args.model.models.as_deref()),
+        settings,
     });
     let token = pichamber_gui::random_token();
     hub.add_user("local", &token, allowed, access, approvals);
@@ -1647,6 +1650,10 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
         prompts: Vec::new(),
         skills: Vec::new(),
         flags: Vec::new(),
+        // A server's sessions see its configured model only, and none of the operator's pi
+        // settings.
+        models: Default::default(),
+        settings: json!({}),
     });
     for user in &config.users {
         let mut allowed: Vec<String> = Vec::new();

@@ -108,6 +108,10 @@ pub struct Launcher {
     pub skills: Vec<pichamber_session::resources::ResourcePath>,
     /// Extension flag values (`--flag`).
     pub flags: Vec<(String, Value)>,
+    /// The models `ctx.modelRegistry` lists besides the session's own (pi's models.json).
+    pub models: pichamber_model::catalog::Catalog,
+    /// pi's effective settings, for `pi.getSettings()`.
+    pub settings: Value,
 }
 
 pub struct Hub {
@@ -893,7 +897,7 @@ impl Hub {
                 instance: launcher.instance.clone(),
                 flags: launcher.flags.clone(),
                 model: launcher.model.clone(),
-                catalog: Default::default(),
+                catalog: launcher.models.clone(),
                 agent: launcher.agent.clone(),
                 store: Some(store),
                 pi: PiVersion::for_session(
@@ -909,6 +913,7 @@ impl Hub {
             },
         );
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());
+        session.set_settings(launcher.settings.clone());
         session.set_thinking_level(&launcher.thinking)?;
         let mut loaded = Vec::new();
         let mut approvals = Vec::new();

@@ -95,7 +95,7 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
         },
     );
     session.set_resources(spec.prompts, spec.skills);
-    session.shared.state.lock().unwrap().settings = spec.settings;
+    session.set_settings(spec.settings);
     session
         .set_thinking_level(&spec.thinking)
         .map_err(anyhow::Error::msg)?;

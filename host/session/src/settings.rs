@@ -4,6 +4,15 @@
 
 use serde_json::{Map, Value};
 
+use crate::Session;
+
+impl Session {
+    /// The effective settings `pi.getSettings()` answers with (see [`merge`]).
+    pub fn set_settings(&mut self, settings: Value) {
+        self.shared.state.lock().unwrap().settings = settings;
+    }
+}
+
 /// The effective settings of `layers`, earliest first (a layer that is not an object, as a
 /// missing or unreadable file, counts as empty).
 pub fn merge(layers: &[Value]) -> Value {
