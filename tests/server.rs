@@ -1359,57 +1359,94 @@ async fn a_prompt_during_a_run_is_refused_unless_queued() {
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
 }
 
+/// `pichamber run EXT` with no step: the GUI's process, and its base URL and token (from the
+/// URL it prints first).
+struct Gui {
+    child: std::process::Child,
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Gui {
+    fn start(command: &mut Command, extension: &str) -> Gui {
+        let mut child = command
+            .args(["run", &ext(extension)])
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .env_remove("PICHAMBER_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line.trim().to_owned();
+        let (base, token) = url
+            .split_once("/#token=")
+            .unwrap_or_else(|| panic!("{url:?}"));
+        let (base, token) = (base.to_owned(), token.to_owned());
+        Gui {
+            child,
+            base,
+            token,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let url = format!("{}{path}", self.base);
+        let response = self
+            .http
+            .get(url)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        response.json().await.unwrap()
+    }
+
+    /// The session the GUI opened, and the status of posting `text` to it.
+    async fn prompt_first(&self, text: &str) -> (String, u16) {
+        let sessions = self.get("/api/pi/sessions").await;
+        let id = sessions["sessions"][0]["id"].as_str().unwrap().to_owned();
+        let url = format!("{}/api/pi/sessions/{id}/prompt", self.base);
+        let sent = self
+            .http
+            .post(url)
+            .bearer_auth(&self.token)
+            .json(&json!({ "text": text }));
+        let status = sent.send().await.unwrap().status().as_u16();
+        (id, status)
+    }
+}
+
+impl Drop for Gui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_without_steps_serves_the_gui_on_loopback() {
-    let mut child = Command::new(common::bin())
-        .args(["run", &ext("extensions/card-demo")])
-        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
-        .env_remove("PICHAMBER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
-    let (base, token) = url
-        .split_once("/#token=")
-        .unwrap_or_else(|| panic!("{url:?}"));
-    assert!(base.starts_with("http://127.0.0.1:"), "{url}");
-    assert_eq!(token.len(), 64);
-    let http = reqwest::Client::new();
-    let sessions: Value = http
-        .get(format!("{base}/api/pi/sessions"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_owned();
-    let status = http
-        .post(format!("{base}/api/pi/sessions/{id}/prompt"))
-        .bearer_auth(token)
-        .json(&json!({ "text": "/cards" }))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status.as_u16(), 202);
-    let refused = http
+    let gui = Gui::start(&mut Command::new(common::bin()), "extensions/card-demo");
+    let base = &gui.base;
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    assert_eq!(gui.token.len(), 64);
+    let (_, status) = gui.prompt_first("/cards").await;
+    assert_eq!(status, 202);
+    let refused = gui
+        .http
         .get(format!("{base}/api/pi/sessions"))
         .send()
         .await
         .unwrap();
     assert_eq!(refused.status().as_u16(), 401);
-    let page = http.get(format!("{base}/")).send().await.unwrap();
+    let page = gui.http.get(format!("{base}/")).send().await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1423,67 +1460,24 @@ async fn the_gui_of_run_gives_its_session_pis_settings_and_models() {
         "models": [{"id": "first"}, {"id": "second"}],
     }}});
     std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
-    let mut child = Command::new(common::bin())
-        .args(["run", &ext("tests/fixtures/gui-run/settings-models.ts")])
+    let mut command = Command::new(common::bin());
+    command
         .current_dir(home.path())
         .env("HOME", home.path())
-        .env("PI_CODING_AGENT_DIR", &agent)
-        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
-        .env_remove("PICHAMBER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let (base, token) = line.trim().split_once("/#token=").unwrap();
-    let (base, token) = (base.to_owned(), token.to_owned());
-    let http = reqwest::Client::new();
-    let get = |path: String| {
-        let (http, token) = (http.clone(), token.clone());
-        async move {
-            let got: Value = http
-                .get(path)
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            got
-        }
-    };
-    let sessions = get(format!("{base}/api/pi/sessions")).await;
-    let id = sessions["sessions"][0]["id"].as_str().unwrap().to_owned();
-    let status = http
-        .post(format!("{base}/api/pi/sessions/{id}/prompt"))
-        .bearer_auth(&token)
-        .json(&json!({ "text": "/seen" }))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status.as_u16(), 202);
+        .env("PI_CODING_AGENT_DIR", &agent);
+    let gui = Gui::start(&mut command, "tests/fixtures/gui-run/settings-models.ts");
+    let (id, status) = gui.prompt_first("/seen").await;
+    assert_eq!(status, 202);
     let mut seen = Value::Null;
     for _ in 0..100 {
-        let full = get(format!("{base}/api/pi/sessions/{id}")).await;
-        if let Some(m) = full["transcript"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["customType"] == "seen")
-        {
+        let full = gui.get(&format!("/api/pi/sessions/{id}")).await;
+        let entries = full["transcript"].as_array().unwrap();
+        if let Some(m) = entries.iter().find(|e| e["customType"] == "seen") {
             seen = serde_json::from_str(m["content"].as_str().unwrap()).unwrap();
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let _ = child.kill();
-    let _ = child.wait();
     assert_eq!(seen["settings"]["quietStartup"], true, "{seen}");
     assert_eq!(
         seen["models"],
