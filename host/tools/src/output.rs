@@ -144,25 +144,38 @@ impl OutputAccumulator {
                 false,
             );
         };
-        let Ok(bytes) = std::fs::read(path) else {
+        // Only the two ends are read: the whole file may be far larger than memory allows.
+        let ends = (|| -> std::io::Result<(Vec<u8>, Vec<u8>, u64)> {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut file = std::fs::File::open(path)?;
+            let size = file.metadata()?.len();
+            if size <= max_bytes as u64 {
+                let mut all = Vec::new();
+                file.read_to_end(&mut all)?;
+                return Ok((all, Vec::new(), size));
+            }
+            let head_len = max_bytes / 2;
+            let mut head = vec![0; head_len];
+            file.read_exact(&mut head)?;
+            let mut tail = vec![0; max_bytes - head_len];
+            file.seek(SeekFrom::Start(size - tail.len() as u64))?;
+            file.read_exact(&mut tail)?;
+            Ok((head, tail, size))
+        })();
+        let Ok((head, tail, size)) = ends else {
             return (String::new(), false);
         };
-        if bytes.len() <= max_bytes {
-            return (String::from_utf8_lossy(&bytes).into_owned(), false);
+        if size <= max_bytes as u64 {
+            return (String::from_utf8_lossy(&head).into_owned(), false);
         }
-        let head_len = max_bytes / 2;
-        let (head, tail) = (
-            &bytes[..head_len],
-            &bytes[bytes.len() - (max_bytes - head_len)..],
-        );
         // Cut at characters: an incomplete sequence at the end of the head is held back, and
         // the tail skips leading continuation bytes.
-        let head = match std::str::from_utf8(head) {
+        let head = match std::str::from_utf8(&head) {
             Err(e) if e.error_len().is_none() => &head[..e.valid_up_to()],
-            _ => head,
+            _ => &head[..],
         };
         let skip = tail.iter().take_while(|b| *b & 0xc0 == 0x80).count();
-        let omitted = bytes.len() - max_bytes;
+        let omitted = size - max_bytes as u64;
         let text = format!(
             "{}\n\n[... {omitted} bytes omitted ...]\n\n{}",
             String::from_utf8_lossy(head),
@@ -311,6 +324,32 @@ mod tests {
         assert!(!snap.truncation.truncated);
         assert_eq!(snap.truncation.total_lines, 2);
         assert!(snap.full_output_path.is_none());
+    }
+
+    #[test]
+    fn the_full_output_keeps_its_two_ends_past_the_cap() {
+        let mut acc = OutputAccumulator::new("pi-test", LineCount::Terminated);
+        let text = format!(
+            "{}é{}",
+            "a".repeat(DEFAULT_MAX_BYTES),
+            "z".repeat(DEFAULT_MAX_BYTES)
+        );
+        acc.append(text.as_bytes());
+        acc.finish();
+        acc.close_temp_file();
+        let (small, cut) = acc.read_full_output(1 << 20);
+        assert_eq!((small.as_str(), cut), (text.as_str(), false));
+        // 9 bytes: 4 of the start, 5 of the end, read without reading what lies between.
+        let (ends, cut) = acc.read_full_output(9);
+        assert!(cut);
+        assert_eq!(
+            ends,
+            format!(
+                "aaaa\n\n[... {} bytes omitted ...]\n\nzzzzz",
+                text.len() - 9
+            )
+        );
+        std::fs::remove_file(acc.snapshot(false).full_output_path.unwrap()).unwrap();
     }
 
     #[test]
