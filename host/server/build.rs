@@ -35,10 +35,11 @@ fn embed_web_assets() {
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
-        let absolute = std::fs::canonicalize(&file).unwrap();
+        // Relative to the package, not absolute: checkouts that share a target folder share
+        // this output, and a build script's rerun is decided by the checkout being built.
         table.push_str(&format!(
-            "    ({name:?}, include_bytes!({:?})),\n",
-            absolute.to_string_lossy()
+            "    ({name:?}, include_bytes!(concat!(env!(\"CARGO_MANIFEST_DIR\"), {:?}))),\n",
+            format!("/../assets/web/{name}")
         ));
     }
     table.push_str("];\n");
