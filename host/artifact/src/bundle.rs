@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::manifest_entries;
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
     Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, Program,
@@ -208,6 +209,12 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         .and_then(|p| p.pi.as_ref())
         .and_then(|p| p.extensions.clone())
     {
+        let patterned = extensions
+            .iter()
+            .any(|e| e.contains(['*', '?']) || manifest_entries::is_override(e));
+        if patterned {
+            return package_entry_from_patterns(input, package, &extensions);
+        }
         match extensions.as_slice() {
             [one] => {
                 let entry = input.join(one);
@@ -258,6 +265,53 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
             &input,
             "no extension here: expected index.ts / index.js or a package.json with pi.extensions",
         )),
+    }
+}
+
+/// A package whose `pi.extensions` has globs or overrides builds when they name exactly one
+/// extension; otherwise the error lists what they name, each to be built on its own.
+fn package_entry_from_patterns(
+    input: PathBuf,
+    package: Option<PackageInfo>,
+    extensions: &[String],
+) -> Result<Layout, BuildError> {
+    let entries: Vec<&str> = extensions.iter().map(String::as_str).collect();
+    let files: Vec<PathBuf> = manifest_entries::expand(&input, &entries)
+        .into_iter()
+        .filter_map(|p| if p.is_dir() { index_file(&p) } else { Some(p) })
+        .filter(|p| p.is_file())
+        .collect();
+    let files = manifest_entries::apply_overrides(files, &entries, &input);
+    let manifest = input.join("package.json");
+    match files.as_slice() {
+        [entry] => Ok(Layout {
+            entry: entry.clone(),
+            root: input,
+            package,
+            single_file: false,
+        }),
+        [] => Err(plain_error(
+            &manifest,
+            format!(
+                "pi.extensions ({}) names no extension file that exists",
+                entries.join(", ")
+            ),
+        )),
+        many => {
+            let names: Vec<String> = many
+                .iter()
+                .map(|p| p.strip_prefix(&input).unwrap_or(p).display().to_string())
+                .collect();
+            Err(plain_error(
+                &manifest,
+                format!(
+                    "pi.extensions names {} extensions ({}); build each one on its own, e.g. `pichamber build {}`",
+                    many.len(),
+                    names.join(", "),
+                    many[0].display()
+                ),
+            ))
+        }
     }
 }
 

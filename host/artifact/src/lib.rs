@@ -9,6 +9,7 @@
 //! takes only the type of the capability requests a manifest carries.
 
 pub mod bundle;
+pub mod manifest_entries;
 mod package_scope;
 pub mod source_map;
 

@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use pichamber_artifact::manifest_entries;
+
 use crate::resources::{Metadata, ResourcePath};
 
 /// What discovery found.
@@ -52,14 +54,15 @@ fn is_extension_file(name: &str) -> bool {
     name.ends_with(".ts") || name.ends_with(".js")
 }
 
-/// A folder's entry points: its package.json `pi.extensions`, else index.ts / index.js.
+/// A folder's entry points: the paths its package.json `pi.extensions` lists that exist, else
+/// index.ts / index.js. Globs are not expanded here: pi's loader reads these entries as plain
+/// paths (only a package, [`resolve_source`], expands them).
 fn folder_entries(dir: &Path) -> Option<Vec<PathBuf>> {
-    if let Ok(text) = std::fs::read_to_string(dir.join("package.json"))
-        && let Ok(manifest) = serde_json::from_str::<Value>(&text)
-        && let Some(list) = manifest["pi"]["extensions"].as_array()
-    {
-        let entries: Vec<PathBuf> = list
-            .iter()
+    if let Some(manifest) = pi_manifest(dir) {
+        let entries: Vec<PathBuf> = manifest["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
             .filter_map(Value::as_str)
             .map(|p| dir.join(p))
             .filter(|p| p.exists())
@@ -73,6 +76,40 @@ fn folder_entries(dir: &Path) -> Option<Vec<PathBuf>> {
         .map(|name| dir.join(name))
         .find(|p| p.exists())
         .map(|p| vec![p])
+}
+
+/// An installed package's extensions: what its manifest names (globs expanded), else its
+/// folder's entry points.
+fn package_entries(dir: &Path) -> Option<Vec<PathBuf>> {
+    pi_manifest(dir)
+        .map(|manifest| manifest_files(dir, &manifest, "extensions"))
+        .filter(|entries| !entries.is_empty())
+        .or_else(|| folder_entries(dir))
+}
+
+/// The `pi` object of a folder's package.json, if it has one.
+fn pi_manifest(dir: &Path) -> Option<Value> {
+    std::fs::read_to_string(dir.join("package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .map(|p| p["pi"].clone())
+        .filter(|pi| !pi.is_null())
+}
+
+/// The files one kind of a package manifest's entries names: entries expanded, folders read
+/// for that kind, then the override entries applied (pi's `addManifestEntries`).
+fn manifest_files(root: &Path, manifest: &Value, kind: &str) -> Vec<PathBuf> {
+    let entries: Vec<&str> = manifest[kind]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let files = manifest_entries::expand(root, &entries)
+        .iter()
+        .flat_map(|path| resource_files(path, kind))
+        .collect();
+    manifest_entries::apply_overrides(files, &entries, root)
 }
 
 /// pi's discovery in one folder: files, then subfolders with entries; one level deep.
@@ -194,7 +231,7 @@ impl Collector {
             } else {
                 Some(resolve_path(spec, base))
             };
-            match dir.filter(|d| d.is_dir()).and_then(|d| folder_entries(&d)) {
+            match dir.filter(|d| d.is_dir()).and_then(|d| package_entries(&d)) {
                 Some(entries) => self.add(entries, trusted),
                 None => self
                     .found
@@ -242,10 +279,6 @@ pub struct PackageSource {
     pub prompts: Vec<PathBuf>,
     /// Skill files (`SKILL.md`, or `.md` at the top of a skills folder).
     pub skills: Vec<PathBuf>,
-}
-
-fn is_override_pattern(entry: &str) -> bool {
-    entry.starts_with('!') || entry.starts_with('+') || entry.starts_with('-')
 }
 
 /// A folder's entries sorted by name, hidden ones and node_modules left out, symlinks
@@ -314,16 +347,7 @@ fn resource_files(path: &Path, kind: &str) -> Vec<PathBuf> {
     }
 }
 
-/// `dir` joined with a manifest entry such as `./extensions/a/index.ts`, without `.` parts.
-fn normalize_join(dir: &Path, entry: &str) -> PathBuf {
-    dir.join(entry)
-        .components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect()
-}
-
-/// Resolves one `-e` source (see [`PackageSource`]). Glob and override entries of a manifest
-/// (`*`, `!x`, ...) are not supported and are skipped.
+/// Resolves one `-e` source (see [`PackageSource`]).
 pub fn resolve_source(path: &Path) -> PackageSource {
     if !path.is_dir() {
         return PackageSource {
@@ -331,39 +355,24 @@ pub fn resolve_source(path: &Path) -> PackageSource {
             ..Default::default()
         };
     }
-    let manifest = std::fs::read_to_string(path.join("package.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .map(|p| p["pi"].clone())
-        .filter(|pi| !pi.is_null());
     let mut found = PackageSource::default();
-    if let Some(manifest) = manifest {
-        let entries = |kind: &str| -> Vec<PathBuf> {
-            manifest[kind]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .filter(|e| !is_override_pattern(e) && !e.contains('*') && !e.contains('?'))
-                .flat_map(|e| resource_files(&path.join(e), kind))
-                .collect()
+    if let Some(manifest) = pi_manifest(path) {
+        let listed = manifest["extensions"].as_array().map_or(0, Vec::len);
+        let single_literal = listed == 1
+            && manifest["extensions"][0]
+                .as_str()
+                .is_some_and(|e| !e.contains(['*', '?']));
+        let extensions = manifest_files(path, &manifest, "extensions");
+        // One plain entry: the package itself (it is built as one extension, named after it);
+        // entries that name nothing: the package too, so that its build says what is wrong;
+        // otherwise each file is an extension of its own, as pi loads them.
+        found.extensions = match extensions.len() {
+            1 if single_literal => vec![path.to_path_buf()],
+            0 if listed > 0 => vec![path.to_path_buf()],
+            _ => extensions,
         };
-        let listed: Vec<&str> = manifest["extensions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .filter(|e| !is_override_pattern(e) && !e.contains('*') && !e.contains('?'))
-            .collect();
-        // One entry: the package itself (it is built as one extension, named after it);
-        // several: each entry is an extension of its own, as pi loads them.
-        found.extensions = match listed.as_slice() {
-            [] => Vec::new(),
-            [_] => vec![path.to_path_buf()],
-            entries => entries.iter().map(|e| normalize_join(path, e)).collect(),
-        };
-        found.prompts = entries("prompts");
-        found.skills = entries("skills");
+        found.prompts = manifest_files(path, &manifest, "prompts");
+        found.skills = manifest_files(path, &manifest, "skills");
         return found;
     }
     let mut any = false;
@@ -565,5 +574,41 @@ mod tests {
         assert_eq!(npm_name("npm:@foo/bar@1.0.0"), "@foo/bar");
         assert_eq!(npm_name("npm:plain@2"), "plain");
         assert_eq!(npm_name("npm:plain"), "plain");
+    }
+
+    #[test]
+    fn a_package_s_glob_entries_load_every_extension_they_match_as_pi_s_package_manager_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let pkg = dir.path();
+        write(
+            &pkg.join("package.json"),
+            r#"{"pi":{"extensions":["./extensions/*.ts","!**/old.ts"],"prompts":["./prompts/*.md"]}}"#,
+        );
+        for f in [
+            "extensions/b.ts",
+            "extensions/a.ts",
+            "extensions/old.ts",
+            "extensions/.wip.ts",
+        ] {
+            write(&pkg.join(f), "");
+        }
+        write(&pkg.join("prompts/review.md"), "");
+        let found = resolve_source(pkg);
+        let names: Vec<_> = found
+            .extensions
+            .iter()
+            .map(|p| p.strip_prefix(pkg).unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["extensions/a.ts", "extensions/b.ts"]);
+        assert_eq!(found.prompts, [pkg.join("prompts/review.md")]);
+
+        // A pattern that matches nothing leaves the package, whose build says so.
+        write(
+            &pkg.join("package.json"),
+            r#"{"pi":{"extensions":["./src/*.ts"]}}"#,
+        );
+        assert_eq!(resolve_source(pkg).extensions, [pkg.to_path_buf()]);
+        // A folder found by discovery reads its entries as plain paths, as pi's loader does.
+        assert_eq!(folder_entries(pkg), None);
     }
 }
