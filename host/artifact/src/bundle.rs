@@ -211,7 +211,7 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
     {
         let patterned = extensions
             .iter()
-            .any(|e| e.contains(['*', '?']) || manifest_entries::is_override(e));
+            .any(|e| manifest_entries::is_glob(e) || manifest_entries::is_override(e));
         if patterned {
             return package_entry_from_patterns(input, package, &extensions);
         }

@@ -12,7 +12,8 @@ pub fn is_override(entry: &str) -> bool {
     entry.starts_with('!') || entry.starts_with('+') || entry.starts_with('-')
 }
 
-fn is_glob(entry: &str) -> bool {
+/// `*` and `?` make an entry a glob over the package.
+pub fn is_glob(entry: &str) -> bool {
     entry.contains('*') || entry.contains('?')
 }
 

@@ -361,7 +361,7 @@ pub fn resolve_source(path: &Path) -> PackageSource {
         let single_literal = listed == 1
             && manifest["extensions"][0]
                 .as_str()
-                .is_some_and(|e| !e.contains(['*', '?']));
+                .is_some_and(|e| !manifest_entries::is_glob(e));
         let extensions = manifest_files(path, &manifest, "extensions");
         // One plain entry: the package itself (it is built as one extension, named after it);
         // entries that name nothing: the package too, so that its build says what is wrong;
