@@ -126,6 +126,11 @@ pub async fn start_with(script: Script, options: MockOptions) -> anyhow::Result<
         .with_state(state.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
+    // Streamed chunks are small writes: without TCP_NODELAY one waits for the client's
+    // delayed ACK (40 ms), which the agent-turn benchmark measured.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        let _ = stream.set_nodelay(true);
+    });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!("mock model server stopped: {e}");

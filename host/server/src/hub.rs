@@ -125,8 +125,9 @@ pub struct StreamEvent {
     pub id: u64,
     pub session: String,
     pub name: &'static str,
-    /// The JSON data, `sessionId` included.
-    pub data: Value,
+    /// The JSON text of the data, `sessionId` included: serialised once, however many
+    /// streams send it.
+    pub data: String,
 }
 
 struct Log {
@@ -207,6 +208,7 @@ impl User {
     /// the connected streams.
     pub fn publish(&self, session: &str, name: &'static str, mut data: Value) {
         data["sessionId"] = json!(session);
+        let data = data.to_string();
         let mut log = self.log.lock().unwrap();
         let event = Arc::new(StreamEvent {
             id: log.next_id,

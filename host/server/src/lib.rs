@@ -23,6 +23,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post, put};
+use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -103,6 +104,13 @@ pub fn router(hub: Arc<Hub>) -> Router {
 /// Serves until the listener fails, or until Ctrl-C / SIGTERM: then every session's
 /// extensions get session_shutdown before it returns (session files stay, for a restart).
 pub async fn serve(hub: Arc<Hub>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    // Events are small writes that must leave at once: without TCP_NODELAY, Nagle's
+    // algorithm holds one back until the client's delayed ACK (40 ms on Linux).
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     let server = axum::serve(listener, router(hub.clone()));
     tokio::select! {
         served = server => served,
@@ -507,7 +515,7 @@ fn sse_event(event: &StreamEvent) -> Event {
     Event::default()
         .id(event.id.to_string())
         .event(event.name)
-        .data(event.data.to_string())
+        .data(&event.data)
 }
 
 struct Stream {
