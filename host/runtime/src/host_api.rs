@@ -739,8 +739,10 @@ impl Host for ExtensionState {
             return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
         }
         let pending = self.operations.pending() > 0;
-        let waited = timeout_ms.is_some() || pending;
         let asked = timeout_ms.map(Duration::from_millis);
+        // A zero timeout only collects what is done: running on, not waiting (a loop of
+        // setImmediate must still meet the per-call limit).
+        let waited = asked != Some(Duration::ZERO) && (asked.is_some() || pending);
         let completion = if self.operations.person_pending() {
             // A dialog is pending: a person answers in their own time (each dialog ends at
             // its own timeout), which is not charged to the call's wall budget.
