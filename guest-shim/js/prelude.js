@@ -61,18 +61,20 @@ const eventLoop = {
 };
 globalThis.__pichamber_loop = eventLoop;
 
-function addTimer(fn, ms, args, repeat) {
+// As in Node, a timer's delay is at least 1 ms (setTimeout(fn, 0) waits a millisecond); only
+// setImmediate runs as soon as the loop turns.
+function addTimer(fn, ms, args, repeat, least = 1) {
   if (typeof fn !== "function") throw new TypeError("The callback must be a function");
-  const delay = Math.max(0, Number(ms) || 0);
+  const delay = Math.max(least, Number(ms) || 0);
   const id = nextTimerId++;
-  timers.set(id, { fn, args, due: Date.now() + delay, interval: repeat ? Math.max(1, delay) : undefined });
+  timers.set(id, { fn, args, due: Date.now() + delay, interval: repeat ? delay : undefined });
   return id;
 }
 globalThis.setTimeout = (fn, ms, ...args) => addTimer(fn, ms, args, false);
 globalThis.setInterval = (fn, ms, ...args) => addTimer(fn, ms, args, true);
 globalThis.clearTimeout = (id) => void timers.delete(typeof id === "object" && id ? id.id : id);
 globalThis.clearInterval = globalThis.clearTimeout;
-globalThis.setImmediate = (fn, ...args) => addTimer(fn, 0, args, false);
+globalThis.setImmediate = (fn, ...args) => addTimer(fn, 0, args, false, 0);
 globalThis.clearImmediate = globalThis.clearTimeout;
 if (typeof globalThis.queueMicrotask !== "function") {
   globalThis.queueMicrotask = (fn) => void Promise.resolve().then(fn);
