@@ -7,8 +7,9 @@
 
 mod bindings {
     wit_bindgen::generate!({
-        path: "../wit/v0.2.0",
-        world: "extension",
+        path: ["../wit/v0.2.0", "wit"],
+        world: "pichamber:shim/shim",
+        generate_all,
     });
 }
 
@@ -24,6 +25,12 @@ use bindings::exports::pichamber::extension::guest::{
 use serde_json::{Value, json};
 
 struct Extension;
+
+impl bindings::Guest for Extension {
+    fn pre_initialize() -> Result<(), String> {
+        engine::pre_initialize()
+    }
+}
 
 impl Guest for Extension {
     fn load(modules: Vec<ModuleSource>, entry: String, context: LoadContext) -> Result<(), String> {

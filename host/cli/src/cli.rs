@@ -1454,6 +1454,14 @@ fn print_inspection(report: &Value) {
         }
     );
     say!(
+        "  starts from:  {}",
+        if report["preInitialized"] == json!(true) {
+            "a pre-initialised snapshot (QuickJS and pichamber's prelude ready)"
+        } else {
+            "nothing: each instance starts QuickJS (a guest from before pre-initialisation, or PICHAMBER_PREINIT=off)"
+        }
+    );
+    say!(
         "  source hash:  {}",
         m["sourceHash"].as_str().unwrap_or("?")
     );

@@ -17,9 +17,11 @@ mod limits;
 mod operations;
 pub mod schema_cost;
 mod since_v0_1_0;
+pub mod snapshot;
 pub mod ui;
 mod wasi;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -105,56 +107,87 @@ impl Runtime {
         &self.engine
     }
 
-    /// The prepared component of an artifact, for the WIT version it was built with: from memory, from the on-disk cache (by the
-    /// component's hash, without reading the component), or compiled.
+    /// The prepared component of an artifact, for the WIT version it was built with: from
+    /// memory, from the on-disk cache (by the component's hash, without reading the component),
+    /// or compiled, pre-initialised first when the shim offers it ([`snapshot`]).
     pub fn prepare(&self, artifact: &Artifact) -> Result<GuestPre> {
         let claimed = artifact.component_hash()?;
         if let Some(pre) = self.prepared.lock().unwrap().get(&claimed) {
             return Ok(pre.clone());
         }
-        let cache_path = self
-            .cache_dir
-            .as_ref()
-            .map(|dir| dir.join(self.cache_name(&claimed)));
-        // SAFETY: files in our private cache are written by `Component::serialize` of an
-        // engine with this configuration (the name includes the compatibility hash). Whatever
-        // the artifact claims, the cached code is code we compiled from bytes with that hash.
-        let cached = cache_path.as_ref().filter(|p| p.is_file()).and_then(|p| {
-            match unsafe { Component::deserialize_file(&self.engine, p) } {
-                Ok(component) => Some(component),
-                Err(e) => {
-                    tracing::warn!("ignoring unusable cache entry {}: {e}", p.display());
-                    None
-                }
-            }
-        });
-        let (component, hash) = match cached {
-            Some(component) => (component, claimed),
-            None => {
-                let bytes = artifact.component_bytes()?;
-                let actual: [u8; 32] = Sha256::digest(&bytes).into();
-                let component = Component::new(&self.engine, &bytes)?;
-                if let Some(dir) = &self.cache_dir {
-                    let path = dir.join(self.cache_name(&actual));
-                    let written = component
-                        .serialize()
-                        .map_err(anyhow::Error::from)
-                        .and_then(|b| Ok(write_cache(&path, &b)?));
-                    if let Err(e) = written {
-                        tracing::debug!("cannot write the compile cache {}: {e}", path.display());
-                    }
-                }
-                (component, actual)
-            }
+        let (component, hash, pre_initialized) = if !snapshot::enabled() {
+            self.cached_or_compiled(&claimed, artifact, false)?
+        } else if let Some(component) = self.cached(&snapshot_key(&claimed)) {
+            (component, claimed, true)
+        } else {
+            let bytes = artifact.component_bytes()?;
+            let pre_initializable = snapshot::is_pre_initializable(&bytes);
+            self.cached_or_compiled(&claimed, artifact, pre_initializable)?
         };
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .context("the component does not match pichamber's WIT interface")?;
-        let pre = GuestPre::new(&artifact.manifest.wit_version, pre)?;
+        let pre = GuestPre::new(&artifact.manifest.wit_version, pre, pre_initialized)?;
         self.prepared.lock().unwrap().insert(hash, pre.clone());
         Ok(pre)
+    }
+
+    /// The compiled code cached under `key`, if any.
+    fn cached(&self, key: &[u8; 32]) -> Option<Component> {
+        let path = self.cache_dir.as_ref()?.join(self.cache_name(key));
+        if !path.is_file() {
+            return None;
+        }
+        // SAFETY: files in our private cache are written by `Component::serialize` of an
+        // engine with this configuration (the name includes the compatibility hash). Whatever
+        // the artifact claims, the cached code is code we compiled from bytes with that hash.
+        match unsafe { Component::deserialize_file(&self.engine, &path) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!("ignoring unusable cache entry {}: {e}", path.display());
+                None
+            }
+        }
+    }
+
+    /// The component as built, from the cache or compiled; with `pre_initialize`, its
+    /// snapshot compiled instead (the component as built when the snapshot fails).
+    fn cached_or_compiled(
+        &self,
+        claimed: &[u8; 32],
+        artifact: &Artifact,
+        pre_initialize: bool,
+    ) -> Result<(Component, [u8; 32], bool)> {
+        if !pre_initialize && let Some(component) = self.cached(claimed) {
+            return Ok((component, *claimed, false));
+        }
+        let bytes = artifact.component_bytes()?;
+        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+        let image = pre_initialize
+            .then(|| snapshot::pre_initialize(&self.engine, &bytes))
+            .and_then(|made| {
+                made.inspect_err(|e| tracing::warn!("{e:#}; instances start without it"))
+                    .ok()
+            });
+        let pre_initialized = image.is_some();
+        let (code, key) = match image {
+            Some(image) => (Cow::Owned(image), snapshot_key(&hash)),
+            None => (Cow::Borrowed(&bytes[..]), hash),
+        };
+        let component = Component::new(&self.engine, &code)?;
+        if let Some(dir) = &self.cache_dir {
+            let path = dir.join(self.cache_name(&key));
+            let written = component
+                .serialize()
+                .map_err(anyhow::Error::from)
+                .and_then(|b| Ok(write_cache(&path, &b)?));
+            if let Err(e) = written {
+                tracing::debug!("cannot write the compile cache {}: {e}", path.display());
+            }
+        }
+        Ok((component, hash, pre_initialized))
     }
 
     /// Cache file name: the component hash and the engine's compatibility hash.
@@ -166,6 +199,16 @@ impl Runtime {
         hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
         format!("{}.cwasm", &hex(&hasher.finalize())[..32])
     }
+}
+
+/// The cache key of a component's pre-initialised snapshot. The snapshot's content follows
+/// from the component's (its initialisation is deterministic), so the component's hash names
+/// it; the version changes when what pre-initialisation keeps does.
+fn snapshot_key(component_hash: &[u8; 32]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"pichamber pre-initialised snapshot 1\0");
+    hasher.update(component_hash);
+    hasher.finalize().into()
 }
 
 fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -210,35 +253,54 @@ fn start_epoch_ticker(engine: Engine) {
 
 /// A component ready to instantiate, with the bindings of the WIT version it was built with.
 #[derive(Clone)]
-pub enum GuestPre {
+pub struct GuestPre {
+    bindings: Bindings,
+    pre_initialized: bool,
+}
+
+#[derive(Clone)]
+enum Bindings {
     V0_1(since_v0_1_0::ExtensionPre<instance::ExtensionState>),
     Latest(latest::ExtensionPre<instance::ExtensionState>),
 }
 
 impl GuestPre {
-    fn new(wit_version: &str, pre: InstancePre<instance::ExtensionState>) -> Result<Self> {
+    fn new(
+        wit_version: &str,
+        pre: InstancePre<instance::ExtensionState>,
+        pre_initialized: bool,
+    ) -> Result<Self> {
         let context =
             || format!("the component does not export pichamber's WIT {wit_version} interface");
-        match wit_version {
-            "0.1.0" => Ok(Self::V0_1(
+        let bindings = match wit_version {
+            "0.1.0" => Bindings::V0_1(
                 since_v0_1_0::ExtensionPre::new(pre)
                     .map_err(anyhow::Error::from)
                     .with_context(context)?,
-            )),
-            v if v == pichamber_artifact::WIT_VERSION => Ok(Self::Latest(
+            ),
+            v if v == pichamber_artifact::WIT_VERSION => Bindings::Latest(
                 latest::ExtensionPre::new(pre)
                     .map_err(anyhow::Error::from)
                     .with_context(context)?,
-            )),
+            ),
             // The artifact reader refuses versions not in pichamber_artifact::WIT_VERSIONS.
             other => anyhow::bail!("no bindings for WIT {other}"),
-        }
+        };
+        Ok(Self {
+            bindings,
+            pre_initialized,
+        })
+    }
+
+    /// Whether instances start from the guest's pre-initialised snapshot ([`snapshot`]).
+    pub fn pre_initialized(&self) -> bool {
+        self.pre_initialized
     }
 
     pub(crate) fn engine(&self) -> &Engine {
-        match self {
-            Self::V0_1(pre) => pre.instance_pre().engine(),
-            Self::Latest(pre) => pre.instance_pre().engine(),
+        match &self.bindings {
+            Bindings::V0_1(pre) => pre.instance_pre().engine(),
+            Bindings::Latest(pre) => pre.instance_pre().engine(),
         }
     }
 
@@ -246,9 +308,9 @@ impl GuestPre {
         &self,
         store: &mut wasmtime::Store<instance::ExtensionState>,
     ) -> Result<Guest> {
-        Ok(match self {
-            Self::V0_1(pre) => Guest::V0_1(pre.instantiate_async(store).await?),
-            Self::Latest(pre) => Guest::Latest(pre.instantiate_async(store).await?),
+        Ok(match &self.bindings {
+            Bindings::V0_1(pre) => Guest::V0_1(pre.instantiate_async(store).await?),
+            Bindings::Latest(pre) => Guest::Latest(pre.instantiate_async(store).await?),
         })
     }
 }

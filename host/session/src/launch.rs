@@ -236,8 +236,12 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
             errors_in_sink.lock().unwrap().push(error.clone());
         }
     });
+    let runtime = Runtime::global()?;
+    let pre_initialized = runtime
+        .prepare(artifact)
+        .is_ok_and(|pre| pre.pre_initialized());
     let mut session = Session::new(
-        Runtime::global()?,
+        runtime,
         SessionConfig {
             cwd: "/".into(),
             has_ui: false,
@@ -268,6 +272,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         .collect();
     let report = json!({
         "manifest": artifact.manifest,
+        "preInitialized": pre_initialized,
         "files": artifact.bundled_files(),
         "loaded": loaded,
         "errors": *errors.lock().unwrap(),

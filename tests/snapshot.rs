@@ -1,0 +1,116 @@
+//! Pre-initialised guests (host/runtime/src/snapshot.rs): an artifact built today starts from
+//! the shim's snapshot, one built before pre-initialisation existed does not, and an instance
+//! started from the snapshot shares nothing with another: its factory runs afresh, the global
+//! scope is its own, and Math.random is seeded per instance (the snapshot was taken with a
+//! fixed clock, from which QuickJS seeds it).
+
+mod common;
+
+use serde_json::Value;
+
+const PROBE: &str = "tests/fixtures/snapshot/probe.ts";
+const WIT_0_1_0: &str = "tests/fixtures/wit-0.1.0/extension-0.1.0.wasm";
+
+fn inspect(path: &str, preinit: Option<&str>) -> Value {
+    let mut command = std::process::Command::new(common::bin());
+    command
+        .args(["inspect", path, "--json"])
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir());
+    if let Some(value) = preinit {
+        command.env("PICHAMBER_PREINIT", value);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs /probe `times` times in one instance; what each reported.
+fn probe(times: usize, preinit: Option<&str>) -> Vec<Value> {
+    let mut args = vec!["run".to_owned(), common::path(PROBE), "--json".into()];
+    for _ in 0..times {
+        args.extend(["--command".into(), "/probe".into()]);
+    }
+    let mut command = std::process::Command::new(common::bin());
+    command
+        .args(&args)
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir());
+    if let Some(value) = preinit {
+        command.env("PICHAMBER_PREINIT", value);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reports: Vec<Value> = common::of_type(&events, "entry")
+        .into_iter()
+        .filter(|e| e["entry"]["customType"] == "probe")
+        .map(|e| e["entry"]["data"].clone())
+        .collect();
+    assert_eq!(reports.len(), times, "{events:?}");
+    reports
+}
+
+fn randoms(report: &Value) -> Vec<f64> {
+    let values: Vec<f64> = report["random"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(values.iter().all(|v| (0.0..1.0).contains(v)), "{values:?}");
+    values
+}
+
+#[test]
+fn an_artifact_built_today_starts_from_the_snapshot_and_an_older_one_as_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let built = dir.path().join("probe.wasm");
+    let out = common::pichamber(&["build", &common::path(PROBE), "-o", built.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let built = built.to_str().unwrap();
+
+    let today = inspect(built, None);
+    assert_eq!(today["preInitialized"], true, "{today}");
+    assert_eq!(today["loaded"], true, "{today}");
+    assert_eq!(today["commands"][0]["name"], "probe", "{today}");
+    // The baseline the benchmarks compare with.
+    assert_eq!(inspect(built, Some("off"))["preInitialized"], false);
+    // The 0.1.0 artifact carries the shim of its day, which has nothing to pre-initialise.
+    let old = inspect(&common::path(WIT_0_1_0), None);
+    assert_eq!(old["preInitialized"], false, "{old}");
+    assert_eq!(old["loaded"], true, "{old}");
+}
+
+#[test]
+fn instances_started_from_the_snapshot_share_nothing() {
+    // One instance: the state is its own to keep (so the probe can see state at all).
+    let same = probe(2, None);
+    assert_eq!(same[0]["loads"], 1);
+    assert_eq!(same[0]["seen"], "nothing");
+    assert_eq!(same[1]["seen"], "a value");
+    assert_eq!(same[1]["loads"], 1);
+    let first = randoms(&same[0]);
+    assert_ne!(first[0], first[1]);
+
+    // Two instances from the same snapshot: nothing of the other, and other random numbers.
+    let other = probe(1, None);
+    assert_eq!(other[0]["loads"], 1);
+    assert_eq!(other[0]["seen"], "nothing");
+    let second = randoms(&other[0]);
+    assert!(
+        first.iter().all(|v| !second.contains(v)),
+        "two instances drew the same numbers: {first:?} {second:?}"
+    );
+
+    // And the same behaviour from a guest that initialises itself.
+    let unsnapshotted = probe(2, Some("off"));
+    assert_eq!(unsnapshotted[0]["seen"], "nothing");
+    assert_eq!(unsnapshotted[1]["seen"], "a value");
+    assert!(
+        randoms(&unsnapshotted[0])
+            .iter()
+            .all(|v| !first.contains(v))
+    );
+}
