@@ -1425,22 +1425,27 @@ fn an_endless_loop_in_a_timer_is_stopped_between_steps_and_restarted_until_disab
             "timer",
             format!("{stopped}; it is disabled after 3 failures"),
         ),
-        (
-            "command:/attack",
-            format!("the extension is disabled after 3 failures (the last: {reason})"),
-        ),
-        (
-            "command:/attack",
-            format!("the extension is disabled after 3 failures (the last: {reason})"),
-        ),
     ];
     let expected: Vec<(String, String)> = expected
         .into_iter()
         .map(|(e, m)| (e.to_owned(), m))
         .collect();
-    assert_eq!(reported, expected, "{}", run.dump());
-    // The two restarted instances served their command before their timer spun.
-    assert_eq!(run.entries("still-alive").len(), 2);
+    let (commands, steps): (Vec<_>, Vec<_>) = reported
+        .into_iter()
+        .partition(|(event, _)| event == "command:/attack");
+    assert_eq!(steps, expected, "{}", run.dump());
+    // A restarted instance serves its command; its timer (due 1 ms after the factory armed
+    // it, as in Node) spins before or after the next one, as the steps' timing falls. Every
+    // /attack after the third failure is refused, saying why.
+    let disabled = format!("the extension is disabled after 3 failures (the last: {reason})");
+    assert!(
+        !commands.is_empty() && commands.iter().all(|(_, m)| *m == disabled),
+        "{}",
+        run.dump()
+    );
+    let served = run.entries("still-alive").len();
+    assert!(served >= 2, "{}", run.dump());
+    assert_eq!(served + commands.len(), 4, "{}", run.dump());
     run.assert_bystander_command_served();
 }
 
