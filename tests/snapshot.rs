@@ -1,14 +1,16 @@
 //! Pre-initialised guests (host/runtime/src/snapshot.rs): an artifact built today starts from
 //! the shim's snapshot, one built before pre-initialisation existed does not, and an instance
 //! started from the snapshot shares nothing with another: its factory runs afresh, the global
-//! scope is its own, and Math.random is seeded per instance (the snapshot was taken with a
-//! fixed clock, from which QuickJS seeds it).
+//! scope is its own, Math.random is seeded per instance (the snapshot was taken with a fixed
+//! clock, from which QuickJS seeds it), and the prelude, evaluated in the snapshot, takes its
+//! load context (extension, cwd, environment, pi release) from each instance's load.
 
 mod common;
 
 use serde_json::Value;
 
 const PROBE: &str = "tests/fixtures/snapshot/probe.ts";
+const PROBE_0_73: &str = "tests/fixtures/snapshot/probe-0.73.ts";
 const WIT_0_1_0: &str = "tests/fixtures/wit-0.1.0/extension-0.1.0.wasm";
 
 fn inspect(path: &str, preinit: Option<&str>) -> Value {
@@ -26,13 +28,23 @@ fn inspect(path: &str, preinit: Option<&str>) -> Value {
 
 /// Runs /probe `times` times in one instance; what each reported.
 fn probe(times: usize, preinit: Option<&str>) -> Vec<Value> {
-    let mut args = vec!["run".to_owned(), common::path(PROBE), "--json".into()];
+    probe_in(PROBE, std::env::temp_dir().as_path(), times, preinit)
+}
+
+fn probe_in(
+    fixture: &str,
+    cwd: &std::path::Path,
+    times: usize,
+    preinit: Option<&str>,
+) -> Vec<Value> {
+    let mut args = vec!["run".to_owned(), common::path(fixture), "--json".into()];
     for _ in 0..times {
         args.extend(["--command".into(), "/probe".into()]);
     }
     let mut command = std::process::Command::new(common::bin());
     command
         .args(&args)
+        .current_dir(cwd)
         .env("PICHAMBER_CACHE_DIR", common::cache_dir());
     if let Some(value) = preinit {
         command.env("PICHAMBER_PREINIT", value);
@@ -113,4 +125,22 @@ fn instances_started_from_the_snapshot_share_nothing() {
             .iter()
             .all(|v| !first.contains(v))
     );
+}
+
+#[test]
+fn the_prelude_in_the_snapshot_takes_each_instances_load_context() {
+    for preinit in [None, Some("off")] {
+        let here = tempfile::tempdir().unwrap();
+        let cwd = here.path().canonicalize().unwrap();
+        let current = &probe_in(PROBE, &cwd, 1, preinit)[0];
+        assert_eq!(current["argv"], serde_json::json!(["pichamber", "probe"]));
+        assert_eq!(current["cwd"], cwd.to_str().unwrap(), "{current}");
+        assert_eq!(current["marker"], "1");
+        assert_eq!(current["virtualModels"], "function", "{current}");
+
+        // Written for pi 0.73.1: the snapshot's prelude holds 1.6.0's API, unapplied.
+        let old = &probe_in(PROBE_0_73, &cwd, 1, preinit)[0];
+        assert_eq!(old["argv"], serde_json::json!(["pichamber", "probe-0.73"]));
+        assert_eq!(old["virtualModels"], "undefined", "{old}");
+    }
 }

@@ -5,10 +5,12 @@
 
 
 const hostCall = (name, ...args) => JSON.parse(globalThis.__host(name, JSON.stringify(args)));
-const loadContext = JSON.parse(globalThis.__pichamber_load_context);
-delete globalThis.__pichamber_load_context;
+// What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
+// prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
+// its top level reads none of it and calls no host function; `applyLoadContext` does.
+const loadContext = {};
 // Whether the session follows pi 1.6.0 (README, "Which pi"): its additions to the API exist.
-const followsPi16 = !String(loadContext.piVersion ?? "1.6.0").startsWith("0.");
+let followsPi16 = true;
 
 const errorText = (err) => (err instanceof Error ? err.message : String(err));
 // Stack frames inside pichamber's own modules are noise to an extension author.
@@ -102,8 +104,9 @@ function startOperation(op, signal) {
 }
 
 // Math.random from the guest's random source (the host's, seeded under `pichamber check`)
-// rather than QuickJS's clock-seeded generator: xoshiro128**, 53 bits per number.
-{
+// rather than QuickJS's clock-seeded generator: xoshiro128**, 53 bits per number. Seeded at
+// load: a snapshot's seed would be every instance's.
+function seedRandom() {
   const bytes = hostCall("randomBytes", 16);
   let [a, b, c, d] = [0, 4, 8, 12].map(
     (i) => (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)) >>> 0,
@@ -286,11 +289,11 @@ globalThis.console = {
 };
 
 // process: only granted environment variables, plus PiChamber's detection marker.
-const env = { ...loadContext.env, PICHAMBER: "1" };
-const startedAt = Date.now();
+const env = { PICHAMBER: "1" };
+let startedAt = Date.now();
 globalThis.process = {
   env,
-  argv: ["pichamber", loadContext.extensionName],
+  argv: ["pichamber", ""],
   platform: "linux",
   arch: "wasm32",
   version: "v20.0.0",
@@ -371,7 +374,9 @@ globalThis.__pichamber_internal = {
   runBuiltinTool,
   fetchOperation,
   // The pi release the session follows: pi-coding-agent's VERSION.
-  piVersion: loadContext.piVersion,
+  get piVersion() {
+    return loadContext.piVersion;
+  },
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -548,7 +553,6 @@ const pi16Api = {
     return loading ? servers.filter((s) => !registeredWhileLoading.has(s.name)) : servers;
   },
 };
-if (followsPi16) Object.assign(pi, pi16Api);
 
 // ---------------------------------------------------------------------------------------------
 // ctx: rebuilt for every call from the host's snapshot (cwd, model, ...) plus live methods.
@@ -1076,8 +1080,19 @@ function toolContext(toolCallId) {
 
 const toolResultFromError = (err) => ({ content: [{ type: "text", text: errorText(err) }], details: {}, isError: true });
 
+function applyLoadContext(context) {
+  Object.assign(loadContext, context);
+  followsPi16 = !String(loadContext.piVersion ?? "1.6.0").startsWith("0.");
+  if (followsPi16) Object.assign(pi, pi16Api);
+  Object.assign(env, loadContext.env, { PICHAMBER: "1" });
+  globalThis.process.argv[1] = loadContext.extensionName;
+  startedAt = Date.now();
+  seedRandom();
+}
+
 globalThis.__pichamber = {
-  load: envelope(async (entry) => {
+  load: envelope(async (entry, contextJson) => {
+    applyLoadContext(JSON.parse(contextJson));
     const namespace = await import(entry);
     const factory = namespace.default;
     if (typeof factory !== "function") {

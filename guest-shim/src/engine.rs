@@ -38,39 +38,23 @@ thread_local! {
 }
 
 /// Everything that does not depend on the extension or its session: QuickJS with its module
-/// loader and host bindings, and the prelude compiled (not evaluated: it reads the load
-/// context). The host runs this once and keeps the memory as the instances' initial image
-/// (host/runtime/src/snapshot.rs). It calls no host import but the clock QuickJS reads at
-/// start, and holds no WASI resource afterwards. The other virtual modules still compile when
-/// first imported: compiled here as well, an import of pichamber:theme found its namespace
-/// without its exports (not yet understood).
+/// loader and host bindings, and the prelude evaluated (it reads the load context only when
+/// `load` hands it over). The host runs this once and keeps the memory as the instances'
+/// initial image (host/runtime/src/snapshot.rs). It calls no host import but the clock, and
+/// holds no WASI resource afterwards. The other virtual modules compile when first imported:
+/// compiled here as well, an import of pichamber:theme found its namespace without its
+/// exports (not yet understood).
 pub fn pre_initialize() -> Result<(), String> {
     if RUNTIME.with(|r| r.borrow().is_some()) {
         return Err("pre-initialize was called twice on one instance".into());
     }
     let runtime = start_runtime()?;
-    runtime.context().with(|ctx| -> Result<(), String> {
-        {
-            let id = modules::PRELUDE_ID;
-            let name = CString::new(id).map_err(|e| e.to_string())?;
-            // SAFETY: the context is live; load_module registers the compiled module with it.
-            let module =
-                unsafe { load_module(ctx.as_raw().as_ptr(), name.as_ptr(), std::ptr::null_mut()) };
-            if module.is_null() {
-                return Err(format!(
-                    "cannot compile {id}: {}",
-                    js_error_text(&ctx, javy::quickjs::Error::Exception)
-                ));
-            }
-        }
-        Ok(())
-    })?;
     RUNTIME.with(|r| *r.borrow_mut() = Some(runtime));
     Ok(())
 }
 
 /// A QuickJS runtime whose imports resolve through `load_module`, with `__host` and
-/// `__pichamber_require` installed.
+/// `__pichamber_require` installed and the prelude evaluated.
 fn start_runtime() -> Result<Runtime, String> {
     let mut config = Config::default();
     config
@@ -88,6 +72,9 @@ fn start_runtime() -> Result<Runtime, String> {
         }
         hostcall::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
+            .map_err(|e| js_error_text(&ctx, e))?;
+        settle_raw(&ctx, prelude.into_value())?;
         Ok(())
     })?;
     Ok(runtime)
@@ -97,68 +84,30 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
     if LOADED.with(|l| l.replace(true)) {
         return Err("load was called twice on one instance".into());
     }
-    // Without pre-initialisation (a shim run as built) QuickJS starts here, and modules
-    // compile as they are imported.
+    // Without pre-initialisation (a shim run as built) QuickJS and the prelude start here.
     if RUNTIME.with(|r| r.borrow().is_none()) {
         let runtime = start_runtime()?;
         RUNTIME.with(|r| *r.borrow_mut() = Some(runtime));
     }
     modules::set_extension_modules(sources);
     RUNTIME.with(|r| {
-        let guard = r.borrow();
-        let runtime = guard.as_ref().expect("started above");
-        runtime.context().with(|ctx| -> Result<(), String> {
-            unsafe {
+        if let Some(runtime) = r.borrow().as_ref() {
+            runtime.context().with(|ctx| unsafe {
                 let rt = qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
                 qjs::JS_SetMemoryLimit(rt, js_memory_limit(context.memory_limit) as _);
-            }
-            // QuickJS seeded Math.random from the clock when it started, which for a
-            // pre-initialised instance was at build time: every session would draw the same
-            // numbers. Each instance gets its own generator, seeded from the host's random.
-            install_math_random(&ctx).map_err(|e| js_error_text(&ctx, e))?;
-            let context_json = serde_json::json!({
-                "extensionName": context.extension_name,
-                "cwd": context.cwd,
-                "mode": context.mode,
-                "hasUI": context.has_ui,
-                "piVersion": context.pi_version,
-                "env": context.env.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>(),
-            })
-            .to_string();
-            ctx.globals()
-                .set("__pichamber_load_context", context_json)
-                .map_err(|e| js_error_text(&ctx, e))?;
-            let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
-                .map_err(|e| js_error_text(&ctx, e))?;
-            settle_raw(&ctx, prelude.into_value())?;
-            Ok(())
-        })
-    })?;
-    call_prelude("load", &[entry]).map(|_| ())
-}
-
-/// `Math.random` as xorshift64* (QuickJS's own algorithm) over a seed from WASI's random.
-fn install_math_random(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
-    let mut seed = [0u8; 8];
-    getrandom::fill(&mut seed).map_err(|_| javy::quickjs::Error::Unknown)?;
-    let state = std::cell::Cell::new(u64::from_le_bytes(seed) | 1);
-    let random = Function::new(ctx.clone(), move || -> f64 {
-        let mut x = state.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        state.set(x);
-        let bits = (0x3ffu64 << 52) | (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 12);
-        f64::from_bits(bits) - 1.0
-    })?
-    .with_name("random")?;
-    let math: Object = ctx.globals().get("Math")?;
-    math.prop(
-        "random",
-        javy::quickjs::object::Property::from(random)
-            .writable()
-            .configurable(),
-    )
+            });
+        }
+    });
+    let context_json = serde_json::json!({
+        "extensionName": context.extension_name,
+        "cwd": context.cwd,
+        "mode": context.mode,
+        "hasUI": context.has_ui,
+        "piVersion": context.pi_version,
+        "env": context.env.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>(),
+    })
+    .to_string();
+    call_prelude("load", &[entry, &context_json]).map(|_| ())
 }
 
 /// Calls `globalThis.__pichamber[name](...args)`, which returns a promise of a JSON envelope
