@@ -2358,6 +2358,8 @@ fn polluted_built_ins_stay_in_the_polluters_realm() {
         "--command",
         "/break-json",
         "--tool",
+        "polluter_echo",
+        "--tool",
         "bystander_echo",
         "--command",
         "/bystander",
@@ -2369,10 +2371,11 @@ fn polluted_built_ins_stay_in_the_polluters_realm() {
     );
     // ...the garbage its broken JSON produced was refused...
     let errors = run.errors_of("pollute-globals");
-    assert!(
-        errors.iter().any(|e| e.contains("bad envelope")),
-        "{errors:?}"
-    );
+    let refusal = "the tool's content is not an array of content blocks";
+    assert!(errors.iter().any(|e| e.contains(refusal)), "{errors:?}");
+    let echoed = run.tool_results("polluter_echo");
+    assert_eq!(echoed[0]["isError"], true, "{}", run.dump());
+    assert!(common::text_of(&echoed[0]["content"]).contains(refusal));
     // ...and the other extension, loaded after it, never saw any of it.
     run.assert_bystander_tool_served();
     run.assert_bystander_command_served();

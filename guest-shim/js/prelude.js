@@ -1042,15 +1042,29 @@ async function reportCompaction({ callback, result, error }) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Exports called by the Rust side. Each returns a promise of a JSON envelope.
+// Exports called by the Rust side. Each returns a promise of an array: `[null, ...parts]`, each
+// part the JSON text of a value (null for undefined or null), or `[message]` when it threw. The
+// Rust side hands the parts on as they are: nothing is parsed twice.
 
+const jsonPart = (value) => (value === undefined || value === null ? null : JSON.stringify(value));
+const failure = (err) => {
+  const stack = errorStack(err);
+  return [stack ? `${errorText(err)}\n${stack.trimEnd()}` : errorText(err)];
+};
+// One part: what `fn` resolves to.
 const envelope = (fn) => async (...args) => {
   try {
-    const ok = await fn(...args);
-    return JSON.stringify({ ok: ok === undefined ? null : ok });
+    return [null, jsonPart(await fn(...args))];
   } catch (err) {
-    const stack = errorStack(err);
-    return JSON.stringify({ error: stack ? `${errorText(err)}\n${stack.trimEnd()}` : errorText(err) });
+    return failure(err);
+  }
+};
+// A part for each element of the array `fn` resolves to.
+const envelopeParts = (fn) => async (...args) => {
+  try {
+    return [null, ...(await fn(...args)).map(jsonPart)];
+  } catch (err) {
+    return failure(err);
   }
 };
 
@@ -1090,6 +1104,34 @@ function applyLoadContext(context) {
   seedRandom();
 }
 
+// A tool's execution, as pi's agent loop makes it: the tool's result or its error as one.
+async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
+  const tool = extension.tools.get(toolName);
+  if (!tool) return toolResultFromError(new Error(`Tool "${toolName}" is not registered by this extension`));
+  const snapshot = JSON.parse(ctxJson);
+  const signal = neverAborted();
+  const ctx = makeContext(snapshot, { signal });
+  if (followsPi16) Object.assign(ctx, toolContext(toolCallId));
+  const onUpdate = (partial) => hostCall("toolUpdate", toolCallId, partial ?? null);
+  try {
+    const result = await tool.execute(toolCallId, JSON.parse(paramsJson), signal, onUpdate, ctx);
+    if (!result || typeof result !== "object") {
+      return toolResultFromError(new Error(`Tool "${toolName}" returned ${JSON.stringify(result)} instead of { content, details }`));
+    }
+    return {
+      content: Array.isArray(result.content) ? result.content : [],
+      details: result.details,
+      // pi counts a call as failed only when execute throws; an isError the tool returns
+      // stays its own (pi 0.73.1's agent loop).
+      isError: false,
+      terminate: result.terminate === true,
+      structuredContent: result.structuredContent,
+    };
+  } catch (err) {
+    return toolResultFromError(err);
+  }
+}
+
 globalThis.__pichamber = {
   load: envelope(async (entry, contextJson) => {
     applyLoadContext(JSON.parse(contextJson));
@@ -1106,10 +1148,12 @@ globalThis.__pichamber = {
     }
     return null;
   }),
-  dispatchEvent: envelope(async (name, eventJson, ctxJson) => {
+  // [chain result, event]
+  dispatchEvent: envelopeParts(async (name, eventJson, ctxJson) => {
     const event = JSON.parse(eventJson);
     const ctx = makeContext(JSON.parse(ctxJson));
-    return runChain(name, event, ctx);
+    const { result, event: after } = await runChain(name, event, ctx);
+    return [result, after];
   }),
   prepareArguments: envelope(async (toolName, argsJson) => {
     const tool = extension.tools.get(toolName);
@@ -1117,31 +1161,10 @@ globalThis.__pichamber = {
     if (!tool?.prepareArguments) return args;
     return tool.prepareArguments(args);
   }),
-  executeTool: envelope(async (toolName, toolCallId, paramsJson, ctxJson) => {
-    const tool = extension.tools.get(toolName);
-    if (!tool) return toolResultFromError(new Error(`Tool "${toolName}" is not registered by this extension`));
-    const snapshot = JSON.parse(ctxJson);
-    const signal = neverAborted();
-    const ctx = makeContext(snapshot, { signal });
-    if (followsPi16) Object.assign(ctx, toolContext(toolCallId));
-    const onUpdate = (partial) => hostCall("toolUpdate", toolCallId, partial ?? null);
-    try {
-      const result = await tool.execute(toolCallId, JSON.parse(paramsJson), signal, onUpdate, ctx);
-      if (!result || typeof result !== "object") {
-        return toolResultFromError(new Error(`Tool "${toolName}" returned ${JSON.stringify(result)} instead of { content, details }`));
-      }
-      return {
-        content: Array.isArray(result.content) ? result.content : [],
-        details: result.details,
-        // pi counts a call as failed only when execute throws; an isError the tool returns
-        // stays its own (pi 0.73.1's agent loop).
-        isError: false,
-        terminate: result.terminate === true,
-        structuredContent: result.structuredContent,
-      };
-    } catch (err) {
-      return toolResultFromError(err);
-    }
+  // [content, details, isError, terminate, structuredContent]
+  executeTool: envelopeParts(async (...args) => {
+    const { content, details, isError, terminate, structuredContent } = await executeTool(...args);
+    return [content, details, isError, terminate, structuredContent];
   }),
   runCommand: envelope(async (name, args, ctxJson) => {
     const command = extension.commands.get(name);

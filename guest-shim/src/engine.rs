@@ -110,9 +110,10 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
     call_prelude("load", &[entry, &context_json]).map(|_| ())
 }
 
-/// Calls `globalThis.__pichamber[name](...args)`, which returns a promise of a JSON envelope
-/// `{"ok": <json text>}` or `{"error": <message>}`, and runs the event loop until it settles.
-pub fn call_prelude(name: &str, args: &[&str]) -> Result<String, String> {
+/// Calls `globalThis.__pichamber[name](...args)`, which returns a promise of an array
+/// `[null, ...parts]` (each part the JSON text of a value, or null) or `[message]`, and runs the
+/// event loop until it settles. The parts come back as JavaScript made them, unparsed.
+pub fn call_prelude(name: &str, args: &[&str]) -> Result<Vec<Option<String>>, String> {
     RUNTIME.with(|r| {
         let guard = r.borrow();
         let runtime = guard
@@ -133,31 +134,27 @@ pub fn call_prelude(name: &str, args: &[&str]) -> Result<String, String> {
             let promise: Value = function
                 .call_arg(call_args)
                 .map_err(|e| js_error_text(&ctx, e))?;
-            let envelope = settle_raw(&ctx, promise)?;
-            let envelope: String = envelope
-                .as_string()
-                .and_then(|s| s.to_string().ok())
-                .ok_or_else(|| "internal: prelude returned no envelope".to_string())?;
-            let parsed: serde_json::Value =
-                serde_json::from_str(&envelope).map_err(|e| e.to_string())?;
-            match parsed {
-                serde_json::Value::Object(mut map) => {
-                    if let Some(error) = map.remove("error") {
-                        Err(error
-                            .as_str()
-                            .map(str::to_owned)
-                            .unwrap_or_else(|| error.to_string()))
-                    } else {
-                        Ok(map
-                            .remove("ok")
-                            .map(|v| v.to_string())
-                            .unwrap_or_else(|| "null".into()))
-                    }
-                }
-                other => Err(format!("internal: bad envelope {other}")),
+            let reply = settle_raw(&ctx, promise)?;
+            let parts: Vec<Option<String>> = reply
+                .into_array()
+                .and_then(|a| a.iter().collect::<javy::quickjs::Result<_>>().ok())
+                .ok_or_else(|| format!("internal: {name} returned no reply"))?;
+            match parts.split_first() {
+                Some((None, rest)) => Ok(rest.to_vec()),
+                Some((Some(error), _)) => Err(error.clone()),
+                None => Err(format!("internal: {name} returned an empty reply")),
             }
         })
     })
+}
+
+/// [`call_prelude`] of a function with one part: its JSON text (`null` for none).
+pub fn call_prelude_json(name: &str, args: &[&str]) -> Result<String, String> {
+    let mut parts = call_prelude(name, args)?;
+    Ok(parts
+        .first_mut()
+        .and_then(Option::take)
+        .unwrap_or_else(|| "null".into()))
 }
 
 /// Background work between calls: due timers and completed operations, without blocking.

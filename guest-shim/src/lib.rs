@@ -38,53 +38,38 @@ impl Guest for Extension {
     }
 
     fn dispatch_event(name: String, event: String, ctx: String) -> Result<DispatchResult, String> {
-        let out = engine::call_prelude("dispatchEvent", &[&name, &event, &ctx])?;
-        let value: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+        let mut parts = engine::call_prelude("dispatchEvent", &[&name, &event, &ctx])?.into_iter();
+        let chain_result = parts.next().flatten();
         Ok(DispatchResult {
-            chain_result: match value.get("result") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(v.to_string()),
-            },
-            event: value.get("event").map(Value::to_string).unwrap_or(event),
+            chain_result,
+            event: parts.next().flatten().unwrap_or(event),
         })
     }
 
     fn prepare_arguments(tool: String, args: String) -> Result<String, String> {
-        engine::call_prelude("prepareArguments", &[&tool, &args])
+        engine::call_prelude_json("prepareArguments", &[&tool, &args])
     }
 
     fn execute_tool(tool: String, tool_call_id: String, params: String, ctx: String) -> ToolResult {
-        let out = engine::call_prelude("executeTool", &[&tool, &tool_call_id, &params, &ctx]);
-        let value: Value =
-            match out.and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string())) {
-                Ok(v) => v,
-                Err(message) => json!({
-                    "content": [{"type": "text", "text": message}],
-                    "isError": true,
-                }),
-            };
-        ToolResult {
-            content: value
-                .get("content")
-                .cloned()
-                .unwrap_or_else(|| json!([]))
-                .to_string(),
-            details: value
-                .get("details")
-                .filter(|d| !d.is_null())
-                .map(Value::to_string),
-            is_error: value
-                .get("isError")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            terminate: value
-                .get("terminate")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            structured_content: value
-                .get("structuredContent")
-                .filter(|s| !s.is_null())
-                .map(Value::to_string),
+        match engine::call_prelude("executeTool", &[&tool, &tool_call_id, &params, &ctx]) {
+            Ok(parts) => {
+                let mut parts = parts.into_iter();
+                let mut next = || parts.next().flatten();
+                ToolResult {
+                    content: next().unwrap_or_else(|| "[]".into()),
+                    details: next(),
+                    is_error: next().as_deref() == Some("true"),
+                    terminate: next().as_deref() == Some("true"),
+                    structured_content: next(),
+                }
+            }
+            Err(message) => ToolResult {
+                content: json!([{"type": "text", "text": message}]).to_string(),
+                details: None,
+                is_error: true,
+                terminate: false,
+                structured_content: None,
+            },
         }
     }
 
@@ -96,7 +81,7 @@ impl Guest for Extension {
         name: String,
         prefix: String,
     ) -> Result<Option<Vec<CompletionItem>>, String> {
-        let out = engine::call_prelude("completeArguments", &[&name, &prefix])?;
+        let out = engine::call_prelude_json("completeArguments", &[&name, &prefix])?;
         let value: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
         let Some(items) = value.as_array() else {
             return Ok(None);
@@ -142,7 +127,7 @@ impl Guest for Extension {
         request: String,
         ctx: String,
     ) -> Result<String, String> {
-        engine::call_prelude("routeModel", &[&provider, &id, &request, &ctx])
+        engine::call_prelude_json("routeModel", &[&provider, &id, &request, &ctx])
     }
 
     fn shutdown() {

@@ -17,7 +17,7 @@ use super::extension_host::ExtensionHost;
 use super::limits::{Meter, Registry};
 use super::operations::Operations;
 use super::wasi::Determinism;
-use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
+use super::wit::{CompletionItem, LoadContext, ModuleSource};
 use super::{Guest, GuestPre};
 use pichamber_access::Grants;
 use pichamber_artifact::Artifact;
@@ -438,28 +438,28 @@ impl ExtensionInstance {
         name: &str,
         event: &Value,
         ctx: &Value,
-    ) -> Result<DispatchResult, CallError> {
+    ) -> Result<Dispatched, CallError> {
         let (event, ctx) = (event.to_string(), ctx.to_string());
         let result = guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?
             .map_err(|e| self.guest_error(e))?;
-        check_size("the event it returned", &result.event)?;
-        check_size(
-            "the handler result",
-            result.chain_result.as_deref().unwrap_or_default(),
-        )?;
-        Ok(result)
+        Ok(Dispatched {
+            event: guest_json("the event it returned", &result.event)?,
+            chain_result: result
+                .chain_result
+                .map(|r| guest_json("the handler result", &r))
+                .transpose()?,
+        })
     }
 
     pub async fn prepare_arguments(
         &mut self,
         tool: &str,
         args: &Value,
-    ) -> Result<String, CallError> {
+    ) -> Result<Value, CallError> {
         let args = args.to_string();
         let prepared = guest_call!(self, |g, s| g.call_prepare_arguments(s, tool, &args))?
             .map_err(|e| self.guest_error(e))?;
-        check_size("prepareArguments' result", &prepared)?;
-        Ok(prepared)
+        guest_json("prepareArguments' result", &prepared)
     }
 
     pub async fn execute_tool(
@@ -468,20 +468,28 @@ impl ExtensionInstance {
         call_id: &str,
         params: &Value,
         ctx: &Value,
-    ) -> Result<ToolResult, CallError> {
+    ) -> Result<ToolOutput, CallError> {
         let (params, ctx) = (params.to_string(), ctx.to_string());
         let result = guest_call!(self, |g, s| g
             .call_execute_tool(s, tool, call_id, &params, &ctx))?;
-        check_size("the tool's content", &result.content)?;
-        check_size(
-            "the tool's details",
-            result.details.as_deref().unwrap_or_default(),
-        )?;
-        check_size(
-            "the tool's structuredContent",
-            result.structured_content.as_deref().unwrap_or_default(),
-        )?;
-        Ok(result)
+        let optional =
+            |what: &str, text: Option<String>| text.map(|t| guest_json(what, &t)).transpose();
+        let content = guest_json("the tool's content", &result.content)?;
+        if !content.is_array() {
+            return Err(CallError::Guest(
+                "the tool's content is not an array of content blocks".into(),
+            ));
+        }
+        Ok(ToolOutput {
+            content,
+            details: optional("the tool's details", result.details)?,
+            is_error: result.is_error,
+            terminate: result.terminate,
+            structured_content: optional(
+                "the tool's structuredContent",
+                result.structured_content,
+            )?,
+        })
     }
 
     pub async fn run_command(
@@ -526,9 +534,7 @@ impl ExtensionInstance {
         let route = guest_call!(self, |g, s| g
             .call_route_model(s, provider, id, &request, &ctx))?
         .map_err(|e| self.guest_error(e))?;
-        check_size("the model route", &route)?;
-        serde_json::from_str(&route)
-            .map_err(|e| CallError::Guest(format!("the model route is not JSON: {e}")))
+        guest_json("the model route", &route)
     }
 
     /// Runs due timers and completed operations; the delay until the next timer, if any.
@@ -599,15 +605,36 @@ impl ExtensionInstance {
     }
 }
 
-/// Values an extension hands back are capped like the ones it sends through imports.
-fn check_size(what: &str, text: &str) -> Result<(), CallError> {
+/// A JSON text the extension handed back, parsed once, here: capped like the values it sends
+/// through imports, and malformed or nested too deep (serde's limit) is its error.
+fn guest_json(what: &str, text: &str) -> Result<Value, CallError> {
     if text.len() > MAX_JSON_BYTES {
         return Err(CallError::Guest(format!(
             "{what} is {} bytes; the limit is {MAX_JSON_BYTES}",
             text.len()
         )));
     }
-    Ok(())
+    serde_json::from_str(text)
+        .map_err(|e| CallError::Guest(format!("{what} is not valid JSON: {e}")))
+}
+
+/// What an event's handlers made of it.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The event as the handlers left it.
+    pub event: Value,
+    /// What the chain returned, if anything.
+    pub chain_result: Option<Value>,
+}
+
+/// A tool's result as its `execute` gave it (or its error, as one).
+#[derive(Debug)]
+pub struct ToolOutput {
+    pub content: Value,
+    pub details: Option<Value>,
+    pub is_error: bool,
+    pub terminate: bool,
+    pub structured_content: Option<Value>,
 }
 
 fn describe_trap(error: &wasmtime::Error) -> String {

@@ -34,7 +34,10 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
-pub use instance::{CallError, ExtensionInstance, InstanceOptions, MAX_FAILURES, split_stack};
+pub use instance::{
+    CallError, Dispatched, ExtensionInstance, InstanceOptions, MAX_FAILURES, ToolOutput,
+    split_stack,
+};
 pub use operations::Operations;
 pub use wasi::Determinism;
 

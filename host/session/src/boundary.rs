@@ -217,9 +217,7 @@ impl Session {
                     continue;
                 }
             };
-            let Ok(updated) = serde_json::from_str::<Value>(&dispatched.event) else {
-                continue;
-            };
+            let updated = dispatched.event;
             if updated["entries"].is_array() {
                 entries = updated["entries"].clone();
             }

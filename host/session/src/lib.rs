@@ -599,12 +599,8 @@ impl Session {
                     continue;
                 }
             };
-            if let Ok(updated) = serde_json::from_str::<Value>(&dispatched.event) {
-                event = updated;
-            }
-            let chain: Option<Value> = dispatched
-                .chain_result
-                .and_then(|r| serde_json::from_str(&r).ok());
+            event = dispatched.event;
+            let chain = dispatched.chain_result;
             match name {
                 "tool_call" => {
                     if input_before.as_ref() != Some(&event["input"])

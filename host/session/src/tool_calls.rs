@@ -399,7 +399,7 @@ impl Session {
             ToolSource::Builtin => args = tools::prepare_arguments(&name, args),
             ToolSource::Extension(owner) if tool.has_prepare_arguments => {
                 match self.extensions[owner].prepare_arguments(&name, &args).await {
-                    Ok(prepared) => args = serde_json::from_str(&prepared).unwrap_or(args),
+                    Ok(prepared) => args = prepared,
                     Err(e) => return immediate(&e.to_string()),
                 }
             }
@@ -654,10 +654,8 @@ impl Session {
         self.flush_bus().await;
         match executed {
             Ok(r) => {
-                let mut result = json!({
-                    "content": serde_json::from_str::<Value>(&r.content).unwrap_or(json!([])),
-                });
-                if let Some(details) = r.details.and_then(|d| serde_json::from_str(&d).ok()) {
+                let mut result = json!({ "content": r.content });
+                if let Some(details) = r.details {
                     result["details"] = details;
                 }
                 if r.terminate {
@@ -665,9 +663,7 @@ impl Session {
                 }
                 // pi 1.6.0 keeps a tool's structuredContent in its result.
                 if self.shared.pi == PiVersion::V1_6
-                    && let Some(structured) = r
-                        .structured_content
-                        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+                    && let Some(structured) = r.structured_content
                 {
                     result["structuredContent"] = structured;
                 }
