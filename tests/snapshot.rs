@@ -1,9 +1,10 @@
 //! Pre-initialised guests (host/runtime/src/snapshot.rs): an artifact built today starts from
 //! the shim's snapshot, one built before pre-initialisation existed does not, and an instance
 //! started from the snapshot shares nothing with another: its factory runs afresh, the global
-//! scope is its own, Math.random is seeded per instance (the snapshot was taken with a fixed
-//! clock, from which QuickJS seeds it), and the prelude, evaluated in the snapshot, takes its
-//! load context (extension, cwd, environment, pi release) from each instance's load.
+//! scope and the modules evaluated in the snapshot are its own, Math.random is seeded per
+//! instance (the snapshot was taken with a fixed clock, from which QuickJS seeds it), and the
+//! prelude, evaluated in the snapshot, takes its load context (extension, cwd, environment, pi
+//! release) from each instance's load.
 
 mod common;
 
@@ -102,6 +103,7 @@ fn instances_started_from_the_snapshot_share_nothing() {
     assert_eq!(same[0]["loads"], 1);
     assert_eq!(same[0]["seen"], "nothing");
     assert_eq!(same[1]["seen"], "a value");
+    assert_eq!(same[1]["seenInModule"], "a value");
     assert_eq!(same[1]["loads"], 1);
     let first = randoms(&same[0]);
     assert_ne!(first[0], first[1]);
@@ -110,6 +112,8 @@ fn instances_started_from_the_snapshot_share_nothing() {
     let other = probe(1, None);
     assert_eq!(other[0]["loads"], 1);
     assert_eq!(other[0]["seen"], "nothing");
+    // pi-tui was evaluated in the snapshot: what one instance did to it is its own.
+    assert_eq!(other[0]["seenInModule"], "nothing");
     let second = randoms(&other[0]);
     assert!(
         first.iter().all(|v| !second.contains(v)),

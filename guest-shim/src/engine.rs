@@ -37,18 +37,30 @@ thread_local! {
     static LOADED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// Virtual modules extensions commonly import whose top level reads nothing of a session (no
+/// global, clock, random or host call): evaluated in the snapshot, so an instance that imports
+/// them neither compiles nor runs them, and their objects stay shared pages. A module added
+/// here must stay that pure; the others compile when first imported.
+const SNAPSHOT_MODULES: &[&str] = &["pichamber:typebox", "pichamber:pi-tui", "pichamber:theme"];
+
 /// Everything that does not depend on the extension or its session: QuickJS with its module
-/// loader and host bindings, and the prelude evaluated (it reads the load context only when
-/// `load` hands it over). The host runs this once and keeps the memory as the instances'
-/// initial image (host/runtime/src/snapshot.rs). It calls no host import but the clock, and
-/// holds no WASI resource afterwards. The other virtual modules compile when first imported:
-/// compiled here as well, an import of pichamber:theme found its namespace without its
-/// exports (not yet understood).
+/// loader and host bindings, the prelude evaluated (it reads the load context only when `load`
+/// hands it over) and [`SNAPSHOT_MODULES`]. The host runs this once and keeps the memory as
+/// the instances' initial image (host/runtime/src/snapshot.rs). It calls no host import but
+/// the clock, and holds no WASI resource afterwards.
 pub fn pre_initialize() -> Result<(), String> {
     if RUNTIME.with(|r| r.borrow().is_some()) {
         return Err("pre-initialize was called twice on one instance".into());
     }
     let runtime = start_runtime()?;
+    runtime.context().with(|ctx| -> Result<(), String> {
+        for id in SNAPSHOT_MODULES {
+            let module =
+                javy::quickjs::Module::import(&ctx, *id).map_err(|e| js_error_text(&ctx, e))?;
+            settle_raw(&ctx, module.into_value()).map_err(|e| format!("{id}: {e}"))?;
+        }
+        Ok(())
+    })?;
     RUNTIME.with(|r| *r.borrow_mut() = Some(runtime));
     Ok(())
 }

@@ -1456,7 +1456,7 @@ fn print_inspection(report: &Value) {
     say!(
         "  starts from:  {}",
         if report["preInitialized"] == json!(true) {
-            "a pre-initialised snapshot (QuickJS and pichamber's prelude ready)"
+            "a pre-initialised snapshot (QuickJS, pichamber's prelude, typebox and pi-tui ready)"
         } else {
             "nothing: each instance starts QuickJS (a guest from before pre-initialisation, or PICHAMBER_PREINIT=off)"
         }
