@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): resident memory of idle sessions in `pichamber serve`.
+
+Starts `pichamber serve` with tests/bench/noop.ts (a session_start handler and a /noop
+command) and enough users for the largest count (a user may have 64 sessions open), opens
+sessions up to each count (100, 1,000 and 10,000 by default) and prints, once they are open
+and idle, the server's resident memory, its anonymous share and the growth per session over
+the server with none.
+
+    python3 tests/bench/serve_memory.py [--counts 100,1000,10000] [--extension FILE]
+                                        [--pichamber PATH]
+
+Uses the debug build by default (target/debug/pichamber, or $CARGO_TARGET_DIR's); pass a
+release build with --pichamber for production figures.
+"""
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXTENSION = os.path.join(REPO, "tests", "bench", "noop.ts")
+PER_USER = 64
+
+
+def default_binary():
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    return os.path.join(target, "debug", "pichamber")
+
+
+def token(user):
+    return f"bench-token-{user:05d}-0123456789abcdef"
+
+
+def memory_kib(pid):
+    """(resident, anonymous) in KiB, from smaps_rollup."""
+    fields = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if value.strip().endswith("kB"):
+                fields[key] = int(value.split()[0])
+    return fields["Rss"], fields["Anonymous"]
+
+
+def open_session(port, user):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request(
+        "POST",
+        "/api/pi/sessions",
+        body=b"{}",
+        headers={"Authorization": f"Bearer {token(user)}", "Content-Type": "application/json"},
+    )
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    if response.status != 201:
+        raise RuntimeError(f"POST /api/pi/sessions: {response.status} {body[:200]!r}")
+
+
+def settle(pid, seconds=2.0):
+    """Waits until resident memory stops moving (sessions finish their start in the background)."""
+    last = memory_kib(pid)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(seconds)
+        now = memory_kib(pid)
+        if abs(now[0] - last[0]) < 256:
+            return now
+        last = now
+    return last
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--counts", default="100,1000,10000",
+                        help="session counts to measure at, ascending (default 100,1000,10000)")
+    parser.add_argument("--extension", default=EXTENSION,
+                        help="the extension every session loads (default tests/bench/noop.ts)")
+    parser.add_argument("--pichamber", default=default_binary(), help="the pichamber binary")
+    parser.add_argument("--parallel", type=int, default=8, help="sessions opened at once")
+    args = parser.parse_args()
+    counts = sorted(int(c) for c in args.counts.split(","))
+    if not os.path.exists(args.pichamber):
+        sys.exit(f"{args.pichamber}: no such binary (cargo build, or pass --pichamber PATH)")
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    users = (counts[-1] + PER_USER - 1) // PER_USER
+    tmp = tempfile.mkdtemp(prefix="serve-memory-")
+    config = os.path.join(tmp, "serve.json")
+    with open(config, "w") as f:
+        json.dump({
+            "listen": f"127.0.0.1:{port}",
+            "extensions": [os.path.abspath(args.extension)],
+            "users": [{"name": f"u{u}", "token": token(u)} for u in range(users)],
+        }, f)
+    server = subprocess.Popen(
+        [args.pichamber, "serve", "--config", config],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PICHAMBER_LOG": "error"},
+    )
+    try:
+        if not server.stdout.readline():
+            sys.exit("serve exited before it listened")
+        base_rss, base_anon = settle(server.pid, 0.5)
+        shown = os.path.relpath(os.path.abspath(args.extension), REPO)
+        print(f"pichamber serve ({args.pichamber}), {shown}, {users} users")
+        print(f"{'sessions':>9} {'open s':>8} {'RSS MiB':>9} {'anon MiB':>9}"
+              f" {'RSS/session':>12} {'anon/session':>13}")
+        print(f"{0:>9} {'':>8} {base_rss / 1024:>9.1f} {base_anon / 1024:>9.1f}")
+        opened = 0
+        pool = concurrent.futures.ThreadPoolExecutor(args.parallel)
+        for count in counts:
+            started = time.monotonic()
+            # Session i belongs to user i // 64: every user fills up before the next.
+            list(pool.map(lambda i: open_session(port, i // PER_USER), range(opened, count)))
+            took = time.monotonic() - started
+            opened = count
+            rss, anon = settle(server.pid)
+            print(f"{count:>9} {took:>8.1f} {rss / 1024:>9.1f} {anon / 1024:>9.1f}"
+                  f" {(rss - base_rss) / count:>8.0f} KiB {(anon - base_anon) / count:>9.0f} KiB",
+                  flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
