@@ -125,9 +125,14 @@ pub struct StreamEvent {
     pub id: u64,
     pub session: String,
     pub name: &'static str,
-    /// The JSON text of the data, `sessionId` included: serialised once, however many
-    /// streams send it.
-    pub data: String,
+    /// The event as a server-sent-events frame (`id`, `event`, the JSON data with its
+    /// `sessionId`): rendered once and shared, however many streams send it.
+    pub frame: axum::body::Bytes,
+}
+
+/// A server-sent-events frame. `data` is one line: JSON text has no raw line break.
+pub fn sse_frame(id: u64, name: &str, data: &str) -> axum::body::Bytes {
+    format!("id: {id}\nevent: {name}\ndata: {data}\n\n").into()
 }
 
 struct Log {
@@ -214,7 +219,7 @@ impl User {
             id: log.next_id,
             session: session.to_owned(),
             name,
-            data,
+            frame: sse_frame(log.next_id, name, &data),
         });
         log.next_id += 1;
         if name.starts_with("extension.") {

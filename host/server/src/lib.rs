@@ -20,7 +20,6 @@ use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post, put};
 use axum::serve::ListenerExt;
@@ -511,15 +510,14 @@ async fn openapi() -> Response {
 // ---------------------------------------------------------------------------------------------
 // The event stream.
 
-fn sse_event(event: &StreamEvent) -> Event {
-    Event::default()
-        .id(event.id.to_string())
-        .event(event.name)
-        .data(&event.data)
-}
+/// Bytes a stream writes at once when several events are ready (a slow client catching up
+/// gets them in few writes, not one per event).
+const STREAM_BATCH_BYTES: usize = 64 << 10;
+/// An SSE comment the stream sends this often, so proxies keep an idle stream open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 struct Stream {
-    initial: VecDeque<Event>,
+    initial: VecDeque<Bytes>,
     receiver: broadcast::Receiver<Arc<StreamEvent>>,
     /// Events up to this id were sent (or are covered) already.
     head: u64,
@@ -537,12 +535,11 @@ impl Stream {
             }
             let (snapshot, at) = handle.snapshot_at(&self.user);
             self.cutoffs.insert(handle.id.clone(), at);
-            self.initial.push_back(
-                Event::default()
-                    .id(at.to_string())
-                    .event("session.snapshot")
-                    .data(json!({ "sessionId": handle.id, "snapshot": snapshot }).to_string()),
-            );
+            self.initial.push_back(hub::sse_frame(
+                at,
+                "session.snapshot",
+                &json!({ "sessionId": handle.id, "snapshot": snapshot }).to_string(),
+            ));
         }
     }
 
@@ -553,6 +550,42 @@ impl Stream {
                 .get(&event.session)
                 .is_none_or(|c| event.id > *c)
             && self.only.as_ref().is_none_or(|o| *o == event.session)
+    }
+
+    /// Starts over from fresh snapshots: too much was missed.
+    fn lagged(&mut self) {
+        self.cutoffs.clear();
+        self.snapshots();
+    }
+
+    /// `first` and the events already waiting after it, as the frames to write at once (the
+    /// shared frame itself when there is one); `None` when none is for this stream.
+    fn batch(&mut self, first: Arc<StreamEvent>) -> Option<Bytes> {
+        let mut frames: Vec<Bytes> = Vec::new();
+        let mut bytes = 0;
+        let mut next = Some(first);
+        while let Some(event) = next.take() {
+            if self.wanted(&event) {
+                bytes += event.frame.len();
+                frames.push(event.frame.clone());
+            }
+            if bytes >= STREAM_BATCH_BYTES {
+                break;
+            }
+            next = match self.receiver.try_recv() {
+                Ok(event) => Some(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.lagged();
+                    None
+                }
+                Err(_) => None,
+            };
+        }
+        match frames.len() {
+            0 => None,
+            1 => frames.pop(),
+            _ => Some(frames.concat().into()),
+        }
     }
 }
 
@@ -582,41 +615,48 @@ async fn events(
         Resume::Replay(missed) => {
             for event in missed {
                 if stream.only.as_ref().is_none_or(|o| *o == event.session) {
-                    stream.initial.push_back(sse_event(&event));
+                    stream.initial.push_back(event.frame.clone());
                 }
             }
         }
         Resume::Snapshots => stream.snapshots(),
     }
-    let body = futures::stream::unfold(stream, |mut stream| async move {
-        loop {
-            if let Some(event) = stream.initial.pop_front() {
-                return Some((Ok::<_, Infallible>(event), stream));
-            }
-            match stream.receiver.recv().await {
-                Ok(event) => {
-                    if stream.wanted(&event) {
-                        return Some((Ok(sse_event(&event)), stream));
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.reset();
+    let body = futures::stream::unfold(
+        (stream, keep_alive),
+        |(mut stream, mut keep_alive)| async move {
+            loop {
+                if let Some(frame) = stream.initial.pop_front() {
+                    return Some((Ok::<_, Infallible>(frame), (stream, keep_alive)));
+                }
+                let received = tokio::select! {
+                    received = stream.receiver.recv() => received,
+                    _ = keep_alive.tick() => {
+                        return Some((Ok(Bytes::from_static(b":\n\n")), (stream, keep_alive)));
                     }
+                };
+                match received {
+                    Ok(event) => {
+                        if let Some(frames) = stream.batch(event) {
+                            return Some((Ok(frames), (stream, keep_alive)));
+                        }
+                    }
+                    // Fell behind: start over from fresh snapshots.
+                    Err(broadcast::error::RecvError::Lagged(_)) => stream.lagged(),
+                    Err(broadcast::error::RecvError::Closed) => return None,
                 }
-                // Fell behind: start over from fresh snapshots.
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    stream.cutoffs.clear();
-                    stream.snapshots();
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
             }
-        }
-    });
-    let mut response = Sse::new(body)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+        },
+    );
+    let mut response = axum::body::Body::from_stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
 }
 
