@@ -20,22 +20,16 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+import serve
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "gui", "gui-fixture.js")
 TOKEN = "bench-token-0123456789abcdef"
-
-
-def default_binary():
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    return os.path.join(target, "debug", "pichamber")
 
 
 def request(port, method, path, body=None):
@@ -103,31 +97,15 @@ def main():
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--pichamber", default=default_binary())
+    parser.add_argument("--pichamber", default=serve.default_binary())
     args = parser.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tmp = tempfile.mkdtemp(prefix="gui-load-")
-    config = os.path.join(tmp, "serve.json")
-    with open(config, "w") as f:
-        json.dump(
-            {
-                "listen": f"127.0.0.1:{port}",
-                "extensions": [FIXTURE],
-                "users": [{"name": "bench", "token": TOKEN}],
-            },
-            f,
-        )
-    server = subprocess.Popen(
-        [args.pichamber, "serve", "--config", config],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PICHAMBER_LOG": "error"},
+    server, port = serve.start(
+        args.pichamber,
+        {"extensions": [FIXTURE], "users": [{"name": "bench", "token": TOKEN}]},
+        "gui-load-",
     )
     try:
-        server.stdout.readline()  # the URL: listening
         rss_idle = rss_kib(server.pid)
 
         started = time.monotonic()

@@ -17,22 +17,15 @@ release build with --pichamber for production figures.
 import argparse
 import concurrent.futures
 import http.client
-import json
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
+
+import serve
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXTENSION = os.path.join(REPO, "tests", "bench", "noop.ts")
 PER_USER = 64
-
-
-def default_binary():
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    return os.path.join(target, "debug", "pichamber")
 
 
 def token(user):
@@ -84,34 +77,23 @@ def main():
                         help="session counts to measure at, ascending (default 100,1000,10000)")
     parser.add_argument("--extension", default=EXTENSION,
                         help="the extension every session loads (default tests/bench/noop.ts)")
-    parser.add_argument("--pichamber", default=default_binary(), help="the pichamber binary")
+    parser.add_argument("--pichamber", default=serve.default_binary(), help="the pichamber binary")
     parser.add_argument("--parallel", type=int, default=8, help="sessions opened at once")
     args = parser.parse_args()
     counts = sorted(int(c) for c in args.counts.split(","))
     if not os.path.exists(args.pichamber):
         sys.exit(f"{args.pichamber}: no such binary (cargo build, or pass --pichamber PATH)")
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     users = (counts[-1] + PER_USER - 1) // PER_USER
-    tmp = tempfile.mkdtemp(prefix="serve-memory-")
-    config = os.path.join(tmp, "serve.json")
-    with open(config, "w") as f:
-        json.dump({
-            "listen": f"127.0.0.1:{port}",
+    server, port = serve.start(
+        args.pichamber,
+        {
             "extensions": [os.path.abspath(args.extension)],
             "users": [{"name": f"u{u}", "token": token(u)} for u in range(users)],
-        }, f)
-    server = subprocess.Popen(
-        [args.pichamber, "serve", "--config", config],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PICHAMBER_LOG": "error"},
+        },
+        "serve-memory-",
     )
     try:
-        if not server.stdout.readline():
-            sys.exit("serve exited before it listened")
         base_rss, base_anon = settle(server.pid, 0.5)
         shown = os.path.relpath(os.path.abspath(args.extension), REPO)
         print(f"pichamber serve ({args.pichamber}), {shown}, {users} users")
