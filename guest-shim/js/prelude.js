@@ -768,7 +768,7 @@ function sessionAction(name, args) {
 
 function makeCommandContext(snapshot) {
   const ctx = makeContext(snapshot);
-  if (followsPi16) ctx.getSystemPromptOptions = () => JSON.parse(JSON.stringify(snapshot.systemPromptOptions ?? {}));
+  if (followsPi16) ctx.getSystemPromptOptions = sessionRead("getSystemPromptOptions");
   return Object.assign(ctx, {
     waitForIdle: async () => {},
     newSession: (options) => sessionAction("newSession", options),

@@ -735,10 +735,11 @@ impl Session {
                 }
             ));
         };
-        let mut ctx = self.ctx();
+        let ctx = self.ctx();
         // pi 1.6.0's command context reads the base system-prompt options.
         if self.shared.pi.is_1_6() {
-            ctx["systemPromptOptions"] = self.system_prompt_options().to_json_for(self.shared.pi);
+            let options = self.system_prompt_options();
+            self.shared.state.lock().unwrap().command_prompt_options = Some(options);
         }
         let result = self.extensions[owner]
             .run_command(&registered_name, args, &ctx)

@@ -570,6 +570,12 @@ impl ExtensionHost for ExtensionPort {
             let drafts = args.get(1).unwrap_or(&Value::Null);
             return crate::boundary::preview(&state, boundary, drafts);
         }
+        if method == "getSystemPromptOptions" {
+            return Ok(state
+                .command_prompt_options
+                .as_ref()
+                .map_or_else(|| json!({}), |o| o.to_json_for(self.shared.pi)));
+        }
         let store = &state.store;
         let list = |entries: Vec<&Value>| Value::Array(entries.into_iter().cloned().collect());
         Ok(match method {

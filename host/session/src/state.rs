@@ -298,6 +298,9 @@ pub struct SessionState {
     pub bus_bytes: usize,
     /// An extension called ctx.shutdown().
     pub shutdown_requested: bool,
+    /// pi 1.6.0: the base system-prompt options as the running (or last) command started,
+    /// for its context's `getSystemPromptOptions()` (asked for, not sent with every command).
+    pub command_prompt_options: Option<super::system_prompt::SystemPromptOptions>,
     pub agent: AgentState,
     /// Prompt templates and skills.
     pub resources: super::resources::Resources,
@@ -425,6 +428,7 @@ impl SessionState {
             ui_prompts_open: 0,
             ui_prompt: None,
             shutdown_requested: false,
+            command_prompt_options: None,
             agent: AgentState::default(),
             resources: Default::default(),
         }
