@@ -80,7 +80,12 @@ def main():
     parser.add_argument("--pichamber", default=serve.default_binary(), help="the pichamber binary")
     parser.add_argument("--parallel", type=int, default=8, help="sessions opened at once")
     args = parser.parse_args()
-    counts = sorted(int(c) for c in args.counts.split(","))
+    try:
+        counts = sorted(int(c) for c in args.counts.split(","))
+    except ValueError:
+        sys.exit(f"--counts {args.counts!r}: give session counts separated by commas, e.g. 100,1000")
+    if not counts or counts[0] < 1:
+        sys.exit("--counts: every count must be at least 1")
     if not os.path.exists(args.pichamber):
         sys.exit(f"{args.pichamber}: no such binary (cargo build, or pass --pichamber PATH)")
 

@@ -57,8 +57,18 @@ struct Received {
     events: AtomicU64,
 }
 
-fn main() -> Result<()> {
-    let args = Args::parse();
+fn main() {
+    if let Err(e) = start(Args::parse()) {
+        eprintln!("sse_fanout: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn start(args: Args) -> Result<()> {
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if args.clients == 0 || !positive(args.rate) || !positive(args.seconds) {
+        bail!("--clients, --rate and --seconds must be above 0 (e.g. --clients 1000 --rate 50)");
+    }
     if !args.pichamber.exists() {
         bail!(
             "{}: no such binary (build it, e.g. cargo build --release, and pass its path)",
