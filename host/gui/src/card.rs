@@ -170,6 +170,21 @@ pub fn generic(id: Option<String>, title: Option<String>, data: &Value) -> Card 
     Value::Object(card)
 }
 
+/// A markdown card (no id, no actions) showing `body`.
+pub fn markdown(title: Option<String>, body: &str) -> Card {
+    let body = truncate(body, limits::MESSAGE);
+    let mut card = json!({
+        "component": "markdown",
+        "html": render_markdown(&body),
+        "props": { "body": body },
+        "actions": [],
+    });
+    if let Some(title) = title {
+        card["title"] = json!(title);
+    }
+    card
+}
+
 /// Markdown to HTML that is safe to put in the page: raw HTML in the source is shown as
 /// text (never interpreted), and the result is sanitised (no scripts, no event handlers,
 /// no `javascript:` links).

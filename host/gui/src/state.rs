@@ -116,7 +116,7 @@ impl UiState {
                 }
                 vec![GuiEvent {
                     name: "agent",
-                    data: json!({ "event": value }),
+                    data: json!({ "event": agent_event(value) }),
                 }]
             }
             SessionEvent::ExtensionError {
@@ -336,6 +336,11 @@ pub fn transcript_entry(entry: &Value) -> Value {
 
 fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
     let kind = entry["type"].as_str().unwrap_or_default();
+    if kind == "message" {
+        let mut shown = entry.clone();
+        render_text_blocks(&mut shown["message"], None);
+        return (shown, Effect::None);
+    }
     if kind != "custom" && kind != "custom_message" {
         return (entry.clone(), Effect::None);
     }
@@ -355,7 +360,11 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
                     Effect::None
                 }
             }
-            Descriptor::Remove(id) => Effect::RemovePanel(owned_id(entry["owner"].as_str(), &id)),
+            Descriptor::Remove(id) => {
+                let id = owned_id(entry["owner"].as_str(), &id);
+                shown["card"] = json!({ "id": id, "removed": true });
+                Effect::RemovePanel(id)
+            }
         },
         ("custom_message", UI_TYPE) => {
             // A card in the transcript only: a message never updates the live dock.
@@ -381,6 +390,14 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
             );
             Effect::None
         }
+        _ if entry["display"] != json!(false) => {
+            // pi shows a displayed message's content to the user: so does the page.
+            shown["card"] = card::markdown(
+                Some(truncate(custom_type, limits::TITLE)),
+                &content_text(&entry["content"]),
+            );
+            Effect::None
+        }
         _ => {
             shown["card"] = card::generic(
                 None,
@@ -391,6 +408,64 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
         }
     };
     (shown, effect)
+}
+
+/// An agent event as clients get it: an assistant message's text blocks carry `html` (its
+/// markdown rendered and sanitised). A `message_update` renders only the block it updates,
+/// so a streamed answer costs one block's rendering per delta.
+fn agent_event(event: &Value) -> Value {
+    let mut event = event.clone();
+    match event["type"].as_str() {
+        Some("message_start" | "message_end") => render_text_blocks(&mut event["message"], None),
+        Some("message_update") => {
+            let delta = &event["assistantMessageEvent"];
+            if matches!(
+                delta["type"].as_str(),
+                Some("text_start" | "text_delta" | "text_end")
+            ) && let Some(index) = delta["contentIndex"].as_u64()
+            {
+                render_text_blocks(&mut event["message"], Some(index as usize));
+            }
+            // The delta's `partial` repeats `message`; clients read `message`.
+            if let Some(delta) = event["assistantMessageEvent"].as_object_mut() {
+                delta.remove("partial");
+            }
+        }
+        _ => {}
+    }
+    event
+}
+
+/// Adds `html` to the text blocks of an assistant message (only block `only`, when given).
+fn render_text_blocks(message: &mut Value, only: Option<usize>) {
+    if message["role"] != "assistant" {
+        return;
+    }
+    let Some(blocks) = message["content"].as_array_mut() else {
+        return;
+    };
+    for (i, block) in blocks.iter_mut().enumerate() {
+        if only.is_some_and(|only| only != i) || block["type"] != "text" {
+            continue;
+        }
+        if let Some(text) = block["text"].as_str() {
+            let html = card::render_markdown(&truncate(text, limits::MESSAGE * 4));
+            block["html"] = json!(html);
+        }
+    }
+}
+
+/// A message's content as text: a string, or its text blocks joined.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
 }
 
 /// A pending dialog as docs/GUI-API.md describes it.
@@ -544,6 +619,10 @@ mod tests {
             0,
         );
         assert_eq!(events[1].data["id"], "b@2/build");
+        assert_eq!(
+            events[0].data["entry"]["card"],
+            json!({ "id": "b@2/build", "removed": true })
+        );
         assert_eq!(s.snapshot()["panels"].as_object().unwrap().len(), 1);
         // Apps: 8 per owner, whatever the others hold; the owner travels with the mount.
         let app =
@@ -590,6 +669,71 @@ mod tests {
             0,
         );
         assert!(plain[0].data["entry"].get("card").is_none());
+    }
+
+    #[test]
+    fn a_displayed_custom_message_shows_its_content_and_a_hidden_one_stays_collapsed() {
+        let mut s = UiState::new();
+        let message = |display: bool| SessionEvent::Entry {
+            entry: json!({ "type": "custom_message", "customType": "note", "display": display,
+                "content": [{ "type": "text", "text": "**Done**: 3 files" }] }),
+        };
+        let shown = &s.apply(&message(true), 0)[0].data["entry"]["card"];
+        assert_eq!(shown["component"], "markdown");
+        assert_eq!(shown["title"], "note");
+        assert_eq!(shown["html"], "<p><strong>Done</strong>: 3 files</p>\n");
+        let hidden = &s.apply(&message(false), 0)[0].data["entry"]["card"];
+        assert_eq!(hidden["component"], "generic");
+        assert_eq!(hidden["collapsed"], true);
+    }
+
+    #[test]
+    fn assistant_text_carries_sanitised_markdown_in_entries_and_events() {
+        let mut s = UiState::new();
+        let message = json!({ "role": "assistant", "content": [
+            { "type": "thinking", "thinking": "**hm**" },
+            { "type": "text", "text": "## Plan\n<script>x()</script>" },
+            { "type": "toolCall", "id": "c1", "name": "ls", "arguments": {} },
+            { "type": "text", "text": "`done`" },
+        ]});
+        let entry = &s.apply(
+            &SessionEvent::Entry {
+                entry: json!({ "type": "message", "id": "m1", "message": message }),
+            },
+            0,
+        )[0]
+        .data["entry"]["message"]["content"];
+        assert_eq!(
+            entry[1]["html"],
+            "<h2>Plan</h2>\n&lt;script&gt;x()&lt;/script&gt;"
+        );
+        assert_eq!(entry[3]["html"], "<p><code>done</code></p>\n");
+        assert!(entry[0].get("html").is_none() && entry[2].get("html").is_none());
+        // A user's message is shown as typed.
+        let user = &s.apply(
+            &SessionEvent::Entry {
+                entry: json!({ "type": "message", "message": { "role": "user",
+                    "content": [{ "type": "text", "text": "**x**" }] } }),
+            },
+            0,
+        )[0]
+        .data["entry"]["message"]["content"][0];
+        assert!(user.get("html").is_none());
+        // A streamed update renders the block it updates and drops the repeated partial.
+        let update = &s.apply(
+            &SessionEvent::Agent(json!({ "type": "message_update", "message": message,
+                "assistantMessageEvent": { "type": "text_delta", "contentIndex": 3,
+                    "delta": "`", "partial": message } })),
+            0,
+        )[0]
+        .data["event"];
+        assert_eq!(
+            update["message"]["content"][3]["html"],
+            "<p><code>done</code></p>\n"
+        );
+        assert!(update["message"]["content"][1].get("html").is_none());
+        assert!(update["assistantMessageEvent"].get("partial").is_none());
+        assert_eq!(update["assistantMessageEvent"]["delta"], "`");
     }
 
     #[test]

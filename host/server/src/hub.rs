@@ -42,6 +42,20 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// What names a session that has no name yet: the first line of its first prompt, cut to 80
+/// characters.
+fn first_prompt_title(entries: &[Value]) -> Option<String> {
+    let first = entries
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")?;
+    let text = pichamber_session::messages::user_text(&first["message"]);
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(match line.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    })
+}
+
 /// An extension the server offers: an opaque id, never its path.
 pub struct CatalogEntry {
     pub id: String,
@@ -350,8 +364,12 @@ impl SessionHandle {
             "busy": self.ui.lock().unwrap().busy(),
             "extensions": self.extensions,
         });
-        if let Some(name) = self.shared.state.lock().unwrap().store.get_session_name() {
+        let state = self.shared.state.lock().unwrap();
+        if let Some(name) = state.store.get_session_name() {
             out["name"] = json!(name);
+        }
+        if let Some(title) = first_prompt_title(state.store.get_entries()) {
+            out["title"] = json!(title);
         }
         out
     }
