@@ -113,7 +113,7 @@ async function openApp(page, url) {
 
 async function newSession(page) {
 	const before = await page.locator("#session-list .session-item").count();
-	await page.getByRole("button", { name: "New session" }).click();
+	await page.getByRole("button", { name: "New session", exact: true }).click();
 	await waitFor(page.locator("#session-view:not([hidden])"), "a new session opens");
 	await page.waitForFunction((n) => document.querySelectorAll("#session-list .session-item").length > n, before, { timeout: STEP });
 	// The commands of the session are loaded (slash completion needs them).
@@ -147,13 +147,20 @@ test("card appears and live panel updates in place", async ({ browser, run }) =>
 	await newSession(page);
 	await send(page, "/cards");
 	for (const component of ["markdown", "kv", "list", "table", "progress", "badges", "code"]) {
-		await waitFor(transcript(page).locator(`article.card-${component}`), `a ${component} card appears in the transcript`);
+		await waitFor(transcript(page).locator(`article.card-${component}`), `a ${component} card appears in the transcript`, { state: "attached" });
 	}
 	await waitFor(transcript(page).locator(".card-markdown strong", { hasText: "PiChamber" }), "markdown is rendered from the server's html");
 	await waitFor(transcript(page).locator(".card-table td", { hasText: "b.ts" }), "the table's rows are shown");
 	// card-demo updates its "cards-build" panel twice and removes it: the dock ends empty.
 	await page.waitForFunction(() => !document.querySelector('#dock [data-panel-id$="/cards-build"]'), null, { timeout: STEP });
-	assert((await transcript(page).locator("article.card-progress").count()) === 3, "the transcript keeps all three progress cards as history");
+	await waitFor(transcript(page).locator("li.note", { hasText: "Build: panel removed" }), "the removal reads as a note naming the panel");
+	assert((await transcript(page).locator('[data-custom-type="pichamber.ui"] details.card-generic').count()) === 0, "no removal shows as raw JSON");
+	// History: all three states stay; the two superseded ones are collapsed; none has live actions.
+	const history = transcript(page).locator("li.panel-history");
+	assert((await history.locator("article.card-progress").count()) === 3, "the transcript keeps all three progress cards as history");
+	assert((await transcript(page).locator("li.panel-history.superseded details.history:not([open])").count()) === 2, "superseded panel cards are collapsed");
+	assert((await history.locator("button").count()) === 0, "panel history carries no action buttons (the dock has them)");
+	assert(await history.last().locator("article.card-progress").isVisible(), "the newest state is shown");
 
 	await send(page, "/panel 10");
 	const slot = dock(page).locator('[data-panel-id$="/build"]');
@@ -370,6 +377,140 @@ test("slash completion and command triggers", async ({ browser, run }) => {
 	await shot(page, "triggers");
 });
 
+test("the model's answer reads as markdown and each tool call is one row with its result", async ({ browser, run }) => {
+	const context = await browser.newContext();
+	await context.grantPermissions(["clipboard-read", "clipboard-write"]);
+	const page = await newPage(context);
+	await openApp(page, run.url);
+	const id = await newSession(page);
+	await send(page, "Look up sandbox please\nand say what you found");
+	const answer = transcript(page).locator("li.msg-assistant:not(.live)");
+	await waitFor(answer.locator(".markdown h2", { hasText: "Plan" }), "the streamed answer's markdown is rendered (a heading)");
+	await waitFor(answer.locator(".markdown table td", { hasText: "sandbox" }), "a markdown table is rendered");
+	await waitFor(transcript(page).locator('.tool-row[data-tool-call-id="call_a"][data-status="done"]'), "the first call ends done");
+	await waitFor(transcript(page).locator('.tool-row[data-tool-call-id="call_b"][data-status="error"].is-error'), "the failing call ends failed, tinted");
+	const check = async (when) => {
+		for (const call of ["call_a", "call_b"]) {
+			assert((await transcript(page).locator(`.tool-row[data-tool-call-id="${call}"]`).count()) === 1, `${when}: ${call} is one row (its result sits in its call's row)`);
+		}
+		assert((await page.evaluate(() => document.querySelectorAll("#transcript .markdown script").length)) === 0, `${when}: no script element from the model's text`);
+		assert(await page.evaluate(() => window.injected === undefined), `${when}: the model's script did not run`);
+		await waitFor(answer.locator(".markdown", { hasText: "<script>window.injected = true</script>" }), `${when}: raw HTML in the answer shows as text`);
+		const row = transcript(page).locator('.tool-row[data-tool-call-id="call_a"]');
+		await row.locator("summary").click();
+		await waitFor(row.locator(".tool-output", { hasText: "found: sandbox" }), `${when}: an opened row shows the result`);
+		await waitFor(row.locator(".tool-args", { hasText: '"term": "sandbox"' }), `${when}: and the arguments`);
+		const failed = transcript(page).locator('.tool-row[data-tool-call-id="call_b"]');
+		await failed.locator("summary").click();
+		await waitFor(failed.locator(".tool-output", { hasText: "no entry for fail" }), `${when}: a failed call shows its error`);
+	};
+	await check("live");
+	await shot(page, "answer-markdown-tools");
+	await answer.locator(".code-block .copy-code").first().click();
+	await waitFor(answer.locator(".copy-code", { hasText: "Copied" }), "the copy button says it copied");
+	const copied = await page.evaluate(() => navigator.clipboard.readText());
+	assert(copied === "pichamber run ext.ts\n", `the code block's text is copied (got ${JSON.stringify(copied)})`);
+	// The session is named by its first prompt's first line.
+	await waitFor(page.locator("#session-list .session-name", { hasText: "Look up sandbox please" }), "the session list names the session by its first prompt");
+	assert((await page.locator("#session-title").textContent()) === "Look up sandbox please", "so does the header");
+	// After a reload the same from the saved entries.
+	await page.reload();
+	await waitFor(page.locator("body[data-ready=true]"), "the page starts again");
+	await openApp(page, `${run.url}&session=${id}`);
+	await waitFor(answer.locator(".markdown h2", { hasText: "Plan" }), "after a reload the answer is markdown");
+	await check("reloaded");
+	await waitFor(page.locator("#session-list .session-name", { hasText: "Look up sandbox please" }), "the title comes from the server after a reload");
+	assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
+});
+
+test("new output follows a reader at the end and waits behind Jump to latest otherwise", async ({ browser, run }) => {
+	const page = await newPage(await browser.newContext({ viewport: { width: 1280, height: 700 } }));
+	await openApp(page, run.url);
+	await newSession(page);
+	await waitFor(page.locator("#session-empty .chip", { hasText: "/cards" }), "an empty session shows its extensions' commands");
+	await page.locator("#session-empty .chip").getByText("/cards", { exact: true }).click();
+	assert((await page.getByLabel("Message or /command").inputValue()) === "/cards ", "a command chip fills the message box");
+	await send(page, "/cards");
+	await waitFor(transcript(page).locator("li.note", { hasText: "Build: panel removed" }), "the cards arrive");
+	assert(await page.locator("#session-empty").isHidden(), "the empty state leaves once there is output");
+	await waitFor(transcript(page).locator("li.msg-command", { hasText: "/cards" }), "the command is echoed in the transcript");
+	const distance = () => page.evaluate(() => {
+		const t = document.getElementById("transcript");
+		return t.scrollHeight - t.scrollTop - t.clientHeight;
+	});
+	assert((await distance()) < 50, `the transcript followed the output to its end (${await distance()} px left)`);
+	await send(page, "/later 1500");
+	await page.evaluate(() => {
+		document.getElementById("transcript").scrollTop = 0;
+	});
+	await waitFor(transcript(page).locator("article.card-markdown", { hasText: "Arrived after 1500 ms" }), "the late card arrives", { state: "attached" });
+	await waitFor(page.getByRole("button", { name: "Jump to latest ↓" }), "a reader who scrolled up gets Jump to latest");
+	assert((await page.evaluate(() => document.getElementById("transcript").scrollTop)) < 50, "and stays where they were");
+	await shot(page, "jump-to-latest");
+	await page.getByRole("button", { name: "Jump to latest ↓" }).click();
+	assert((await distance()) < 50, "Jump to latest goes to the end");
+	assert(await page.getByRole("button", { name: "Jump to latest ↓" }).isHidden(), "and the button leaves");
+	// An action's result lands in view: firing it follows the output again.
+	await page.evaluate(() => {
+		document.getElementById("transcript").scrollTop = 0;
+	});
+	await transcript(page).getByRole("button", { name: "Open a.ts" }).first().click();
+	await waitFor(transcript(page).locator("article.card-markdown", { hasText: "Opened a.ts" }), "the action's card shows");
+	await page.waitForFunction(() => {
+		const t = document.getElementById("transcript");
+		return t.scrollHeight - t.scrollTop - t.clientHeight < 50;
+	}, null, { timeout: STEP });
+	assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
+});
+
+test("closing a session can be undone for a few seconds, then it is closed on the server", async ({ browser, run }) => {
+	const page = await newPage(await browser.newContext());
+	await openApp(page, run.url);
+	const id = await newSession(page);
+	const item = page.locator(`#session-list .session-item[data-session-id="${id}"]`);
+	await page.getByRole("button", { name: "Close session" }).click();
+	await waitFor(page.locator("#no-session:not([hidden])"), "the view closes at once");
+	assert((await item.count()) === 0, "the session leaves the list at once");
+	await page.locator("#toasts").getByRole("button", { name: "Undo" }).click();
+	await waitFor(item, "Undo brings it back");
+	await waitFor(page.locator("#session-view:not([hidden])"), "and opens it");
+	await item.getByRole("button", { name: /^Close / }).click();
+	assert((await item.count()) === 0, "closed from the list");
+	const token = new URLSearchParams(new URL(run.url).hash.slice(1)).get("token");
+	const listed = () => page.evaluate(async ([token, id]) => {
+		const r = await fetch("/api/pi/sessions", { headers: { Authorization: `Bearer ${token}` } });
+		return (await r.json()).sessions.some((s) => s.id === id);
+	}, [token, id]);
+	assert(await listed(), "the server still has it while Undo is offered");
+	await page.waitForTimeout(6500);
+	assert(!(await listed()), "after the Undo time the server closed it");
+	assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
+});
+
+for (const colorScheme of ["light", "dark"]) {
+	test(`a phone (375 px, ${colorScheme}) keeps the message box on screen and the sessions in a drawer`, async ({ browser, run }) => {
+		const page = await newPage(await browser.newContext({ viewport: { width: 375, height: 740 }, colorScheme, isMobile: true, hasTouch: true }));
+		await openApp(page, run.url);
+		assert(!(await page.locator("#sidebar").evaluate((el) => el.getBoundingClientRect().right > 0)), "the session list is off screen");
+		await page.getByRole("button", { name: "Start a new session" }).click();
+		await waitFor(page.locator("#session-view:not([hidden])"), "the top bar's + opens a new session");
+		await send(page, "/cards");
+		await waitFor(transcript(page).locator("li.note", { hasText: "Build: panel removed" }), "the cards arrive");
+		const box = await page.locator("#prompt-input").boundingBox();
+		assert(box && box.y + box.height <= 740, `the message box is on screen (bottom at ${box && box.y + box.height})`);
+		const height = await transcript(page).evaluate((el) => el.clientHeight);
+		assert(height >= 300, `the transcript gets most of the screen (${height} px)`);
+		await shot(page, `phone-${colorScheme}`);
+		await page.getByRole("button", { name: "Sessions" }).click();
+		await waitFor(page.locator("#sidebar.open"), "Sessions opens the drawer");
+		await page.waitForFunction(() => document.getElementById("sidebar").getBoundingClientRect().left >= 0, null, { timeout: STEP });
+		await shot(page, `phone-${colorScheme}-drawer`);
+		await page.locator("#session-list .session-open").first().click();
+		await page.waitForFunction(() => !document.getElementById("sidebar").classList.contains("open"), null, { timeout: STEP });
+		assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
+	});
+}
+
 test("a wrong token sees nothing", async ({ browser, run }) => {
 	const page = await newPage(await browser.newContext());
 	const wrong = run.url.replace(/token=[^&]+/, "token=not-the-token");
@@ -507,7 +648,7 @@ async function main() {
 	const workdir = fs.mkdtempSync(path.join(os.tmpdir(), "pichamber-browser-"));
 	// playwright gives each launch a fresh, empty --user-data-dir of its own.
 	const browser = await chromium.launch({ executablePath: CHROMIUM, args: launchArgs, timeout: 60_000 });
-	const run = await startServer(["run", EXT.cards, EXT.dialogs, EXT.fixture, "--cwd", workdir]);
+	const run = await startServer(["run", EXT.cards, EXT.dialogs, EXT.fixture, "--cwd", workdir, "--script", path.join(here, "model-turns.json")]);
 	console.log(`server: ${run.url.replace(/token=[^&]+/, "token=…")}`);
 	let passed = 0;
 	let failed = 0;

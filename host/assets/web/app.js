@@ -29,6 +29,11 @@ const state = {
 	stream: null, // AbortController of the event stream
 	mounts: new Map(), // appId -> { iframe, token, html, sessionId }
 	pendingLoading: new Set(), // buttons showing a spinner until the next card
+	follow: true, // new output scrolls the transcript while the reader is at its end
+	tools: new Map(), // toolCallId -> { name, args, status, output } of the open session
+	panelEntries: new Map(), // panel id -> its newest transcript item (older ones are history)
+	extensions: new Map(), // extension id -> { name, version?, tools, commands }
+	pendingCloses: new Map(), // session id -> timer: closed on the server unless undone
 };
 
 function emptySnapshot() {
@@ -93,6 +98,7 @@ const ICONS = {
 	settings: "M12 15a3 3 0 1 0 0-6 3 3 0 0 0 0 6z M12 2v3 M12 19v3 M2 12h3 M19 12h3",
 	info: "M12 8h.01 M11 12h1v5h1 M12 22a10 10 0 1 1 0-20 10 10 0 0 1 0 20z",
 	warning: "M12 3l10 18H2z M12 10v4 M12 17h.01",
+	dot: "M12 9a3 3 0 1 0 0 6 3 3 0 0 0 0-6z",
 };
 
 function icon(name) {
@@ -109,10 +115,24 @@ function icon(name) {
 	return svg;
 }
 
-function toast(message, type = "info") {
-	const el = h("div", { class: `toast ${toneClass(type === "warning" || type === "error" ? type : "info")}`, role: type === "error" ? "alert" : "status" }, str(message, 2000));
+/** A passing message; `action` ({ label, run }) adds a button to it (Undo). */
+function toast(message, type = "info", action = null, ms = type === "error" ? 9000 : 5000) {
+	const el = h("div", { class: `toast ${toneClass(type === "warning" || type === "error" ? type : "info")}`, role: type === "error" ? "alert" : "status" }, h("span", { text: str(message, 2000) }));
+	if (action) {
+		el.append(
+			h("button", {
+				type: "button",
+				class: "btn secondary toast-action",
+				text: action.label,
+				onclick: () => {
+					el.remove();
+					action.run();
+				},
+			}),
+		);
+	}
 	$("toasts").append(el);
-	setTimeout(() => el.remove(), type === "error" ? 9000 : 5000);
+	setTimeout(() => el.remove(), ms);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -161,9 +181,11 @@ async function sendPrompt(sessionId, text) {
 	}
 }
 
+/** Runs an extension's command (an action, an app, a trigger): echoed, then sent. */
 const runCommand = (command, args) => {
 	if (!state.current) return Promise.resolve();
 	const text = args ? `/${command} ${args}` : `/${command}`;
+	echoCommand(text);
 	return sendPrompt(state.current, text).catch((error) => toast(`/${command}: ${error.message}`, "error"));
 };
 
@@ -283,9 +305,10 @@ function handleEvent(name, data) {
 			handleUiEvent(sessionId, data);
 			break;
 		case "extension.error":
-			if (sessionId === state.current) {
-				appendNote(`Extension error in ${str(data.extension, 200)} (${str(data.event, 200)}): ${str(data.error, 2000)}`, "error");
-			}
+			if (sessionId !== state.current) break;
+			// "<runtime>": the host's own refusal (a prompt without a model), not an extension's fault.
+			if (data.extension === "<runtime>") appendNote(str(data.error, 2000), "warning");
+			else appendNote(`Extension error in ${str(data.extension, 200)} (${str(data.event, 200)}): ${str(data.error, 2000)}`, "error");
 			break;
 		default:
 			break;
@@ -364,16 +387,35 @@ async function loadSessions() {
 	renderSessionList();
 }
 
+/** A session's name: what an extension named it, else its first prompt. */
 function sessionLabel(summary) {
-	return summary.name || `Session ${String(summary.id).slice(0, 8)}`;
+	return summary.name || summary.title || "Untitled session";
+}
+
+/** "Today", "Yesterday" or the date a session was opened. */
+function dayLabel(value) {
+	const date = new Date(typeof value === "number" ? value : String(value));
+	if (Number.isNaN(date.getTime())) return "Earlier";
+	const day = (d) => new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime();
+	const days = Math.round((day(new Date()) - day(date)) / 86_400_000);
+	if (days === 0) return "Today";
+	if (days === 1) return "Yesterday";
+	return date.toLocaleDateString([], { weekday: days < 7 ? "long" : undefined, day: "numeric", month: "long", year: days > 300 ? "numeric" : undefined });
 }
 
 function renderSessionList() {
 	const list = $("session-list");
 	list.replaceChildren();
-	const sessions = [...state.sessions.values()].sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
+	// Newest first, grouped by the day they were opened; ones being closed are already gone.
+	const sessions = [...state.sessions.values()].filter((s) => !state.pendingCloses.has(s.id)).sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
 	if (!sessions.length) list.append(h("li", { class: "muted" }, "No sessions yet."));
+	let group = null;
 	for (const session of sessions) {
+		const day = dayLabel(session.createdAt);
+		if (day !== group) {
+			group = day;
+			list.append(h("li", { class: "session-day", role: "presentation", text: day }));
+		}
 		const label = sessionLabel(session);
 		const open = h(
 			"button",
@@ -418,20 +460,53 @@ async function createSession() {
 	}
 }
 
-async function closeSession(sessionId) {
+// Closing ends the session's extensions for good, so it waits a few seconds behind an Undo.
+const CLOSE_UNDO_MS = 6000;
+
+function closeSession(sessionId) {
+	const summary = state.sessions.get(sessionId);
+	if (!summary || state.pendingCloses.has(sessionId)) return;
+	state.pendingCloses.set(
+		sessionId,
+		setTimeout(() => finishClose(sessionId), CLOSE_UNDO_MS),
+	);
+	if (state.current === sessionId) closeView();
+	renderSessionList();
+	toast(`Closed “${str(sessionLabel(summary), 80)}”`, "info", { label: "Undo", run: () => undoClose(sessionId) }, CLOSE_UNDO_MS);
+}
+
+function undoClose(sessionId) {
+	clearTimeout(state.pendingCloses.get(sessionId));
+	if (!state.pendingCloses.delete(sessionId)) return;
+	renderSessionList();
+	openSession(sessionId);
+}
+
+async function finishClose(sessionId) {
+	if (!state.pendingCloses.has(sessionId)) return;
 	try {
 		await api("DELETE", `/sessions/${encodeURIComponent(sessionId)}`);
 	} catch (error) {
 		if (error.status !== 404) {
+			state.pendingCloses.delete(sessionId);
+			renderSessionList();
 			toast(`Could not close the session: ${error.message}`, "error");
 			return;
 		}
 	}
+	state.pendingCloses.delete(sessionId);
 	state.sessions.delete(sessionId);
 	state.live.delete(sessionId);
-	if (state.current === sessionId) closeView();
 	renderSessionList();
 }
+
+// Leaving the page does not cancel a close the user asked for.
+window.addEventListener("pagehide", () => {
+	for (const [sessionId, timer] of state.pendingCloses) {
+		clearTimeout(timer);
+		fetch(`${API}/sessions/${encodeURIComponent(sessionId)}`, { method: "DELETE", headers: { Authorization: `Bearer ${state.token}` }, keepalive: true }).catch(() => {});
+	}
+});
 
 function closeView() {
 	state.current = null;
@@ -465,15 +540,21 @@ async function openSession(sessionId, { keepScroll = false } = {}) {
 	const scroll = transcript.scrollTop;
 	transcript.replaceChildren();
 	state.rendered.clear();
+	state.tools.clear();
+	state.panelEntries.clear();
 	liveElements.length = 0;
 	for (const entry of data.transcript || []) appendEntry(entry, { scroll: false });
 	$("no-session").hidden = true;
 	$("session-view").hidden = false;
+	setDrawer(false);
 	renderSessionList();
 	renderLive();
+	renderSessionEmpty();
 	setFragment();
-	if (keepScroll && !switching) transcript.scrollTop = scroll;
-	else transcript.scrollTop = transcript.scrollHeight;
+	if (keepScroll && !switching) {
+		transcript.scrollTop = scroll;
+		state.follow = atBottom(transcript);
+	} else scrollToEnd({ force: true });
 	loadCommands(sessionId);
 	if (switching) $("prompt-input").focus();
 }
@@ -517,16 +598,93 @@ function renderAssistantContent(content) {
 	const parts = [];
 	const blocks = Array.isArray(content) ? content : [{ type: "text", text: str(content) }];
 	for (const block of blocks) {
-		if (block?.type === "text") parts.push(h("div", { class: "msg-text", text: block.text ?? "" }));
+		if (block?.type === "text") parts.push(markdownBlock(block));
 		else if (block?.type === "thinking") parts.push(h("details", { class: "thinking" }, h("summary", { text: "Thinking" }), h("div", { class: "msg-text", text: block.thinking ?? "" })));
-		else if (block?.type === "toolCall") parts.push(toolCallChip(block.name, block.arguments));
+		else if (block?.type === "toolCall") parts.push(toolRow(str(block.id, 200), block.name, block.arguments));
 	}
 	return parts;
 }
 
-function toolCallChip(name, args) {
-	return h("div", { class: "tool-call" }, h("span", { class: "tool-name", text: `→ ${str(name, 200)}` }), h("code", { class: "tool-args", text: str(args ?? {}, 4000) }));
+/** An assistant's text block: the server's sanitised rendering of its markdown, when it sent one. */
+function markdownBlock(block) {
+	const div = h("div", { class: "markdown" });
+	setMarkdown(div, block);
+	return div;
 }
+
+function setMarkdown(div, block) {
+	if (typeof block?.html === "string") {
+		// `html` is rendered and sanitised by the server (docs/GUI-API.md).
+		div.innerHTML = block.html;
+		div.classList.remove("plain");
+		addCopyButtons(div);
+	} else {
+		div.textContent = block?.text ?? "";
+		div.classList.add("plain");
+	}
+}
+
+/** Each code block of rendered markdown gets a Copy button. */
+function addCopyButtons(root) {
+	for (const pre of root.querySelectorAll("pre")) {
+		if (pre.parentElement?.classList.contains("code-block")) continue;
+		const button = h("button", { type: "button", class: "copy-code", text: "Copy", "aria-label": "Copy the code" });
+		button.addEventListener("click", async () => {
+			const text = pre.textContent;
+			try {
+				await navigator.clipboard.writeText(text);
+				button.textContent = "Copied";
+			} catch {
+				button.textContent = "Copy failed";
+			}
+			setTimeout(() => (button.textContent = "Copy"), 1500);
+		});
+		const wrap = h("div", { class: "code-block" });
+		pre.replaceWith(wrap);
+		wrap.append(pre, button);
+	}
+}
+
+// Tool calls: one row per call, holding its arguments and (once it ran) its result. Rows read
+// their state from state.tools, so a call shown while streaming and again from its saved entry
+// shows the same thing.
+const TOOL_STATUS = { pending: "not run yet", running: "running", done: "done", error: "failed" };
+
+function toolRow(id, name, args) {
+	const known = state.tools.get(id);
+	if (!known) state.tools.set(id, { name, args, status: "pending" });
+	const brief = str(args ?? {}, 160);
+	const row = h(
+		"details",
+		{ class: "tool-row", dataset: { toolCallId: id } },
+		h("summary", {}, h("span", { class: "tool-status" }), h("span", { class: "tool-name", text: str(name, 200) }), h("code", { class: "tool-brief", text: brief })),
+		h("div", { class: "tool-body" }, h("div", { class: "tool-label", text: "Arguments" }), h("pre", { class: "tool-args", text: JSON.stringify(args ?? {}, null, 2) }), h("div", { class: "tool-label tool-result-label", text: "Result" }), h("pre", { class: "tool-output" })),
+	);
+	paintToolRow(row);
+	return row;
+}
+
+function paintToolRow(row) {
+	const tool = state.tools.get(row.dataset.toolCallId) || { status: "pending" };
+	const status = Object.hasOwn(TOOL_STATUS, tool.status) ? tool.status : "pending";
+	row.dataset.status = status;
+	row.classList.toggle("is-error", status === "error");
+	const mark = row.querySelector(".tool-status");
+	mark.replaceChildren(status === "running" ? h("span", { class: "spinner", "aria-hidden": "true" }) : icon(status === "done" ? "check" : status === "error" ? "x" : "dot"));
+	mark.title = TOOL_STATUS[status];
+	mark.setAttribute("aria-label", TOOL_STATUS[status]);
+	const output = tool.output ?? "";
+	row.querySelector(".tool-output").textContent = output;
+	row.querySelector(".tool-output").hidden = !output;
+	row.querySelector(".tool-result-label").hidden = !output;
+}
+
+function setTool(id, patch) {
+	state.tools.set(id, { ...(state.tools.get(id) || { status: "pending" }), ...patch });
+	for (const row of toolRows(id)) paintToolRow(row);
+}
+
+const toolRows = (id) => $("transcript").querySelectorAll(`.tool-row[data-tool-call-id="${CSS.escape(id)}"]`);
 
 function renderMessage(message) {
 	const role = message?.role;
@@ -537,10 +695,11 @@ function renderMessage(message) {
 		return item;
 	}
 	if (role === "toolResult") {
-		const item = messageItem("tool", `Tool ${str(message.toolName, 200)}`, h("pre", { class: "tool-output", text: contentText(message.content) }));
-		if (message.isError) item.classList.add("is-error");
-		item.dataset.toolCallId = str(message.toolCallId, 200);
-		return item;
+		const id = str(message.toolCallId, 200);
+		setTool(id, { status: message.isError ? "error" : "done", output: contentText(message.content) });
+		// Shown in its call's row; a result whose call is not on the page gets a row of its own.
+		if (toolRows(id).length) return null;
+		return h("li", { class: "msg msg-tool" }, toolRow(id, message.toolName, state.tools.get(id)?.args));
 	}
 	if (role === "bashExecution") {
 		return messageItem("tool", "Shell", h("code", { text: `$ ${str(message.command, 4000)}` }), h("pre", { class: "tool-output", text: str(message.output) }));
@@ -583,8 +742,15 @@ function entryElement(entry) {
 		case "custom":
 		case "custom_message": {
 			if (entry.card) {
-				if (entry.card.removed) return h("li", { class: "note", text: `Panel ${str(entry.card.id, 128)} removed` });
-				return h("li", { class: "msg msg-card" }, renderCard(entry.card));
+				if (entry.card.removed) return h("li", { class: "note panel-removed" });
+				const item = h("li", { class: "msg msg-card" }, renderCard(entry.card));
+				if (entry.card.id !== undefined && entry.card.id !== null) {
+					// The dock carries a panel's live state and actions; the transcript its history.
+					item.classList.add("panel-history");
+					item.dataset.panelTitle = str(entry.card.title, 256);
+					disableActions(item);
+				}
+				return item;
 			}
 			if (entry.customType === "pichamber.app") {
 				const title = entry.data?.title || entry.data?.appId || "app";
@@ -601,9 +767,23 @@ function entryElement(entry) {
 			return h("li", { class: "note", text: `Model: ${str(entry.provider, 200)}/${str(entry.modelId, 200)}` });
 		case "thinking_level_change":
 			return h("li", { class: "note", text: `Thinking level: ${str(entry.thinkingLevel, 50)}` });
+		case "session_info":
+			return h("li", { class: "note", text: entry.name ? `Session named “${str(entry.name, 256)}”` : "Session name cleared" });
 		default:
 			return null;
 	}
+}
+
+function disableActions(root) {
+	for (const actions of root.querySelectorAll(".card-actions")) actions.remove();
+}
+
+/** A panel's earlier state: collapsed under its title. */
+function supersede(item) {
+	if (item.classList.contains("superseded")) return;
+	item.classList.add("superseded");
+	const title = item.dataset.panelTitle || "Panel";
+	item.replaceChildren(h("details", { class: "history" }, h("summary", { text: `${title} — earlier state` }), ...item.childNodes));
 }
 
 function appendEntry(entry, { scroll = true } = {}) {
@@ -612,13 +792,26 @@ function appendEntry(entry, { scroll = true } = {}) {
 		state.rendered.add(entry.id);
 	}
 	if (entry.type === "message") settleLive(entry.message || {});
+	if (entry.type === "session_info") nameSession(state.current, entry.name);
 	const el = entryElement(entry);
 	if (!el) return;
+	const panelId = entry.card?.id === undefined || entry.card?.id === null ? null : String(entry.card.id);
+	if (panelId !== null) {
+		// A new state makes the previous one history; a removal leaves the last state shown.
+		const previous = state.panelEntries.get(panelId);
+		if (previous && !entry.card.removed) supersede(previous);
+		if (entry.card.removed) {
+			const title = previous?.dataset.panelTitle;
+			el.textContent = title ? `${title}: panel removed` : "Panel removed";
+			state.panelEntries.delete(panelId);
+		} else state.panelEntries.set(panelId, el);
+	}
 	el.dataset.entryType = entry.type;
 	if (entry.customType) el.dataset.customType = entry.customType;
 	const transcript = $("transcript");
 	const live = transcript.querySelector(".live");
 	transcript.insertBefore(el, live);
+	renderSessionEmpty();
 	if (entry.card) clearLoading();
 	if (scroll) scrollToEnd();
 }
@@ -626,13 +819,42 @@ function appendEntry(entry, { scroll = true } = {}) {
 function appendNote(text, tone) {
 	const el = h("li", { class: `note ${toneClass(tone)}`, text });
 	$("transcript").append(el);
+	renderSessionEmpty();
 	scrollToEnd();
 }
 
-function scrollToEnd() {
+/** What the user ran, shown where its output will land (pi keeps no entry for a command). */
+function echoCommand(text) {
+	$("transcript").append(h("li", { class: "msg msg-user msg-command" }, h("code", { text: str(text, 2000) })));
+	renderSessionEmpty();
+	scrollToEnd({ force: true });
+}
+
+// Following new output: while the reader is at the end of the transcript, new output keeps
+// them there; once they scroll up it waits behind "Jump to latest".
+const FOLLOW_SLACK = 48; // px from the end that still count as "at the end"
+
+const atBottom = (el) => el.scrollHeight - el.scrollTop - el.clientHeight <= FOLLOW_SLACK;
+
+function scrollToEnd({ force = false } = {}) {
 	const transcript = $("transcript");
-	const near = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 160;
-	if (near) transcript.scrollTop = transcript.scrollHeight;
+	if (force) state.follow = true;
+	if (state.follow) {
+		transcript.scrollTop = transcript.scrollHeight;
+		$("jump-latest").hidden = true;
+	} else if (transcript.scrollHeight > transcript.clientHeight) $("jump-latest").hidden = false;
+}
+
+function setupFollow() {
+	const transcript = $("transcript");
+	transcript.addEventListener("scroll", () => {
+		state.follow = atBottom(transcript);
+		if (state.follow) $("jump-latest").hidden = true;
+	});
+	$("jump-latest").addEventListener("click", () => {
+		scrollToEnd({ force: true });
+		$("prompt-input").focus();
+	});
 }
 
 // Live (streaming) messages from `agent` events. They are dropped once the persisted entry
@@ -645,6 +867,7 @@ function liveElement(role, label, key) {
 	if (key) el.dataset.liveKey = key;
 	liveElements.push(el);
 	$("transcript").append(el);
+	renderSessionEmpty();
 	scrollToEnd();
 	return el;
 }
@@ -694,15 +917,19 @@ function handleAgentEvent(sessionId, event) {
 				if (!block) {
 					if (kind === "thinking") {
 						block = h("details", { class: "thinking" }, h("summary", { text: "Thinking" }), h("div", { class: "msg-text" }));
-					} else block = h("div", { class: "msg-text" });
+					} else block = h("div", { class: "markdown plain" });
 					block.dataset.block = index;
 					el.append(block);
 				}
 				return kind === "thinking" ? block.querySelector(".msg-text") : block;
 			};
-			if (delta.type === "text_delta") blockFor("text").append(delta.delta ?? "");
-			else if (delta.type === "thinking_delta") blockFor("thinking").append(delta.delta ?? "");
-			else if (delta.type === "toolcall_end" && delta.toolCall) el.append(toolCallChip(delta.toolCall.name, delta.toolCall.arguments));
+			const current = Array.isArray(event.message?.content) ? event.message.content[delta.contentIndex ?? 0] : null;
+			if (delta.type === "text_delta") {
+				const block = blockFor("text");
+				if (typeof current?.html === "string") setMarkdown(block, current);
+				else block.append(delta.delta ?? "");
+			} else if (delta.type === "thinking_delta") blockFor("thinking").append(delta.delta ?? "");
+			else if (delta.type === "toolcall_end" && delta.toolCall) el.append(toolRow(str(delta.toolCall.id, 200), delta.toolCall.name, delta.toolCall.arguments));
 			else if (delta.type === "error" && delta.error?.errorMessage) el.append(h("div", { class: "msg-error", text: str(delta.error.errorMessage, 4000) }));
 			scrollToEnd();
 			break;
@@ -718,21 +945,19 @@ function handleAgentEvent(sessionId, event) {
 			break;
 		}
 		case "tool_execution_start": {
-			const el = liveElement("tool", `Tool ${str(event.toolName, 200)}`, String(event.toolCallId));
-			el.append(h("code", { class: "tool-args", text: str(event.args ?? {}, 4000) }), h("pre", { class: "tool-output" }), h("span", { class: "spinner", "aria-label": "running" }));
+			const id = str(event.toolCallId, 200);
+			setTool(id, { status: "running", name: event.toolName, args: event.args });
+			if (!toolRows(id).length) liveElement("tool", `Tool ${str(event.toolName, 200)}`, id).append(toolRow(id, event.toolName, event.args));
+			scrollToEnd();
 			break;
 		}
 		case "tool_execution_update":
 		case "tool_execution_end": {
-			const el = liveElements.find((e) => e.dataset.liveRole === "tool" && e.dataset.liveKey === String(event.toolCallId));
-			if (!el) break;
 			const result = event.type === "tool_execution_end" ? event.result : event.partialResult;
-			el.querySelector(".tool-output").textContent = contentText(result?.content);
-			if (event.type === "tool_execution_end") {
-				el.querySelector(".spinner")?.remove();
-				el.removeAttribute("aria-busy");
-				if (event.isError) el.classList.add("is-error");
-			}
+			const patch = { output: contentText(result?.content) };
+			if (event.type === "tool_execution_end") patch.status = event.isError ? "error" : "done";
+			setTool(str(event.toolCallId, 200), patch);
+			scrollToEnd();
 			break;
 		}
 		default:
@@ -1073,6 +1298,25 @@ const BRIDGE = `<script>(function(){function find(t){while(t&&t.nodeType===1){if
 document.addEventListener("click",function(e){var el=find(e.target);if(!el)return;e.preventDefault();
 parent.postMessage({pichamber:"command",command:String(el.getAttribute("data-pichamber-command")||""),args:String(el.getAttribute("data-pichamber-args")||"")},"*");},true);})();<\/script>`;
 
+/** The page's look for an app surface, before the app's own HTML (whose styles win). The
+ *  values are the page's own theme colours, never extension text. */
+function appBaseStyle() {
+	const css = getComputedStyle(document.documentElement);
+	const v = (name) => css.getPropertyValue(name).trim().replace(/[^#\w(),.% -]/g, "");
+	const dark = window.matchMedia("(prefers-color-scheme: dark)").matches;
+	return `<style>
+:root{color-scheme:${dark ? "dark" : "light"}}
+body{margin:8px;font:15px/1.45 system-ui,-apple-system,"Segoe UI","Liberation Sans",sans-serif;color:${v("--text")};background:${v("--panel")}}
+a{color:${v("--accent")}}
+button,input,select,textarea{font:inherit;color:${v("--text")};background:${v("--panel")};border:1px solid ${v("--border")};border-radius:6px;padding:5px 10px}
+button{cursor:pointer}button:hover{border-color:${v("--accent")}}
+button.primary,button[type=submit]{background:${v("--accent")};color:${v("--accent-text")};border-color:${v("--accent")}}
+table{border-collapse:collapse}th,td{text-align:left;padding:4px 10px 4px 0;border-bottom:1px solid ${v("--border")}}
+code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.9em}
+h1,h2,h3{line-height:1.2}
+</style>`;
+}
+
 function renderApps() {
 	const container = $("apps");
 	const apps = snapshot().apps || {};
@@ -1087,7 +1331,7 @@ function renderApps() {
 		if (state.mounts.has(appId)) continue;
 		const title = str(app.title, 256) || appId.slice(appId.indexOf("/") + 1);
 		const iframe = h("iframe", { sandbox: "allow-scripts", title: `App: ${title}`, referrerpolicy: "no-referrer", loading: "eager" });
-		iframe.srcdoc = `<!doctype html><meta charset="utf-8">${BRIDGE}${typeof app.html === "string" ? app.html : ""}`;
+		iframe.srcdoc = `<!doctype html><meta charset="utf-8">${appBaseStyle()}${BRIDGE}${typeof app.html === "string" ? app.html : ""}`;
 		const element = h("section", { class: "app-surface", "aria-label": title, dataset: { appId: str(appId, 128) } }, h("h3", { class: "card-title", text: title }), iframe);
 		container.append(element);
 		state.mounts.set(appId, { iframe, element, token: app.token, html: app.html, sessionId: state.current });
@@ -1386,6 +1630,8 @@ function updateCompletions() {
 	const name = text.slice(1, space);
 	const prefix = text.slice(space + 1);
 	if (!state.commands.some((c) => c.name === name)) return setCompletions([], null);
+	// Until the command answers for this text, keep only the shown items that still fit it.
+	if (completion.kind === "args") setCompletions(completion.items.filter((item) => item.insert.startsWith(text)), "args");
 	const seq = ++completion.seq;
 	const sessionId = state.current;
 	completeTimer = setTimeout(async () => {
@@ -1410,16 +1656,115 @@ async function submitComposer() {
 	if (!text.trim() || !state.current) return;
 	setCompletions([], null);
 	input.value = "";
+	fitComposer();
+	const sessionId = state.current;
+	// An extension's command leaves no entry of its own: echo it. Anything else comes back as
+	// the user's message (templates and skills expand into one).
+	const name = text.startsWith("/") ? text.slice(1).split(/\s/, 1)[0] : null;
+	if (name && state.commands.some((c) => c?.name === name && c?.source === "extension")) echoCommand(text.trim());
+	else scrollToEnd({ force: true });
 	try {
-		await sendPrompt(state.current, text);
+		await sendPrompt(sessionId, text);
+		const summary = state.sessions.get(sessionId);
+		if (summary && !name && !summary.title) {
+			summary.title = text.trim().split("\n", 1)[0].slice(0, 80);
+			renderSessionList();
+			if (state.current === sessionId) renderTitle();
+		}
 	} catch (error) {
 		input.value = text;
+		fitComposer();
 		toast(`Not sent: ${error.message}`, "error");
 	}
 }
 
+/** The message box grows with its text, up to a third of the window. */
+function fitComposer() {
+	const input = $("prompt-input");
+	input.style.height = "auto";
+	input.style.height = `${Math.min(input.scrollHeight + 2, Math.round(window.innerHeight / 3))}px`;
+}
+
+function nameSession(sessionId, name) {
+	const summary = state.sessions.get(sessionId);
+	if (!summary) return;
+	if (name) summary.name = str(name, 256);
+	else delete summary.name;
+	renderSessionList();
+	if (state.current === sessionId) renderTitle();
+}
+
+function setDrawer(open) {
+	$("sidebar").classList.toggle("open", open);
+	$("drawer-scrim").hidden = !open;
+	$("toggle-sessions").setAttribute("aria-expanded", String(open));
+	if (open) $("sidebar").querySelector("button")?.focus();
+}
+
+async function loadExtensions() {
+	try {
+		const data = await api("GET", "/extensions");
+		state.extensions = new Map((data?.extensions || []).map((e) => [e.id, e]));
+	} catch {
+		state.extensions = new Map();
+	}
+}
+
+// Entries that set a session up rather than say something: a session holding only these is empty.
+const QUIET_ENTRIES = new Set(["model_change", "thinking_level_change"]);
+
+/** An open session with nothing in it yet says what it can do: its extensions and their commands. */
+function renderSessionEmpty() {
+	const box = $("session-empty");
+	const transcript = $("transcript");
+	const summary = state.sessions.get(state.current);
+	const settings = [...transcript.children].filter((el) => QUIET_ENTRIES.has(el.dataset.entryType));
+	if (!summary || transcript.childElementCount > settings.length) {
+		box.hidden = true;
+		return;
+	}
+	const model = settings.filter((el) => el.dataset.entryType === "model_change").pop()?.textContent;
+	box.replaceChildren(
+		h("h3", { text: "Ready" }),
+		h("p", { class: "muted", text: "Type a message for the model, or / for a command. The extensions in this session run in their sandbox:" }),
+		model ? h("p", { class: "muted session-model", text: model }) : null,
+	);
+	const list = h("ul", { class: "ext-list" });
+	for (const id of summary.extensions || []) {
+		const ext = state.extensions.get(id);
+		if (!ext) continue;
+		const commands = (ext.commands || []).slice(0, 24).map((c) =>
+			h("button", {
+				type: "button",
+				class: "chip",
+				title: str(c.description, 300) || undefined,
+				text: `/${str(c.name, 128)}`,
+				onclick: () => {
+					const input = $("prompt-input");
+					input.value = `/${c.name} `;
+					input.focus();
+					updateCompletions();
+				},
+			}),
+		);
+		const tools = (ext.tools || []).map((t) => str(t.name, 128));
+		list.append(
+			h(
+				"li",
+				{ class: "ext" },
+				h("div", { class: "ext-name" }, h("strong", { text: str(ext.name, 128) }), ext.version ? h("span", { class: "muted", text: ` ${str(ext.version, 64)}` }) : null),
+				commands.length ? h("div", { class: "chips", role: "group", "aria-label": `Commands of ${str(ext.name, 128)}` }, commands) : null,
+				tools.length ? h("div", { class: "muted ext-tools", text: `Tools for the model: ${tools.join(", ")}` }) : null,
+			),
+		);
+	}
+	if (list.childElementCount) box.append(list);
+	box.hidden = false;
+}
+
 function setupComposer() {
 	const input = $("prompt-input");
+	input.addEventListener("input", fitComposer);
 	$("composer").addEventListener("submit", (e) => {
 		e.preventDefault();
 		submitComposer();
@@ -1635,7 +1980,14 @@ async function start() {
 	state.token = params.get("token");
 	const wanted = params.get("session");
 	setupComposer();
+	setupFollow();
+	$("toggle-sessions").addEventListener("click", () => setDrawer(!$("sidebar").classList.contains("open")));
+	$("drawer-scrim").addEventListener("click", () => setDrawer(false));
+	$("sidebar").addEventListener("keydown", (e) => {
+		if (e.key === "Escape" && $("sidebar").classList.contains("open")) setDrawer(false);
+	});
 	$("new-session").addEventListener("click", createSession);
+	$("new-session-top").addEventListener("click", createSession);
 	$("close-session").addEventListener("click", () => state.current && closeSession(state.current));
 	$("abort-run").addEventListener("click", () => state.current && api("POST", `/sessions/${encodeURIComponent(state.current)}/abort`).catch((error) => toast(error.message, "error")));
 	$("open-settings").addEventListener("click", openSettings);
@@ -1655,7 +2007,7 @@ async function start() {
 		if (error.status !== 401) toast(`Could not list sessions: ${error.message}`, "error");
 		if (error.status === 401) return;
 	}
-	await loadSettings();
+	await Promise.all([loadSettings(), loadExtensions()]);
 	connectStream();
 	if (wanted && state.sessions.has(wanted)) await openSession(wanted);
 	else if (state.sessions.size === 1) await openSession([...state.sessions.keys()][0]);

@@ -7,6 +7,10 @@
  * - `/app-show`: an app surface whose script probes what the sandbox lets it read (cookies,
  *   storage, the parent page) and puts the findings in the args of its command button.
  * - `/app-next ARGS`: the app's command; answers with a card that shows what it received.
+ * - `/later MS`: a card that arrives MS milliseconds after the command returned (output the
+ *   reader did not just ask for).
+ * - the tool `fixture_lookup`: answers "found: TERM", and fails for the term "fail" (the
+ *   scripted model in ../../model-turns.json calls it both ways).
  */
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 
@@ -59,6 +63,27 @@ export default function (pi: ExtensionAPI) {
 		description: "Mount the probe app surface",
 		handler: async () => {
 			pi.appendEntry("pichamber.app", { ...PROTOCOL, appId: "board", title: "Board", html: APP_HTML });
+		},
+	});
+
+	pi.registerCommand("later", {
+		description: "A card that arrives after MS milliseconds",
+		handler: async (args) => {
+			const ms = Math.max(0, Number(args.trim()) || 0);
+			setTimeout(() => {
+				pi.appendEntry("pichamber.ui", { ...PROTOCOL, title: "Later", component: "markdown", props: { body: `Arrived after ${ms} ms` } });
+			}, ms);
+		},
+	});
+
+	pi.registerTool({
+		name: "fixture_lookup",
+		label: "Lookup",
+		description: "Look a term up",
+		parameters: { type: "object", properties: { term: { type: "string" } }, required: ["term"] } as never,
+		async execute(_toolCallId, params: { term: string }) {
+			if (params.term === "fail") throw new Error(`no entry for ${params.term}`);
+			return { content: [{ type: "text", text: `found: ${params.term}` }], details: {} };
 		},
 	});
 
