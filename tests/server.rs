@@ -1920,6 +1920,83 @@ token = "{BOB}"
     server.prompt(ADA, &fourth, "/glance").await;
     let rows = glance_rows(&wait_cards(&server, ADA, &fourth, 1).await[0]);
     assert!(rows["Git"].contains("--allow-run=git"), "{rows:?}");
+
+    // Where each item stands, per session: the third has git from "always" (remembered when
+    // it opened), the fourth had it denied.
+    let git = json!([{ "kind": "run", "value": "git" }]);
+    let access = |session: String| {
+        let server = &server;
+        async move {
+            server
+                .get(&format!("/api/pi/sessions/{session}/extensions"), ADA)
+                .await
+                .1["extensions"][0]
+                .clone()
+        }
+    };
+    let third_access = access(third.clone()).await;
+    assert_eq!(third_access["approved"], git, "{third_access}");
+    assert_eq!(third_access["given"], json!([]));
+    assert_eq!(third_access["refused"][0]["kind"], "read");
+    assert_eq!(access(fourth.clone()).await["declined"], git);
+    let (status, _) = server
+        .get(&format!("/api/pi/sessions/{fourth}/extensions"), BOB)
+        .await;
+    assert_eq!(status, 404, "another user's session");
+    // Asked again, approved, then revoked: it restarts without git, which is denied again.
+    let action = |method: &'static str, session: String, extension: String, tail: &'static str| {
+        let server = &server;
+        async move {
+            let path = format!("/api/pi/sessions/{session}/approvals/{extension}{tail}");
+            server.call(method, &path, Some(ADA), None).await
+        }
+    };
+    assert_eq!(
+        action("POST", fourth.clone(), "nope".into(), "/ask")
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        action("DELETE", fourth.clone(), id.clone(), "").await.0,
+        409,
+        "nothing approved"
+    );
+    let (status, asked) = action("POST", fourth.clone(), id.clone(), "/ask").await;
+    assert_eq!(
+        (status, &asked["approval"]["items"]),
+        (200, &git),
+        "{asked}"
+    );
+    assert_eq!(
+        action("POST", fourth.clone(), id.clone(), "/ask").await.0,
+        409,
+        "open already"
+    );
+    assert_eq!(access(fourth.clone()).await["pending"], git);
+    assert_eq!(decide(&fourth, &id, "always").await.0, 200);
+    server.prompt(ADA, &fourth, "/glance").await;
+    let rows = glance_rows(&wait_cards(&server, ADA, &fourth, 2).await[1]);
+    assert!(
+        git_ran_confined(&rows["Git"]),
+        "approved when asked again: {rows:?}"
+    );
+    let (status, revoked) = action("DELETE", fourth.clone(), id.clone(), "").await;
+    assert_eq!((status, &revoked["revoked"]), (200, &git), "{revoked}");
+    let after = access(fourth.clone()).await;
+    assert_eq!(
+        (&after["approved"], &after["declined"]),
+        (&json!([]), &git),
+        "{after}"
+    );
+    let saved = std::fs::read_to_string(data.join("ada/approvals.json")).unwrap();
+    assert!(
+        !saved.contains("\"git\""),
+        "the always approval is forgotten: {saved}"
+    );
+    server.prompt(ADA, &fourth, "/glance").await;
+    let rows = glance_rows(&wait_cards(&server, ADA, &fourth, 3).await[2]);
+    assert!(rows["Git"].contains("--allow-run=git"), "revoked: {rows:?}");
 }
 
 #[test]

@@ -631,6 +631,29 @@ test("an extension's capability request is approved once, always, or denied", as
 		await waitFor(kvCards.nth(0).getByText(/--allow-run=git/), "denied: git is refused, naming the flag");
 		await waitFor(kvCards.nth(0).getByText(/--allow-read=/), "denied: the folder is refused, naming the flag");
 		await shot(page, "approval-denied");
+
+		// The Extensions panel: what was denied can be asked again, what was approved revoked.
+		const panel = page.locator("dialog#extensions-dialog[open]");
+		const glance = panel.getByRole("region", { name: "git-glance" });
+		await page.getByRole("button", { name: "Extensions", exact: true }).click();
+		await waitFor(glance.getByText("Denied in this session"), "the panel lists what was denied");
+		await waitFor(glance.getByText("run the program git"), "item by item");
+		await shot(page, "extensions-panel");
+		await glance.getByRole("button", { name: "Ask me again" }).click();
+		await waitFor(glance.getByText("Asks for (answer above the transcript)"), "asked again, the panel shows the open question");
+		await panel.getByRole("button", { name: "Close" }).click();
+		await waitFor(request, "the request shows above the transcript again");
+		await request.getByRole("button", { name: "Allow once" }).click();
+		await page.waitForFunction(() => !document.querySelector("#approvals section"), null, { timeout: STEP });
+		await send(page, "/glance");
+		await waitFor(kvCards.nth(1).getByText("No commits yet on trunk"), "allowed when asked again, git runs");
+		await page.getByRole("button", { name: "Extensions", exact: true }).click();
+		await waitFor(glance.getByText("May, approved by you"), "the panel lists what the user approved");
+		await glance.getByRole("button", { name: "Revoke" }).click();
+		await waitFor(glance.getByText("Denied in this session"), "revoked, the items count as denied again");
+		await panel.getByRole("button", { name: "Close" }).click();
+		await send(page, "/glance");
+		await waitFor(kvCards.nth(2).getByText(/--allow-run=git/), "revoked: git is refused again");
 		assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
 	} finally {
 		await server.stop();

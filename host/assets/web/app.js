@@ -34,6 +34,7 @@ const state = {
 	panelEntries: new Map(), // panel id -> its newest transcript item (older ones are history)
 	extensions: new Map(), // extension id -> { name, version?, tools, commands }
 	pendingCloses: new Map(), // session id -> timer: closed on the server unless undone
+	errors: new Map(), // session id -> extension errors seen by this page [{ extension, event, error }]
 };
 
 function emptySnapshot() {
@@ -304,12 +305,26 @@ function handleEvent(name, data) {
 		case "extension.ui":
 			handleUiEvent(sessionId, data);
 			break;
-		case "extension.error":
-			if (sessionId !== state.current) break;
+		case "extension.error": {
 			// "<runtime>": the host's own refusal (a prompt without a model), not an extension's fault.
+			if (data.extension !== "<runtime>") {
+				const list = state.errors.get(sessionId) || [];
+				list.push({ extension: str(data.extension, 200), event: str(data.event, 200), error: str(data.error, 2000) });
+				state.errors.set(sessionId, list.slice(-50));
+			}
+			if (sessionId !== state.current) break;
 			if (data.extension === "<runtime>") appendNote(str(data.error, 2000), "warning");
-			else appendNote(`Extension error in ${str(data.extension, 200)} (${str(data.event, 200)}): ${str(data.error, 2000)}`, "error");
+			else {
+				appendNote(`Extension error in ${str(data.extension, 200)} (${str(data.event, 200)}): ${str(data.error, 2000)}`, "error");
+				// A denial names a command-line flag; here the user decides in the Extensions panel.
+				if (/--allow-|not granted|denied/i.test(str(data.error, 2000))) {
+					const note = $("transcript").lastElementChild;
+					note.append(" ", h("button", { type: "button", class: "btn secondary note-action", text: "What it may do…", onclick: openExtensions }));
+				}
+			}
+			if (state.extensionsOpen) refreshExtensions();
 			break;
+		}
 		default:
 			break;
 	}
@@ -367,6 +382,10 @@ function handleUiEvent(sessionId, data) {
 		case "approval.closed":
 			snap.approvals = (snap.approvals || []).filter((a) => a.extension !== data.extension);
 			if (isCurrent) renderApprovals();
+			if (isCurrent && state.extensionsOpen) refreshExtensions();
+			break;
+		case "access":
+			if (isCurrent && state.extensionsOpen) refreshExtensions();
 			break;
 		case "app":
 			if (data.removed) delete snap.apps[data.appId];
@@ -1963,6 +1982,84 @@ function openSettings() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The extensions panel: per extension of the open session, what it asked for and where each
+// item stands; the user approves, revokes or asks again here, not with command-line flags.
+
+async function openExtensions() {
+	if (!state.current) return;
+	state.extensionsOpen = true;
+	const dialog = $("extensions-dialog");
+	if (!dialog.open) dialog.showModal();
+	await refreshExtensions();
+}
+
+async function refreshExtensions() {
+	const sessionId = state.current;
+	const dialog = $("extensions-dialog");
+	if (!sessionId || !dialog.open) return;
+	let data;
+	try {
+		data = await api("GET", `/sessions/${encodeURIComponent(sessionId)}/extensions`);
+	} catch (error) {
+		toast(`Could not read the extensions: ${error.message}`, "error");
+		return;
+	}
+	if (state.current !== sessionId || !dialog.open) return;
+	renderExtensions(dialog, sessionId, data?.extensions || []);
+}
+
+function renderExtensions(dialog, sessionId, extensions) {
+	const close = h("button", { type: "button", class: "btn secondary", text: "Close", onclick: () => dialog.close() });
+	const body = h("div", { class: "dialog-form extensions-panel" }, h("h2", { id: "extensions-title", text: "Extensions in this session" }));
+	if (!extensions.length) body.append(h("p", { class: "muted", text: "No extensions are loaded in this session." }));
+	const errors = state.errors.get(sessionId) || [];
+	for (const ext of extensions) {
+		const info = state.extensions.get(ext.extension) || {};
+		const name = str(ext.name, 128);
+		const section = h("section", { class: "ext-access", "aria-label": name, dataset: { extension: str(ext.extension, 64) } });
+		section.append(h("h3", {}, h("strong", { text: name }), info.version ? h("span", { class: "muted", text: ` ${str(info.version, 64)}` }) : null));
+		if (ext.reason) section.append(h("p", { class: "muted", text: `Why it asks: ${str(ext.reason, 300)}` }));
+		const group = (title, items, extra) => {
+			if (!items?.length) return;
+			section.append(h("div", { class: "access-group" }, h("h4", { text: title }), h("ul", { class: "approval-items" }, ...items.slice(0, 64).map((item) => capabilityItem(item, item.why))), extra || null));
+		};
+		const act = (label, variant, method, path, done) =>
+			h("button", {
+				type: "button",
+				class: `btn ${variant}`,
+				text: label,
+				onclick: async (e) => {
+					e.currentTarget.disabled = true;
+					try {
+						await api(method, `/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(ext.extension)}${path}`);
+						toast(`${name}: ${done}`, "success");
+					} catch (error) {
+						toast(`${name}: ${error.message}`, "error");
+					}
+					refreshExtensions();
+				},
+			});
+		group("May, by its grants", ext.given);
+		group("May, approved by you", ext.approved, act("Revoke", "danger", "DELETE", "", "approvals revoked; it restarted without them"));
+		if (ext.pending?.length) group("Asks for (answer above the transcript)", ext.pending);
+		group("Denied in this session", ext.declined, act("Ask me again", "secondary", "POST", "/ask", "asked again above the transcript"));
+		group("Requested, not available here", ext.refused);
+		if (![ext.given, ext.approved, ext.pending, ext.declined, ext.refused].some((l) => l?.length)) section.append(h("p", { class: "muted", text: "It asks for no files, programs, variables or hosts: it runs with nothing." }));
+		const commands = (info.commands || []).map((c) => `/${str(c.name, 128)}`);
+		const tools = (info.tools || []).map((t) => str(t.name, 128));
+		if (commands.length) section.append(h("p", { class: "muted", text: `Commands: ${commands.join(", ")}` }));
+		if (tools.length) section.append(h("p", { class: "muted", text: `Tools for the model: ${tools.join(", ")}` }));
+		const own = errors.filter((e) => e.extension === ext.name);
+		if (own.length) {
+			section.append(h("div", { class: "access-group" }, h("h4", { text: `Errors (${own.length})` }), h("ul", { class: "ext-errors" }, ...own.slice(-10).map((e) => h("li", { text: `${e.event}: ${e.error}` })))));
+		}
+		body.append(section);
+	}
+	body.append(h("div", { class: "dialog-buttons" }, close));
+	dialog.replaceChildren(body);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Start
 
 function showLogin(reason) {
@@ -1991,6 +2088,8 @@ async function start() {
 	$("close-session").addEventListener("click", () => state.current && closeSession(state.current));
 	$("abort-run").addEventListener("click", () => state.current && api("POST", `/sessions/${encodeURIComponent(state.current)}/abort`).catch((error) => toast(error.message, "error")));
 	$("open-settings").addEventListener("click", openSettings);
+	$("open-extensions").addEventListener("click", openExtensions);
+	$("extensions-dialog").addEventListener("close", () => (state.extensionsOpen = false));
 	$("login-form").addEventListener("submit", (e) => {
 		e.preventDefault();
 		const token = $("login-token").value.trim();

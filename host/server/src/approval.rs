@@ -30,17 +30,67 @@ impl PendingApproval {
             "extension": self.extension,
             "name": self.name,
             "items": self.items,
-            "refused": self.refused.iter().map(|r| json!({
-                "kind": r.item.kind,
-                "value": r.item.value,
-                "why": r.why,
-            })).collect::<Vec<_>>(),
+            "refused": refusals_json(&self.refused),
         });
         if let Some(reason) = &self.reason {
             out["reason"] = json!(reason);
         }
         out
     }
+}
+
+/// Where one extension of a session stands: what it asked for and what it may do, for the
+/// extensions panel (grant, revoke, ask again).
+#[derive(Debug, Clone)]
+pub struct AccessRecord {
+    pub extension: String,
+    pub name: String,
+    pub source_hash: String,
+    pub reason: Option<String>,
+    /// The grants the user has for it without any approval (what a revoke returns to).
+    pub configured: Grants,
+    /// Requested items the configured grants give.
+    pub given: Vec<Item>,
+    /// Requested items approved: "always" earlier, or in this session.
+    pub approved: Vec<Item>,
+    /// Requested items denied in this session: they can be asked again.
+    pub declined: Vec<Item>,
+    pub refused: Vec<Refusal>,
+}
+
+impl AccessRecord {
+    /// What it runs with: the configured grants and the approved items.
+    pub fn grants(&self, cwd: &std::path::Path) -> Grants {
+        let mut grants = self.configured.clone();
+        for item in &self.approved {
+            grants.add(item, cwd);
+        }
+        grants
+    }
+
+    /// As `GET /api/pi/sessions/:id/extensions` lists it (`pending`: the open question's items).
+    pub fn to_json(&self, pending: &[Item]) -> Value {
+        let mut out = json!({
+            "extension": self.extension,
+            "name": self.name,
+            "given": self.given,
+            "approved": self.approved,
+            "pending": pending,
+            "declined": self.declined,
+            "refused": refusals_json(&self.refused),
+        });
+        if let Some(reason) = &self.reason {
+            out["reason"] = json!(reason);
+        }
+        out
+    }
+}
+
+fn refusals_json(refused: &[Refusal]) -> Value {
+    refused
+        .iter()
+        .map(|r| json!({ "kind": r.item.kind, "value": r.item.value, "why": r.why }))
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,4 +127,8 @@ pub enum ApprovalError {
     Invalid(String),
     /// Saving "always" or restarting the extension failed.
     Failed(String),
+    /// The session has no such extension.
+    UnknownExtension,
+    /// Nothing to ask again or to revoke.
+    Nothing(&'static str),
 }

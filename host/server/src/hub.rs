@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::approval::{ApprovalError, Decision, PendingApproval};
+use super::approval::{AccessRecord, ApprovalError, Decision, PendingApproval};
 use pichamber_access::Grants;
 use pichamber_access::{Access, ApprovalStore, Ceiling, Requests};
 use pichamber_artifact::Artifact;
@@ -351,6 +351,8 @@ pub struct SessionHandle {
     pub dialogs: Arc<HubDialogs>,
     /// Approval questions not answered yet, one per extension.
     approvals: Mutex<Vec<PendingApproval>>,
+    /// What each loaded extension asked for and may do (in catalog order).
+    access: Mutex<Vec<AccessRecord>>,
     work: mpsc::UnboundedSender<Work>,
     closed: AtomicBool,
     done: Mutex<Option<oneshot::Receiver<()>>>,
@@ -407,6 +409,43 @@ impl SessionHandle {
             });
         }
         snapshot
+    }
+
+    /// What each extension asked for and may do, with its open question's items.
+    pub fn access_json(&self) -> Vec<Value> {
+        let approvals = self.approvals.lock().unwrap();
+        self.access
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|record| {
+                let pending = approvals
+                    .iter()
+                    .find(|a| a.extension == record.extension)
+                    .map_or(&[][..], |a| &a.items[..]);
+                record.to_json(pending)
+            })
+            .collect()
+    }
+
+    fn with_access<R>(&self, extension: &str, f: impl FnOnce(&mut AccessRecord) -> R) -> Option<R> {
+        let mut access = self.access.lock().unwrap();
+        access.iter_mut().find(|r| r.extension == extension).map(f)
+    }
+
+    /// Restarts an extension of this session with `grants`.
+    async fn regrant(&self, source_hash: &str, grants: Grants) -> Result<(), String> {
+        let (respond, answer) = oneshot::channel();
+        self.work
+            .send(Work::Regrant {
+                source_hash: source_hash.to_owned(),
+                grants: Arc::new(grants),
+                respond,
+            })
+            .map_err(|_| "the session is closed".to_owned())?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the session is closed".into()))
     }
 
     /// The current branch's entries as clients see them.
@@ -942,6 +981,7 @@ impl Hub {
         session.set_thinking_level(&launcher.thinking)?;
         let mut loaded = Vec::new();
         let mut approvals = Vec::new();
+        let mut access_records = Vec::new();
         let default_access = Access {
             grants: (*launcher.instance.grants).clone(),
             ceiling: Ceiling::Grants,
@@ -949,14 +989,25 @@ impl Hub {
         for entry in launcher.catalog.iter().filter(|e| wanted.contains(&e.id)) {
             let hash = &entry.artifact.manifest.source_hash;
             let access = user.access.get(&entry.id).unwrap_or(&default_access);
-            let (grants, assessment) = access.assess(
-                &entry.requests,
-                &user.approvals.remembered(hash),
-                &launcher.cwd,
-            );
+            let remembered = user.approvals.remembered(hash);
+            let (grants, assessment) = access.assess(&entry.requests, &remembered, &launcher.cwd);
             session.set_extension_grants(hash, Arc::new(grants.clone()));
             if session.load(&entry.artifact).await.is_ok() {
                 loaded.push(entry.id.clone());
+                let (approved, given) = assessment.granted.iter().cloned().partition(|item| {
+                    remembered.contains(item) && !access.grants.covers(item, &launcher.cwd)
+                });
+                access_records.push(AccessRecord {
+                    extension: entry.id.clone(),
+                    name: entry.artifact.manifest.name.clone(),
+                    source_hash: hash.clone(),
+                    reason: entry.requests.reason.clone(),
+                    configured: access.grants.clone(),
+                    given,
+                    approved,
+                    declined: Vec::new(),
+                    refused: assessment.refused.clone(),
+                });
                 if !assessment.pending.is_empty() {
                     approvals.push(PendingApproval {
                         extension: entry.id.clone(),
@@ -991,6 +1042,7 @@ impl Hub {
             ui,
             dialogs,
             approvals: Mutex::new(approvals),
+            access: Mutex::new(access_records),
             work,
             closed: AtomicBool::new(false),
             done: Mutex::new(Some(done_rx)),
@@ -1085,30 +1137,115 @@ impl Hub {
             for item in &pending.items {
                 grants.add(item, &self.launcher.cwd);
             }
-            let (respond, answer) = oneshot::channel();
-            let sent = handle.work.send(Work::Regrant {
-                source_hash: pending.source_hash.clone(),
-                grants: Arc::new(grants),
-                respond,
-            });
-            let outcome = match sent {
-                Ok(()) => answer
-                    .await
-                    .unwrap_or_else(|_| Err("the session is closed".into())),
-                Err(_) => Err("the session is closed".into()),
-            };
-            if let Err(e) = outcome {
+            if let Err(e) = handle.regrant(&pending.source_hash, grants).await {
                 restore(pending);
                 return Err(ApprovalError::Failed(e));
             }
             granted = pending.items.clone();
         }
+        handle.with_access(extension, |record| {
+            let list = if decision == Decision::Deny {
+                &mut record.declined
+            } else {
+                &mut record.approved
+            };
+            list.extend(pending.items.iter().cloned());
+        });
         user.publish(
             &handle.id,
             "extension.ui",
             json!({ "kind": "approval.closed", "extension": extension, "decision": decision.name() }),
         );
         Ok(json!({ "ok": true, "decision": decision.name(), "granted": granted }))
+    }
+
+    /// Asks the user again for what they denied an extension in this session.
+    pub fn ask_again(
+        &self,
+        user: &User,
+        handle: &SessionHandle,
+        extension: &str,
+    ) -> Result<Value, ApprovalError> {
+        let mut approvals = handle.approvals.lock().unwrap();
+        if approvals.iter().any(|a| a.extension == extension) {
+            return Err(ApprovalError::Nothing("its question is open already"));
+        }
+        let mut access = handle.access.lock().unwrap();
+        let record = access
+            .iter_mut()
+            .find(|r| r.extension == extension)
+            .ok_or(ApprovalError::UnknownExtension)?;
+        if record.declined.is_empty() {
+            return Err(ApprovalError::Nothing(
+                "nothing was denied to it in this session",
+            ));
+        }
+        let question = PendingApproval {
+            extension: record.extension.clone(),
+            name: record.name.clone(),
+            source_hash: record.source_hash.clone(),
+            reason: record.reason.clone(),
+            items: std::mem::take(&mut record.declined),
+            refused: Vec::new(),
+            grants: record.grants(&self.launcher.cwd),
+        };
+        let shown = question.to_json();
+        approvals.push(question);
+        drop((access, approvals));
+        user.publish(
+            &handle.id,
+            "extension.ui",
+            json!({ "kind": "approval", "approval": shown }),
+        );
+        Ok(json!({ "ok": true, "approval": shown }))
+    }
+
+    /// Takes back what the user approved for an extension: the session's approvals and the
+    /// "always" ones of its build. It restarts with its configured grants, and what was
+    /// approved can be asked for again.
+    pub async fn revoke(
+        &self,
+        user: &User,
+        handle: &SessionHandle,
+        extension: &str,
+    ) -> Result<Value, ApprovalError> {
+        let (hash, grants, revoked) = handle
+            .with_access(extension, |r| {
+                (
+                    r.source_hash.clone(),
+                    r.configured.clone(),
+                    r.approved.clone(),
+                )
+            })
+            .ok_or(ApprovalError::UnknownExtension)?;
+        if revoked.is_empty() {
+            return Err(ApprovalError::Nothing(
+                "nothing was approved for it beyond its grants",
+            ));
+        }
+        user.approvals
+            .forget(&hash)
+            .map_err(ApprovalError::Failed)?;
+        handle
+            .regrant(&hash, grants.clone())
+            .await
+            .map_err(ApprovalError::Failed)?;
+        handle.with_access(extension, |record| {
+            record.approved.retain(|i| !revoked.contains(i));
+            record.declined.extend(revoked.iter().cloned());
+        });
+        // An open question's "until then" grants lose what was revoked too.
+        for question in handle.approvals.lock().unwrap().iter_mut() {
+            if question.extension == extension {
+                question.grants = grants.clone();
+            }
+        }
+        user.publish(
+            &handle.id,
+            "extension.ui",
+            json!({ "kind": "access", "extension": extension }),
+        );
+        Ok(json!({ "ok": true, "revoked": revoked }))
     }
 
     /// The server stops: every session's extensions get session_shutdown, all sessions at

@@ -40,6 +40,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}"),
     ("POST", "/api/pi/sessions/{id}/apps/{appId}/command"),
     ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}"),
+    ("DELETE", "/api/pi/sessions/{id}/approvals/{extensionId}"),
+    ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}/ask"),
+    ("GET", "/api/pi/sessions/{id}/extensions"),
     ("GET", "/api/pi/sessions/{id}/commands"),
     ("GET", "/api/pi/sessions/{id}/complete"),
     ("GET", "/api/pi/extensions"),
@@ -66,6 +69,9 @@ fn handler(method: &str, path: &str) -> MethodRouter<Arc<Hub>> {
         ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}") => post(answer_dialog),
         ("POST", "/api/pi/sessions/{id}/apps/{appId}/command") => post(app_command),
         ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}") => post(decide_approval),
+        ("DELETE", "/api/pi/sessions/{id}/approvals/{extensionId}") => delete(revoke_approvals),
+        ("POST", "/api/pi/sessions/{id}/approvals/{extensionId}/ask") => post(ask_again),
+        ("GET", "/api/pi/sessions/{id}/extensions") => get(session_extensions),
         ("GET", "/api/pi/sessions/{id}/commands") => get(commands),
         ("GET", "/api/pi/sessions/{id}/complete") => get(complete),
         ("GET", "/api/pi/extensions") => get(extensions),
@@ -355,15 +361,54 @@ async fn decide_approval(
     Path((id, extension)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
-    use approval::ApprovalError;
     let handle = session_of(&user, &id)?;
     let body = body_json(&body)?;
-    match hub.decide(&user, &handle, &extension, &body).await {
+    approval_answer(hub.decide(&user, &handle, &extension, &body).await)
+}
+
+/// The user takes back what they approved for an extension (this session's approvals and
+/// the "always" ones of its build); it restarts with its configured grants.
+async fn revoke_approvals(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path((id, extension)): Path<(String, String)>,
+) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    approval_answer(hub.revoke(&user, &handle, &extension).await)
+}
+
+/// The user asks to be asked again about what they denied an extension in this session.
+async fn ask_again(
+    State(hub): State<Arc<Hub>>,
+    Auth(user): Auth,
+    Path((id, extension)): Path<(String, String)>,
+) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    approval_answer(hub.ask_again(&user, &handle, &extension))
+}
+
+/// What each extension of the session asked for and may do.
+async fn session_extensions(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    ok(
+        StatusCode::OK,
+        json!({ "extensions": handle.access_json() }),
+    )
+}
+
+fn approval_answer(outcome: Result<Value, approval::ApprovalError>) -> ApiResult {
+    use approval::ApprovalError;
+    match outcome {
         Ok(answer) => ok(StatusCode::OK, answer),
         Err(ApprovalError::NotPending) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "no approval is pending for that extension in this session",
         )),
+        Err(ApprovalError::UnknownExtension) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "that extension is not in this session",
+        )),
+        Err(ApprovalError::Nothing(why)) => Err(ApiError::new(StatusCode::CONFLICT, why)),
         Err(ApprovalError::Invalid(message)) => {
             Err(ApiError::new(StatusCode::BAD_REQUEST, message))
         }
