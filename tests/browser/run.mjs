@@ -275,6 +275,11 @@ test("app surface fires its command and cannot read the parent's cookies or stor
 	assert((await iframe.getAttribute("sandbox")) === "allow-scripts", "the iframe is sandboxed with scripts only");
 	const frame = page.frameLocator('#apps iframe[title="App: Board"]');
 	await waitFor(frame.locator("#state", { hasText: "probed" }), "the app's script ran");
+	// The page's look reaches the app (its own styles would win): sans-serif text on the page's panel colour.
+	const appFont = await frame.locator("body").evaluate((b) => getComputedStyle(b).fontFamily);
+	assert(!/(^|,)\s*serif/.test(appFont) && !/Times/.test(appFont), `the app's text is not the browser's serif default (${appFont})`);
+	const [appBg, panelBg] = [await frame.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor), await page.locator(".app-surface").first().evaluate((el) => getComputedStyle(el).backgroundColor)];
+	assert(appBg === panelBg, `the app's background follows the page's theme (${appBg} vs ${panelBg})`);
 
 	// The mount token stays with the parent: not in the iframe's document.
 	const mountToken = await page.evaluate(async (id) => {
@@ -384,6 +389,7 @@ test("the model's answer reads as markdown and each tool call is one row with it
 	await openApp(page, run.url);
 	const id = await newSession(page);
 	await send(page, "Look up sandbox please\nand say what you found");
+	await waitFor(page.locator("#composer").getByRole("button", { name: "Stop" }), "while the model answers, Stop sits beside Send");
 	const answer = transcript(page).locator("li.msg-assistant:not(.live)");
 	await waitFor(answer.locator(".markdown h2", { hasText: "Plan" }), "the streamed answer's markdown is rendered (a heading)");
 	await waitFor(answer.locator(".markdown table td", { hasText: "sandbox" }), "a markdown table is rendered");
@@ -404,6 +410,7 @@ test("the model's answer reads as markdown and each tool call is one row with it
 		await failed.locator("summary").click();
 		await waitFor(failed.locator(".tool-output", { hasText: "no entry for fail" }), `${when}: a failed call shows its error`);
 	};
+	await page.waitForFunction(() => document.getElementById("abort-run").hidden, null, { timeout: STEP });
 	await check("live");
 	await shot(page, "answer-markdown-tools");
 	await answer.locator(".code-block .copy-code").first().click();
