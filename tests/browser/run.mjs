@@ -412,11 +412,16 @@ test("the model's answer reads as markdown and each tool call is one row with it
 	};
 	await page.waitForFunction(() => document.getElementById("abort-run").hidden, null, { timeout: STEP });
 	await check("live");
+	await waitFor(answer.locator(".code-block pre code span[class^=hl-]"), "the code block is highlighted");
+	await page.evaluate(() => {
+		const t = document.getElementById("transcript");
+		t.scrollTop = t.scrollHeight;
+	});
 	await shot(page, "answer-markdown-tools");
 	await answer.locator(".code-block .copy-code").first().click();
 	await waitFor(answer.locator(".copy-code", { hasText: "Copied" }), "the copy button says it copied");
 	const copied = await page.evaluate(() => navigator.clipboard.readText());
-	assert(copied === "pichamber run ext.ts\n", `the code block's text is copied (got ${JSON.stringify(copied)})`);
+	assert(copied === 'const found: string = "sandbox"; // looked up\n', `the code block's text is copied (got ${JSON.stringify(copied)})`);
 	// The session is named by its first prompt's first line.
 	await waitFor(page.locator("#session-list .session-name", { hasText: "Look up sandbox please" }), "the session list names the session by its first prompt");
 	assert((await page.locator("#session-title").textContent()) === "Look up sandbox please", "so does the header");

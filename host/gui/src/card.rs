@@ -2,7 +2,6 @@
 //! seed's limits; anything unknown (a component, a protocol version, a payload that is not
 //! an object) degrades to a `generic` card that shows the JSON, never an error.
 
-use pulldown_cmark::{Event, Options, Parser};
 use serde_json::{Map, Value, json};
 
 use super::{PROTOCOL, VERSION, is_command_name, limits, truncate};
@@ -69,7 +68,7 @@ pub fn normalize_descriptor(data: &Value) -> Descriptor {
     let props = match component {
         "markdown" => {
             let body = long_text(props.get("body"));
-            card.insert("html".into(), json!(render_markdown(&body)));
+            card.insert("html".into(), json!(crate::markdown::render(&body)));
             json!({ "body": body })
         }
         "kv" => json!({ "rows": rows(props.get("rows"), limits::TABLE_ROWS) }),
@@ -175,7 +174,7 @@ pub fn markdown(title: Option<String>, body: &str) -> Card {
     let body = truncate(body, limits::MESSAGE);
     let mut card = json!({
         "component": "markdown",
-        "html": render_markdown(&body),
+        "html": crate::markdown::render(&body),
         "props": { "body": body },
         "actions": [],
     });
@@ -183,24 +182,6 @@ pub fn markdown(title: Option<String>, body: &str) -> Card {
         card["title"] = json!(title);
     }
     card
-}
-
-/// Markdown to HTML that is safe to put in the page: raw HTML in the source is shown as
-/// text (never interpreted), and the result is sanitised (no scripts, no event handlers,
-/// no `javascript:` links).
-pub fn render_markdown(body: &str) -> String {
-    let options =
-        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
-    let parser = Parser::new_ext(body, options).map(|event| match event {
-        Event::Html(html) | Event::InlineHtml(html) => Event::Text(html),
-        other => other,
-    });
-    let mut html = String::new();
-    pulldown_cmark::html::push_html(&mut html, parser);
-    ammonia::Builder::default()
-        .link_rel(Some("noopener noreferrer nofollow"))
-        .clean(&html)
-        .to_string()
 }
 
 fn key(value: Option<&Value>) -> Option<String> {
@@ -502,20 +483,6 @@ mod tests {
             normalize_descriptor(&json!({ "removed": true })),
             Descriptor::Card(_)
         ));
-    }
-
-    #[test]
-    fn markdown_is_rendered_and_raw_html_is_inert() {
-        let html = render_markdown("**Indexed** 12 files");
-        assert_eq!(html.trim(), "<p><strong>Indexed</strong> 12 files</p>");
-        let html = render_markdown("<script>alert(1)</script>\n\nhi <img src=x onerror=alert(1)>");
-        assert!(!html.contains("<script"), "{html}");
-        assert!(!html.contains("<img"), "{html}");
-        assert!(html.contains("&lt;script&gt;"), "{html}");
-        let html = render_markdown("[x](javascript:alert(1))");
-        assert!(!html.contains("javascript:"), "{html}");
-        let html = render_markdown("| a |\n| - |\n| b |");
-        assert!(html.contains("<table>"), "{html}");
     }
 
     #[test]

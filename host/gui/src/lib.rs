@@ -7,6 +7,7 @@
 
 pub mod card;
 pub mod form;
+pub mod markdown;
 pub mod state;
 
 pub use card::{Card, normalize_descriptor};

@@ -449,7 +449,7 @@ fn render_text_blocks(message: &mut Value, only: Option<usize>) {
             continue;
         }
         if let Some(text) = block["text"].as_str() {
-            let html = card::render_markdown(&truncate(text, limits::MESSAGE * 4));
+            let html = crate::markdown::render(&truncate(text, limits::MESSAGE * 4));
             block["html"] = json!(html);
         }
     }
