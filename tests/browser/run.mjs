@@ -418,6 +418,9 @@ test("the model's answer reads as markdown and each tool call is one row with it
 		t.scrollTop = t.scrollHeight;
 	});
 	await shot(page, "answer-markdown-tools");
+	await page.emulateMedia({ colorScheme: "dark" });
+	await shot(page, "answer-markdown-tools-dark");
+	await page.emulateMedia({ colorScheme: "light" });
 	await answer.locator(".code-block .copy-code").first().click();
 	await waitFor(answer.locator(".copy-code", { hasText: "Copied" }), "the copy button says it copied");
 	const copied = await page.evaluate(() => navigator.clipboard.readText());
@@ -440,6 +443,7 @@ test("new output follows a reader at the end and waits behind Jump to latest oth
 	await openApp(page, run.url);
 	await newSession(page);
 	await waitFor(page.locator("#session-empty .chip", { hasText: "/cards" }), "an empty session shows its extensions' commands");
+	await waitFor(page.locator("#session-empty", { hasText: "Model: scripted/scripted" }), "and its model");
 	await page.locator("#session-empty .chip").getByText("/cards", { exact: true }).click();
 	assert((await page.getByLabel("Message or /command").inputValue()) === "/cards ", "a command chip fills the message box");
 	await send(page, "/cards");
@@ -600,6 +604,7 @@ test("an extension's capability request is approved once, always, or denied", as
 		await waitFor(page.locator("#session-view:not([hidden])"), "the one session opens");
 		const request = page.getByRole("region", { name: "Capability request from git-glance" });
 		await waitFor(request, "the approval request shows");
+		await waitFor(page.locator("#session-empty", { hasText: "No model is set for this session" }), "the empty state says there is no model");
 		for (const text of ["run the program git", "read files in the working directory", "Why: to show the folder's files and its git status"]) {
 			await waitFor(request.getByText(text), `the request says "${text}"`);
 		}

@@ -1742,11 +1742,12 @@ function renderSessionEmpty() {
 		box.hidden = true;
 		return;
 	}
+	// A session with a model starts with a model_change entry.
 	const model = settings.filter((el) => el.dataset.entryType === "model_change").pop()?.textContent;
 	box.replaceChildren(
 		h("h3", { text: "Ready" }),
 		h("p", { class: "muted", text: "Type a message for the model, or / for a command. The extensions in this session run in their sandbox:" }),
-		model ? h("p", { class: "muted session-model", text: model }) : null,
+		h("p", { class: "muted session-model", text: model || "No model is set for this session: commands work; messages for a model are refused until the server is started with one (--model or --script)." }),
 	);
 	const list = h("ul", { class: "ext-list" });
 	for (const id of summary.extensions || []) {
