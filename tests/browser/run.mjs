@@ -605,6 +605,7 @@ test("an extension's capability request is approved once, always, or denied", as
 		const request = page.getByRole("region", { name: "Capability request from git-glance" });
 		await waitFor(request, "the approval request shows");
 		await waitFor(page.locator("#session-empty", { hasText: "No model is set for this session" }), "the empty state says there is no model");
+		await waitFor(page.locator("#session-empty", { hasText: "Asks to: read files in the working directory; run the program git" }), "and what the extension asks for");
 		for (const text of ["run the program git", "read files in the working directory", "Why: to show the folder's files and its git status"]) {
 			await waitFor(request.getByText(text), `the request says "${text}"`);
 		}

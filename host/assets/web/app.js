@@ -33,6 +33,7 @@ const state = {
 	tools: new Map(), // toolCallId -> { name, args, status, output } of the open session
 	panelEntries: new Map(), // panel id -> its newest transcript item (older ones are history)
 	extensions: new Map(), // extension id -> { name, version?, tools, commands }
+	access: new Map(), // extension id -> where its requests stand in the open session
 	pendingCloses: new Map(), // session id -> timer: closed on the server unless undone
 	errors: new Map(), // session id -> extension errors seen by this page [{ extension, event, error }]
 };
@@ -575,7 +576,20 @@ async function openSession(sessionId, { keepScroll = false } = {}) {
 		state.follow = atBottom(transcript);
 	} else scrollToEnd({ force: true });
 	loadCommands(sessionId);
+	loadAccess(sessionId);
 	if (switching) $("prompt-input").focus();
+}
+
+/** What the open session's extensions may do (the empty state says it). */
+async function loadAccess(sessionId) {
+	try {
+		const data = await api("GET", `/sessions/${encodeURIComponent(sessionId)}/extensions`);
+		if (state.current !== sessionId) return;
+		state.access = new Map((data?.extensions || []).map((e) => [e.extension, e]));
+	} catch {
+		state.access = new Map();
+	}
+	renderSessionEmpty();
 }
 
 async function loadCommands(sessionId) {
@@ -1196,11 +1210,20 @@ const CAPABILITY_WORDS = {
 	net: (v) => ["connect to", v],
 };
 
-function capabilityItem(item, why) {
+/** An item in words: ["run the program", "git", false], or [verb, "the working directory", true]. */
+function capabilityWords(item) {
 	const words = CAPABILITY_WORDS[item?.kind] || ((v) => [str(item?.kind, 16), v]);
 	const [verb, value] = words(str(item?.value, 1024));
-	const where = (item?.kind === "read" || item?.kind === "write") && value === "." ? "the working directory" : null;
-	const li = h("li", { dataset: { kind: str(item?.kind, 16) } }, `${verb} `, where ? where : h("code", { text: value }));
+	const cwd = (item?.kind === "read" || item?.kind === "write") && value === ".";
+	return [verb, cwd ? "the working directory" : value, cwd];
+}
+
+/** "run the program git", as one line of text. */
+const capabilityText = (item) => capabilityWords(item).slice(0, 2).join(" ");
+
+function capabilityItem(item, why) {
+	const [verb, value, cwd] = capabilityWords(item);
+	const li = h("li", { dataset: { kind: str(item?.kind, 16) } }, `${verb} `, cwd ? value : h("code", { text: value }));
 	if (why) li.append(h("span", { class: "approval-why", text: ` — ${str(why, 300)}` }));
 	return li;
 }
@@ -1768,6 +1791,9 @@ function renderSessionEmpty() {
 			}),
 		);
 		const tools = (ext.tools || []).map((t) => str(t.name, 128));
+		const access = state.access.get(id);
+		const may = [...(access?.given || []), ...(access?.approved || [])];
+		const asks = access?.pending || [];
 		list.append(
 			h(
 				"li",
@@ -1775,6 +1801,8 @@ function renderSessionEmpty() {
 				h("div", { class: "ext-name" }, h("strong", { text: str(ext.name, 128) }), ext.version ? h("span", { class: "muted", text: ` ${str(ext.version, 64)}` }) : null),
 				commands.length ? h("div", { class: "chips", role: "group", "aria-label": `Commands of ${str(ext.name, 128)}` }, commands) : null,
 				tools.length ? h("div", { class: "muted ext-tools", text: `Tools for the model: ${tools.join(", ")}` }) : null,
+				access ? h("div", { class: "muted ext-tools", text: may.length ? `May: ${may.map(capabilityText).join("; ")}` : "May touch no files, programs, variables or hosts" }) : null,
+				asks.length ? h("div", { class: "muted ext-tools", text: `Asks to: ${asks.map(capabilityText).join("; ")} (answer above)` }) : null,
 			),
 		);
 	}
