@@ -108,6 +108,23 @@ fn bad_input_gives_clear_errors() {
             vec!["run", &ext, "--event", "input", "--payload", "[1]"],
             "must be a JSON object",
         ),
+        // Limits and flags are refused with what to give instead, not silently changed.
+        (
+            vec!["run", &ext, "--memory-limit", "0", "--command", "/ask"],
+            "'0' for '--memory-limit <MIB>': 0 MiB is too little for an extension instance: give 16 to 4096",
+        ),
+        (
+            vec!["run", &ext, "--memory-limit=1", "--command", "/ask"],
+            "1 MiB is too little for an extension instance: give 16 to 4096",
+        ),
+        (
+            vec!["rpc", &ext, "--memory-limit", "5000"],
+            "cannot grow past 4096 MiB (4 GiB): give 16 to 4096",
+        ),
+        (
+            vec!["run", &ext, "--flag", "noequals", "--command", "/ask"],
+            "'noequals' for '--flag <NAME=VALUE>': no value: give NAME=VALUE (--flag noequals=true for a boolean flag)",
+        ),
     ];
     for (args, expected) in cases {
         let out = common::pichamber(&args);

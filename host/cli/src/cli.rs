@@ -179,8 +179,8 @@ struct SessionArgs {
     #[arg(long)]
     no_prompt_templates: bool,
     /// Set an extension flag: name=value (value is JSON, or a plain string).
-    #[arg(long = "flag", value_name = "NAME=VALUE")]
-    flags: Vec<String>,
+    #[arg(long = "flag", value_name = "NAME=VALUE", value_parser = parse_flag)]
+    flags: Vec<(String, Value)>,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -342,8 +342,8 @@ struct LimitArgs {
     /// may ask for with pi.exec's timeout.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     run_timeout: f64,
-    /// Memory limit of each extension instance, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    /// Memory limit of each extension instance, in MiB (16 to 4096).
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = parse_memory_limit)]
     memory_limit: usize,
 }
 
@@ -568,15 +568,37 @@ fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
     Ok(steps.into_iter().map(|(_, s)| s).collect())
 }
 
-fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
-    flags
-        .iter()
-        .map(|f| {
-            let (name, value) = f.split_once('=').unwrap_or((f.as_str(), "true"));
-            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
-            Ok((name.to_owned(), value))
-        })
-        .collect()
+/// `--flag NAME=VALUE`: the value is JSON, or else a plain string. A bare name is refused
+/// rather than guessed at (a typo would otherwise set a flag to `true`).
+fn parse_flag(text: &str) -> Result<(String, Value), String> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(format!(
+            "no value: give NAME=VALUE (--flag {text}=true for a boolean flag)"
+        ));
+    };
+    if name.is_empty() {
+        return Err("no flag name: give NAME=VALUE".into());
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+    Ok((name.to_owned(), value))
+}
+
+/// The smallest and largest `--memory-limit`, in MiB: below 16 an instance cannot do real
+/// work (its start alone takes a few MiB), and a WebAssembly memory cannot grow past 4 GiB.
+const MEMORY_LIMIT_MIB: std::ops::RangeInclusive<usize> = 16..=4096;
+
+fn parse_memory_limit(text: &str) -> Result<usize, String> {
+    let (min, max) = (MEMORY_LIMIT_MIB.start(), MEMORY_LIMIT_MIB.end());
+    match text.parse::<usize>() {
+        Ok(mib) if MEMORY_LIMIT_MIB.contains(&mib) => Ok(mib),
+        Ok(mib) if mib < *min => Err(format!(
+            "{mib} MiB is too little for an extension instance: give {min} to {max} (the default is 256)"
+        )),
+        Ok(_) => Err(format!(
+            "an instance's memory cannot grow past {max} MiB (4 GiB): give {min} to {max}"
+        )),
+        Err(_) => Err(format!("not a whole number of MiB: give {min} to {max}")),
+    }
 }
 
 /// Extensions found where pi finds them; what was held back or is missing is said on stderr.
@@ -758,7 +780,7 @@ async fn decide_project_trust(args: &SessionArgs, cwd: &Path, mode: &'static str
         dialogs: Arc::new(NoDialogs),
         sink,
         instance: instance_options(args),
-        flags: parse_flags(&args.flags)?,
+        flags: args.flags.clone(),
         model: None,
         catalog: pichamber_model::catalog::Catalog::load(args.model.models.as_deref()),
         agent: AgentSettings::default(),
@@ -814,7 +836,7 @@ fn instance_options(args: &SessionArgs) -> InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
         call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
         run_timeout: Duration::from_secs_f64(args.limits.run_timeout.max(0.01)),
-        memory_limit: args.limits.memory_limit.max(16) << 20,
+        memory_limit: args.limits.memory_limit << 20,
         grants: Arc::new(Grants {
             read: args.grants.allow_read.clone(),
             write: args.grants.allow_write.clone(),
@@ -952,7 +974,7 @@ fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<Re
         prompts,
         skills,
         instance,
-        flags: parse_flags(&args.flags)?,
+        flags: args.flags.clone(),
         model,
         agent,
         store,
