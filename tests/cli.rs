@@ -72,6 +72,17 @@ fn bad_input_gives_clear_errors() {
     let ext = write(&dir, "asker.js", ASKER);
     let notes = write(&dir, "notes.txt", "hello");
     let junk = write(&dir, "junk.wasm", "not wasm");
+    let missing = dir.path().join("missing").to_string_lossy().into_owned();
+    let read_missing = format!("--allow-read=.,{missing}");
+    let missing_said = format!(
+        "'{missing}' for '--allow-read <PATH>': the folder {missing} does not exist: grant a folder that exists"
+    );
+    let missing_write_said =
+        format!("'{missing}' for '--allow-write <PATH>': the folder {missing}");
+    let file_said = format!(
+        "'{notes}' for '--allow-read <PATH>': {notes} is a file, and a grant is a folder tree: give the folder that holds it ({})",
+        dir.path().display()
+    );
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["run", "/nonexistent/ext.ts"],
@@ -124,6 +135,20 @@ fn bad_input_gives_clear_errors() {
         (
             vec!["run", &ext, "--flag", "noequals", "--command", "/ask"],
             "'noequals' for '--flag <NAME=VALUE>': no value: give NAME=VALUE (--flag noequals=true for a boolean flag)",
+        ),
+        // A grant of a folder that is not there is refused at start, naming flag and path
+        // (it used to stop every extension at load: "the extension was stopped").
+        (
+            vec!["run", &ext, &read_missing, "--command", "/ask"],
+            &missing_said,
+        ),
+        (
+            vec!["rpc", &ext, "--allow-write", &missing],
+            &missing_write_said,
+        ),
+        (
+            vec!["run", &ext, "--allow-read", &notes, "--command", "/ask"],
+            &file_said,
         ),
     ];
     for (args, expected) in cases {

@@ -350,10 +350,10 @@ struct LimitArgs {
 #[derive(Args)]
 struct GrantArgs {
     /// Let the extension read this directory tree (repeatable; comma-separated lists work).
-    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    #[arg(long, value_name = "PATH", value_delimiter = ',', value_parser = parse_grant_folder)]
     allow_read: Vec<PathBuf>,
     /// Let the extension read and write this directory tree.
-    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    #[arg(long, value_name = "PATH", value_delimiter = ',', value_parser = parse_grant_folder)]
     allow_write: Vec<PathBuf>,
     /// Let the extension run this program (a name on PATH; no shell unless you grant sh).
     #[arg(long, value_name = "PROG", value_delimiter = ',')]
@@ -1005,6 +1005,29 @@ fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
         files.push(read(cwd.join(".pi/settings.json")));
     }
     files
+}
+
+/// `--allow-read` / `--allow-write`: a folder that exists (the tree is opened when an
+/// extension starts; a path that is not a folder would stop every extension there).
+fn parse_grant_folder(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => Ok(path),
+        _ if text.is_empty() => Err("no path: give the folder to grant".into()),
+        Ok(_) => Err(format!(
+            "{text} is a file, and a grant is a folder tree: give the folder that holds it ({})",
+            match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+                _ => ".".into(),
+            }
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "the folder {text} does not exist: grant a folder that exists"
+        )),
+        Err(e) => Err(format!(
+            "cannot open {text} ({e}): give a folder you can read"
+        )),
+    }
 }
 
 fn parse_secret(text: &str) -> Result<pichamber_access::secrets::Secret, String> {
