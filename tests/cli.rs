@@ -837,6 +837,95 @@ fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
     );
 }
 
+/// One extension found where pi looks that does not build (a syntax error, an import of a
+/// missing module) is skipped with one line on stderr naming it and why; the others load and
+/// the steps run, and `run` then exits 1 as for any extension that failed to load. One given
+/// on the command line still stops the run.
+#[test]
+fn a_found_extension_that_does_not_build_is_skipped_and_the_others_load() {
+    let root = tempfile::tempdir().unwrap();
+    let agent = root.path().join("agent");
+    let extensions = agent.join("extensions");
+    std::fs::create_dir_all(&extensions).unwrap();
+    std::fs::write(
+        extensions.join("good.ts"),
+        r#"export default (pi: any) => pi.registerCommand("good", { handler: async () => pi.appendEntry("good-ran", {}) });"#,
+    )
+    .unwrap();
+    std::fs::write(
+        extensions.join("broken.ts"),
+        r#"export default (pi: any) => { pi.registerCommand("broken" { handler: async () => 1 }); };"#,
+    )
+    .unwrap();
+    std::fs::write(
+        extensions.join("lost.ts"),
+        "import { x } from \"./nowhere\";\nexport default (pi: any) => pi.registerCommand(\"lost\", { handler: async () => x });",
+    )
+    .unwrap();
+    let pichamber = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(common::bin())
+            .args(args)
+            .current_dir(root.path())
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let said = |path: &str, why: &str| {
+        format!(
+            "warning: skipped the extension {}, which does not build: {why}\n",
+            extensions.join(path).display()
+        )
+    };
+    let broken = said(
+        "broken.ts",
+        "agent/extensions/broken.ts:1:59: Expected `,` or `)` but found `{`",
+    );
+    let lost = said(
+        "lost.ts",
+        "agent/extensions/lost.ts:1:19: cannot resolve './nowhere': Cannot find module './nowhere'",
+    );
+
+    let out = pichamber(&["run", "--command", "/good", "--json"], "");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("{broken}{lost}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(r#""customType":"good-ran""#), "{stdout}");
+
+    let out = pichamber(&["rpc"], "{\"id\":\"1\",\"type\":\"get_commands\"}\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("{broken}{lost}"));
+    let response: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let names: Vec<&str> = response["data"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+
+    let given = extensions.join("broken.ts");
+    let out = pichamber(&["run", given.to_str().unwrap(), "--command", "/good"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("error: agent/extensions/broken.ts:1:59:"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `pichamber export` reads a session file (without changing it) and writes the page where
 /// -o says, or pi's default name in the current folder.
 #[test]

@@ -622,14 +622,15 @@ fn discovered_extensions(cwd: &Path, trust_project: bool, report: bool) -> Vec<P
 }
 
 /// The session `run` and `rpc` work in: extensions loaded in order, model, agent settings,
-/// session file. `None` when every extension failed to load (each failure was reported).
+/// session file. `None` when every extension failed to load (each failure was reported);
+/// with it, how many extensions found where pi looks were skipped as they do not build.
 async fn open_session(
     args: &SessionArgs,
     mode: &'static str,
     has_ui: bool,
     dialogs: Arc<dyn DialogResponder>,
     sink: impl FnOnce(PiVersion) -> EventSink,
-) -> Result<Option<Session>> {
+) -> Result<(Option<Session>, usize)> {
     let cwd = session_cwd(args)?;
     let trust = decide_project_trust(args, &cwd, mode).await?;
     let r = resolve_session(args, cwd, trust.load)?;
@@ -652,7 +653,7 @@ async fn open_session(
         }
     }
     let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, trust.load));
-    pichamber_session::launch::open_session(SessionSpec {
+    let session = pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts,
         prompts: r.prompts,
@@ -678,7 +679,8 @@ async fn open_session(
         settings,
         project_trusted: trust.trusted,
     })
-    .await
+    .await?;
+    Ok((session, r.skipped))
 }
 
 /// How a folder's trust was decided: whether its own resources load, and what
@@ -821,6 +823,9 @@ struct ResolvedSession {
     artifacts: Vec<(PathBuf, Artifact)>,
     /// How each of `artifacts` was found (pi's `sourceInfo` of what it registers).
     found: Vec<pichamber_session::resources::Metadata>,
+    /// Extensions found where pi looks that were left out because they do not build (each
+    /// was reported on stderr).
+    skipped: usize,
     prompts: Vec<pichamber_session::resources::ResourcePath>,
     skills: Vec<pichamber_session::resources::ResourcePath>,
     instance: InstanceOptions,
@@ -914,11 +919,33 @@ fn extension_sources(
 
 fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<ResolvedSession> {
     let (entries, prompts, skills) = extension_sources(args, &cwd, trusted, true);
-    let found = entries.iter().map(|(_, f)| f.clone()).collect();
-    let artifacts = entries
-        .into_iter()
-        .map(|(p, _)| load_artifact(&p).map(|a| (p, a)))
-        .collect::<Result<Vec<_>>>()?;
+    let mut artifacts = Vec::new();
+    let mut found = Vec::new();
+    let mut skipped = 0;
+    for (path, how) in entries {
+        match load_artifact(&path) {
+            Ok(artifact) => {
+                artifacts.push((path, artifact));
+                found.push(how);
+            }
+            // One given on the command line stops the run; one found where pi looks (a
+            // broken file among the user's extensions) is skipped with a note, and the others
+            // load, as an extension whose factory throws is reported and the rest go on.
+            Err(e) if how.source == "auto" => {
+                esay!(
+                    "warning: skipped the extension {}, which does not {}: {e:#}",
+                    path.display(),
+                    if path.extension().is_some_and(|x| x == "wasm") {
+                        "load"
+                    } else {
+                        "build"
+                    }
+                );
+                skipped += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let model = model_from_args(&args.model)?;
     let cwd_text = cwd.to_string_lossy().into_owned();
     let session_dir = || {
@@ -971,6 +998,7 @@ fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<Re
         cwd,
         artifacts,
         found,
+        skipped,
         prompts,
         skills,
         instance,
@@ -1062,8 +1090,12 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     };
     let failed = Arc::new(AtomicBool::new(false));
     let sink = output_sink(args.json, asks_on_terminal, failed.clone());
-    let Some(mut session) = open_session(common, "rpc", has_ui, dialogs, |_| sink.clone()).await?
-    else {
+    let (session, skipped) = open_session(common, "rpc", has_ui, dialogs, |_| sink.clone()).await?;
+    // An extension that was skipped failed to load: the run goes on, and then fails.
+    if skipped > 0 {
+        failed.store(true, Ordering::Relaxed);
+    }
+    let Some(mut session) = session else {
         return Ok(ExitCode::FAILURE);
     };
     if session.extension_names().is_empty() && steps.is_empty() {
@@ -1373,7 +1405,7 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     if let Some(mode) = once {
         let sink = |pi| rpc::once::event_sink(mode, output.clone(), pi);
         let dialogs = Arc::new(pichamber_session::NoDialogs);
-        let Some(session) =
+        let (Some(session), _) =
             open_session(&args.common, mode.ctx_mode(), false, dialogs, sink).await?
         else {
             return Ok(ExitCode::FAILURE);
@@ -1390,7 +1422,8 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     }
     let dialogs = Arc::new(rpc::RpcDialogs::default());
     let sink = |pi| rpc::event_sink(output.clone(), pi);
-    let Some(mut session) = open_session(&args.common, "rpc", true, dialogs.clone(), sink).await?
+    let (Some(mut session), _) =
+        open_session(&args.common, "rpc", true, dialogs.clone(), sink).await?
     else {
         return Ok(ExitCode::FAILURE);
     };
