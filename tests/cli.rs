@@ -926,6 +926,61 @@ fn a_found_extension_that_does_not_build_is_skipped_and_the_others_load() {
     );
 }
 
+/// A prompt to a model whose key is missing says which environment variable to set: the one
+/// `--api-key-env` names (OPENAI_API_KEY by default), or the built-in provider's.
+#[test]
+fn a_missing_api_key_names_the_variable_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(&dir, "asker.js", ASKER);
+    let models = write(
+        &dir,
+        "models.json",
+        r#"{"providers": {"openai": {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "models": [{"id": "gpt-4o-mini"}]}}}"#,
+    );
+    let prompt = |args: &[&str]| {
+        let out = Command::new(common::bin())
+            .arg("run")
+            .arg(&ext)
+            .args(args)
+            .args(["--prompt", "hi"])
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("PICHAMBER_TEST_NO_SUCH_KEY")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        stderr(&out)
+    };
+    let base_url = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1"];
+    assert!(
+        prompt(&base_url).contains(
+            "error: No API key found for openai-compatible. Set the environment variable OPENAI_API_KEY to the key.\n"
+        ),
+        "{}",
+        prompt(&base_url)
+    );
+    let other = [
+        &base_url[..],
+        &["--api-key-env", "PICHAMBER_TEST_NO_SUCH_KEY"],
+    ]
+    .concat();
+    assert!(
+        prompt(&other).contains(
+            "error: No API key found for openai-compatible. Set the environment variable PICHAMBER_TEST_NO_SUCH_KEY to the key.\n"
+        ),
+        "{}",
+        prompt(&other)
+    );
+    let from_models = ["--models", &models, "--model", "gpt-4o-mini"];
+    assert!(
+        prompt(&from_models).contains(
+            "error: No API key found for openai. Set the environment variable OPENAI_API_KEY to the key.\n"
+        ),
+        "{}",
+        prompt(&from_models)
+    );
+}
+
 /// `pichamber export` reads a session file (without changing it) and writes the page where
 /// -o says, or pi's default name in the current folder.
 #[test]

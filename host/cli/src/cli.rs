@@ -1163,6 +1163,7 @@ fn model_from_args(args: &ModelArgs) -> Result<Option<Arc<ModelClient>>> {
         config.api_key = std::env::var(&args.api_key_env)
             .ok()
             .filter(|k| !k.is_empty());
+        config.api_key_env = vec![args.api_key_env.clone()];
         config
     } else {
         let path = args
