@@ -981,6 +981,32 @@ fn a_missing_api_key_names_the_variable_to_set() {
     );
 }
 
+/// The readable transcript of a prompt is what was said: not the session's bookkeeping (the
+/// model and thinking level it starts with, pi 1.6.0's context edits) as `entry ...` lines.
+#[test]
+fn the_readable_transcript_leaves_out_the_sessions_bookkeeping() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(&dir, "asker.js", ASKER);
+    let script = write(
+        &dir,
+        "turns.json",
+        r#"{"turns": [{"text": "Hello there."}]}"#,
+    );
+    let out = common::pichamber(&["run", &ext, "--script", &script, "--prompt", "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "> hi\nHello there.\n");
+    // --json keeps every entry.
+    let (_, events, _) = common::run_json(&[&ext, "--script", &script, "--prompt", "hi"]);
+    let kinds: Vec<&str> = common::of_type(&events, "entry")
+        .iter()
+        .filter_map(|e| e["entry"]["type"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"model_change") && kinds.contains(&"thinking_level_change"),
+        "{kinds:?}"
+    );
+}
+
 /// `pichamber export` reads a session file (without changing it) and writes the page where
 /// -o says, or pi's default name in the current folder.
 #[test]

@@ -1274,9 +1274,20 @@ fn print_event(event: &SessionEvent) {
         SessionEvent::ExtensionUiResponse { answer, .. } => {
             say!("  -> {}", serde_json::to_string(answer).unwrap_or_default())
         }
-        // Messages are shown by their message_end; other entries by kind.
+        // Messages are shown by their message_end; the session's own bookkeeping (the model
+        // and thinking level it starts with, pi 1.6.0's context edits) not at all; other
+        // entries by kind.
         SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry }
-            if entry["type"] == "message" || entry["type"] == "custom_message" => {}
+            if matches!(
+                entry["type"].as_str(),
+                Some(
+                    "message"
+                        | "custom_message"
+                        | "model_change"
+                        | "thinking_level_change"
+                        | "context_edit"
+                )
+            ) => {}
         SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry } => say!(
             "entry {} {}",
             entry["type"].as_str().unwrap_or_default(),
