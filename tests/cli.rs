@@ -1007,6 +1007,93 @@ fn the_readable_transcript_leaves_out_the_sessions_bookkeeping() {
     );
 }
 
+/// `run --command` without --json prints the cards a command appends (and the ones it sends
+/// as custom messages) as text: title, then the content, then the actions; whatever came from
+/// the extension has its control characters made visible and cannot start a line of its own.
+/// --json keeps printing the entries as they are.
+#[test]
+fn cards_print_as_readable_text() {
+    let out = common::pichamber(&[
+        "run",
+        &common::path("extensions/card-demo"),
+        "--command",
+        "/cards",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "About
+  **PiChamber** renders these cards from plain JSON.
+  actions: Open README (/cards-open README.md)
+Summary
+  Files: 12
+  Errors: 0
+  Warnings: 2
+  actions: Refresh (/cards)
+Folders
+  - src/: 42 files
+  - tests/: 7 files
+  actions: Open folder… (/cards-open <Folder>)
+Files
+  File  Status
+  ----  -------
+  a.ts  done
+  b.ts  running
+  actions: Open a.ts (/cards-open a.ts)
+Build
+  Compiling 10/100
+  actions: Cancel (/cards-cancel)
+Build
+  Linking 60/100
+  actions: Cancel (/cards-cancel)
+Build
+  Done 100/100
+  actions: Cancel (/cards-cancel)
+Checks
+  [passing] [3 skipped] [1 flaky]
+  actions: Re-run (/cards-open checks, disabled)
+Snippet (ts)
+  pi.appendEntry(\"pichamber.ui\", { component: \"code\" });
+  actions: Open source (/cards-open index.ts)
+panel cards-build removed
+"
+    );
+    let (ok, events, _) =
+        common::run_json(&[&common::path("extensions/card-demo"), "--command", "/cards"]);
+    assert!(ok);
+    let first = &common::of_type(&events, "entry")[0]["entry"];
+    assert_eq!(first["customType"], "pichamber.ui");
+    assert_eq!(
+        first["data"]["props"]["body"],
+        "**PiChamber** renders these cards from plain JSON."
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "hostile-cards.js",
+        r#"export default (pi) => pi.registerCommand("c", { handler: async () => {
+  pi.appendEntry("pichamber.ui", { title: "Report\u001b]52;c;aGk=\u0007", component: "table",
+    props: { columns: ["name", "state"], rows: [["\u001b[2Jx", "ok\nerror: forged"]] } });
+  pi.sendMessage({ customType: "pichamber.ui", display: true, content: JSON.stringify({
+    title: "Sent", component: "markdown", props: { body: "line\nerror: forged too\u001b[31m" } }) });
+} });"#,
+    );
+    let out = common::pichamber(&["run", &ext, "--command", "/c"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Report\\u{1b}]52;c;aGk=\\u{7}
+  name        state
+  ----------  ----------------
+  \\u{1b}[2Jx  ok error: forged
+Sent
+  line
+  error: forged too\\u{1b}[31m
+"
+    );
+}
+
 /// `pichamber export` reads a session file (without changing it) and writes the page where
 /// -o says, or pi's default name in the current folder.
 #[test]

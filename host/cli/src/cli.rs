@@ -1288,6 +1288,12 @@ fn print_event(event: &SessionEvent) {
                         | "context_edit"
                 )
             ) => {}
+        // Cards as the page would show them, in text.
+        SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry }
+            if entry["type"] == "custom" && entry["customType"] == pichamber_gui::UI_TYPE =>
+        {
+            say!("{}", crate::card_text::descriptor(&entry["data"]))
+        }
         SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry } => say!(
             "entry {} {}",
             entry["type"].as_str().unwrap_or_default(),
@@ -1364,6 +1370,15 @@ fn print_agent_event(event: &Value) {
                     },
                     content_text(&m["content"])
                 ),
+                "custom"
+                    if m["display"] != json!(false)
+                        && m["customType"] == pichamber_gui::UI_TYPE =>
+                {
+                    say!(
+                        "{}",
+                        crate::card_text::descriptor(&pichamber_gui::card::message_descriptor(m))
+                    )
+                }
                 "custom" if m["display"] != json!(false) => {
                     say!(
                         "[{}] {}",
