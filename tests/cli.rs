@@ -613,11 +613,13 @@ fn files_outside_the_grants_are_denied_with_the_flag_that_grants_them() {
     std::fs::create_dir_all(&rw).unwrap();
     std::fs::write(ro.join("a.txt"), "secret").unwrap();
     std::fs::write(root.join("outside.txt"), "not yours").unwrap();
+    std::fs::create_dir_all(root.join("other")).unwrap();
+    std::fs::create_dir_all(ro.join("sub")).unwrap();
     let ext = write(
         &dir,
         "ext/fsx.ts",
         &format!(
-            r#"import {{ readFileSync, writeFileSync }} from "node:fs";
+            r#"import {{ readFileSync, readdirSync, writeFileSync }} from "node:fs";
 export default function (pi: any) {{
   pi.registerCommand("fs", {{ handler: async () => {{
     const out: Record<string, string> = {{}};
@@ -630,6 +632,8 @@ export default function (pi: any) {{
     attempt("write-read-only", () => writeFileSync("{ro}/b.txt", "x"));
     attempt("write-granted", () => {{ writeFileSync("{rw}/b.txt", "written"); return "ok"; }});
     attempt("missing", () => readFileSync("{ro}/nope.txt", "utf8"));
+    attempt("list-outside", () => readdirSync("{root}/other"));
+    attempt("write-read-only-sub", () => writeFileSync("{ro}/sub/c.txt", "x"));
     pi.appendEntry("fs", out);
   }} }});
 }}"#,
@@ -657,6 +661,22 @@ export default function (pi: any) {{
         out["write-read-only"],
         json!(format!(
             "EACCES | EACCES: permission denied, open '{0}/b.txt' — {0} is granted read-only: grant writing with --allow-write={0}",
+            ro.display()
+        ))
+    );
+    // The narrowest grant that would do: a folder listed is granted itself (not the folder
+    // holding it), a file written is granted its own folder (not the whole read-only tree).
+    assert_eq!(
+        out["list-outside"],
+        json!(format!(
+            "EACCES | EACCES: permission denied, scandir '{0}/other' — {0}/other is outside the directories this extension may read: grant it with --allow-read={0}/other",
+            root.display()
+        ))
+    );
+    assert_eq!(
+        out["write-read-only-sub"],
+        json!(format!(
+            "EACCES | EACCES: permission denied, open '{0}/sub/c.txt' — {0} is granted read-only: grant writing with --allow-write={0}/sub",
             ro.display()
         ))
     );
