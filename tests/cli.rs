@@ -72,6 +72,17 @@ fn bad_input_gives_clear_errors() {
     let ext = write(&dir, "asker.js", ASKER);
     let notes = write(&dir, "notes.txt", "hello");
     let junk = write(&dir, "junk.wasm", "not wasm");
+    let missing = dir.path().join("missing").to_string_lossy().into_owned();
+    let read_missing = format!("--allow-read=.,{missing}");
+    let missing_said = format!(
+        "'{missing}' for '--allow-read <PATH>': the folder {missing} does not exist: grant a folder that exists"
+    );
+    let missing_write_said =
+        format!("'{missing}' for '--allow-write <PATH>': the folder {missing}");
+    let file_said = format!(
+        "'{notes}' for '--allow-read <PATH>': {notes} is a file, and a grant is a folder tree: give the folder that holds it ({})",
+        dir.path().display()
+    );
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["run", "/nonexistent/ext.ts"],
@@ -107,6 +118,37 @@ fn bad_input_gives_clear_errors() {
         (
             vec!["run", &ext, "--event", "input", "--payload", "[1]"],
             "must be a JSON object",
+        ),
+        // Limits and flags are refused with what to give instead, not silently changed.
+        (
+            vec!["run", &ext, "--memory-limit", "0", "--command", "/ask"],
+            "'0' for '--memory-limit <MIB>': 0 MiB is too little for an extension instance: give 16 to 4096",
+        ),
+        (
+            vec!["run", &ext, "--memory-limit=1", "--command", "/ask"],
+            "1 MiB is too little for an extension instance: give 16 to 4096",
+        ),
+        (
+            vec!["rpc", &ext, "--memory-limit", "5000"],
+            "cannot grow past 4096 MiB (4 GiB): give 16 to 4096",
+        ),
+        (
+            vec!["run", &ext, "--flag", "noequals", "--command", "/ask"],
+            "'noequals' for '--flag <NAME=VALUE>': no value: give NAME=VALUE (--flag noequals=true for a boolean flag)",
+        ),
+        // A grant of a folder that is not there is refused at start, naming flag and path
+        // (it used to stop every extension at load: "the extension was stopped").
+        (
+            vec!["run", &ext, &read_missing, "--command", "/ask"],
+            &missing_said,
+        ),
+        (
+            vec!["rpc", &ext, "--allow-write", &missing],
+            &missing_write_said,
+        ),
+        (
+            vec!["run", &ext, "--allow-read", &notes, "--command", "/ask"],
+            &file_said,
         ),
     ];
     for (args, expected) in cases {
@@ -571,11 +613,13 @@ fn files_outside_the_grants_are_denied_with_the_flag_that_grants_them() {
     std::fs::create_dir_all(&rw).unwrap();
     std::fs::write(ro.join("a.txt"), "secret").unwrap();
     std::fs::write(root.join("outside.txt"), "not yours").unwrap();
+    std::fs::create_dir_all(root.join("other")).unwrap();
+    std::fs::create_dir_all(ro.join("sub")).unwrap();
     let ext = write(
         &dir,
         "ext/fsx.ts",
         &format!(
-            r#"import {{ readFileSync, writeFileSync }} from "node:fs";
+            r#"import {{ readFileSync, readdirSync, writeFileSync }} from "node:fs";
 export default function (pi: any) {{
   pi.registerCommand("fs", {{ handler: async () => {{
     const out: Record<string, string> = {{}};
@@ -588,6 +632,8 @@ export default function (pi: any) {{
     attempt("write-read-only", () => writeFileSync("{ro}/b.txt", "x"));
     attempt("write-granted", () => {{ writeFileSync("{rw}/b.txt", "written"); return "ok"; }});
     attempt("missing", () => readFileSync("{ro}/nope.txt", "utf8"));
+    attempt("list-outside", () => readdirSync("{root}/other"));
+    attempt("write-read-only-sub", () => writeFileSync("{ro}/sub/c.txt", "x"));
     pi.appendEntry("fs", out);
   }} }});
 }}"#,
@@ -615,6 +661,22 @@ export default function (pi: any) {{
         out["write-read-only"],
         json!(format!(
             "EACCES | EACCES: permission denied, open '{0}/b.txt' — {0} is granted read-only: grant writing with --allow-write={0}",
+            ro.display()
+        ))
+    );
+    // The narrowest grant that would do: a folder listed is granted itself (not the folder
+    // holding it), a file written is granted its own folder (not the whole read-only tree).
+    assert_eq!(
+        out["list-outside"],
+        json!(format!(
+            "EACCES | EACCES: permission denied, scandir '{0}/other' — {0}/other is outside the directories this extension may read: grant it with --allow-read={0}/other",
+            root.display()
+        ))
+    );
+    assert_eq!(
+        out["write-read-only-sub"],
+        json!(format!(
+            "EACCES | EACCES: permission denied, open '{0}/sub/c.txt' — {0} is granted read-only: grant writing with --allow-write={0}/sub",
             ro.display()
         ))
     );
@@ -792,6 +854,263 @@ fn without_an_extension_argument_extensions_are_found_where_pi_finds_them() {
             "where_global_tool",
             { "path": "extension:global", "source": "cli", "scope": "temporary", "origin": "top-level" }
         ]]))
+    );
+}
+
+/// One extension found where pi looks that does not build (a syntax error, an import of a
+/// missing module) is skipped with one line on stderr naming it and why; the others load and
+/// the steps run, and `run` then exits 1 as for any extension that failed to load. One given
+/// on the command line still stops the run.
+#[test]
+fn a_found_extension_that_does_not_build_is_skipped_and_the_others_load() {
+    let root = tempfile::tempdir().unwrap();
+    let agent = root.path().join("agent");
+    let extensions = agent.join("extensions");
+    std::fs::create_dir_all(&extensions).unwrap();
+    std::fs::write(
+        extensions.join("good.ts"),
+        r#"export default (pi: any) => pi.registerCommand("good", { handler: async () => pi.appendEntry("good-ran", {}) });"#,
+    )
+    .unwrap();
+    std::fs::write(
+        extensions.join("broken.ts"),
+        r#"export default (pi: any) => { pi.registerCommand("broken" { handler: async () => 1 }); };"#,
+    )
+    .unwrap();
+    std::fs::write(
+        extensions.join("lost.ts"),
+        "import { x } from \"./nowhere\";\nexport default (pi: any) => pi.registerCommand(\"lost\", { handler: async () => x });",
+    )
+    .unwrap();
+    let pichamber = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(common::bin())
+            .args(args)
+            .current_dir(root.path())
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let said = |path: &str, why: &str| {
+        format!(
+            "warning: skipped the extension {}, which does not build: {why}\n",
+            extensions.join(path).display()
+        )
+    };
+    let broken = said(
+        "broken.ts",
+        "agent/extensions/broken.ts:1:59: Expected `,` or `)` but found `{`",
+    );
+    let lost = said(
+        "lost.ts",
+        "agent/extensions/lost.ts:1:19: cannot resolve './nowhere': Cannot find module './nowhere'",
+    );
+
+    let out = pichamber(&["run", "--command", "/good", "--json"], "");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("{broken}{lost}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(r#""customType":"good-ran""#), "{stdout}");
+
+    let out = pichamber(&["rpc"], "{\"id\":\"1\",\"type\":\"get_commands\"}\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("{broken}{lost}"));
+    let response: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let names: Vec<&str> = response["data"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["good"]);
+
+    let given = extensions.join("broken.ts");
+    let out = pichamber(&["run", given.to_str().unwrap(), "--command", "/good"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("error: agent/extensions/broken.ts:1:59:"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A prompt to a model whose key is missing says which environment variable to set: the one
+/// `--api-key-env` names (OPENAI_API_KEY by default), or the built-in provider's.
+#[test]
+fn a_missing_api_key_names_the_variable_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(&dir, "asker.js", ASKER);
+    let models = write(
+        &dir,
+        "models.json",
+        r#"{"providers": {"openai": {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "models": [{"id": "gpt-4o-mini"}]}}}"#,
+    );
+    let prompt = |args: &[&str]| {
+        let out = Command::new(common::bin())
+            .arg("run")
+            .arg(&ext)
+            .args(args)
+            .args(["--prompt", "hi"])
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("PICHAMBER_TEST_NO_SUCH_KEY")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        stderr(&out)
+    };
+    let base_url = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1"];
+    assert!(
+        prompt(&base_url).contains(
+            "error: No API key found for openai-compatible. Set the environment variable OPENAI_API_KEY to the key.\n"
+        ),
+        "{}",
+        prompt(&base_url)
+    );
+    let other = [
+        &base_url[..],
+        &["--api-key-env", "PICHAMBER_TEST_NO_SUCH_KEY"],
+    ]
+    .concat();
+    assert!(
+        prompt(&other).contains(
+            "error: No API key found for openai-compatible. Set the environment variable PICHAMBER_TEST_NO_SUCH_KEY to the key.\n"
+        ),
+        "{}",
+        prompt(&other)
+    );
+    let from_models = ["--models", &models, "--model", "gpt-4o-mini"];
+    assert!(
+        prompt(&from_models).contains(
+            "error: No API key found for openai. Set the environment variable OPENAI_API_KEY to the key.\n"
+        ),
+        "{}",
+        prompt(&from_models)
+    );
+}
+
+/// The readable transcript of a prompt is what was said: not the session's bookkeeping (the
+/// model and thinking level it starts with, pi 1.6.0's context edits) as `entry ...` lines.
+#[test]
+fn the_readable_transcript_leaves_out_the_sessions_bookkeeping() {
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(&dir, "asker.js", ASKER);
+    let script = write(
+        &dir,
+        "turns.json",
+        r#"{"turns": [{"text": "Hello there."}]}"#,
+    );
+    let out = common::pichamber(&["run", &ext, "--script", &script, "--prompt", "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "> hi\nHello there.\n");
+    // --json keeps every entry.
+    let (_, events, _) = common::run_json(&[&ext, "--script", &script, "--prompt", "hi"]);
+    let kinds: Vec<&str> = common::of_type(&events, "entry")
+        .iter()
+        .filter_map(|e| e["entry"]["type"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"model_change") && kinds.contains(&"thinking_level_change"),
+        "{kinds:?}"
+    );
+}
+
+/// `run --command` without --json prints the cards a command appends (and the ones it sends
+/// as custom messages) as text: title, then the content, then the actions; whatever came from
+/// the extension has its control characters made visible and cannot start a line of its own.
+/// --json keeps printing the entries as they are.
+#[test]
+fn cards_print_as_readable_text() {
+    let out = common::pichamber(&[
+        "run",
+        &common::path("extensions/card-demo"),
+        "--command",
+        "/cards",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "About
+  **PiChamber** renders these cards from plain JSON.
+  actions: Open README (/cards-open README.md)
+Summary
+  Files: 12
+  Errors: 0
+  Warnings: 2
+  actions: Refresh (/cards)
+Folders
+  - src/: 42 files
+  - tests/: 7 files
+  actions: Open folder… (/cards-open <Folder>)
+Files
+  File  Status
+  ----  -------
+  a.ts  done
+  b.ts  running
+  actions: Open a.ts (/cards-open a.ts)
+Build
+  Compiling 10/100
+  actions: Cancel (/cards-cancel)
+Build
+  Linking 60/100
+  actions: Cancel (/cards-cancel)
+Build
+  Done 100/100
+  actions: Cancel (/cards-cancel)
+Checks
+  [passing] [3 skipped] [1 flaky]
+  actions: Re-run (/cards-open checks, disabled)
+Snippet (ts)
+  pi.appendEntry(\"pichamber.ui\", { component: \"code\" });
+  actions: Open source (/cards-open index.ts)
+panel cards-build removed
+"
+    );
+    let (ok, events, _) =
+        common::run_json(&[&common::path("extensions/card-demo"), "--command", "/cards"]);
+    assert!(ok);
+    let first = &common::of_type(&events, "entry")[0]["entry"];
+    assert_eq!(first["customType"], "pichamber.ui");
+    assert_eq!(
+        first["data"]["props"]["body"],
+        "**PiChamber** renders these cards from plain JSON."
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let ext = write(
+        &dir,
+        "hostile-cards.js",
+        r#"export default (pi) => pi.registerCommand("c", { handler: async () => {
+  pi.appendEntry("pichamber.ui", { title: "Report\u001b]52;c;aGk=\u0007", component: "table",
+    props: { columns: ["name", "state"], rows: [["\u001b[2Jx", "ok\nerror: forged"]] } });
+  pi.sendMessage({ customType: "pichamber.ui", display: true, content: JSON.stringify({
+    title: "Sent", component: "markdown", props: { body: "line\nerror: forged too\u001b[31m" } }) });
+} });"#,
+    );
+    let out = common::pichamber(&["run", &ext, "--command", "/c"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Report\\u{1b}]52;c;aGk=\\u{7}
+  name        state
+  ----------  ----------------
+  \\u{1b}[2Jx  ok error: forged
+Sent
+  line
+  error: forged too\\u{1b}[31m
+"
     );
 }
 

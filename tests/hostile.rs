@@ -3352,6 +3352,59 @@ fn dialogs_asked_on_a_terminal_show_extension_text_inert() {
     assert!(text.contains("\\u{202e}gnp.exe"), "{text}");
 }
 
+/// `pichamber rpc` (and the pi entry's print mode) write an extension's console output and
+/// errors to stderr, beside the protocol on stdout: made visible there too.
+#[test]
+fn rpc_and_print_mode_show_extension_text_inert_on_stderr() {
+    let sb = Sandbox::new();
+    let ext = sb.root.join("loud.js");
+    std::fs::write(
+        &ext,
+        format!(
+            "module.exports = function (pi) {{\n\
+               const t = \"{DRIVES_TERMINAL}\";\n\
+               console.log(t);\n\
+               pi.on('session_start', async () => {{ throw new Error(t); }});\n\
+               pi.registerCommand('boom', {{ handler: async () => {{ throw new Error(t); }} }});\n\
+             }};\n"
+        ),
+    )
+    .unwrap();
+    let pichamber = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(common::bin())
+            .args(args)
+            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+            .env_remove("PICHAMBER_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let ext = ext.to_str().unwrap();
+    let rpc = pichamber(
+        &["rpc", ext, "--cwd", &sb.ws()],
+        "{\"id\":\"1\",\"type\":\"prompt\",\"message\":\"/boom\"}\n",
+    );
+    let print = pichamber(
+        &["rpc", ext, "--cwd", &sb.ws(), "--print", "--", "/boom"],
+        "",
+    );
+    for (what, out) in [("rpc", &rpc), ("print", &print)] {
+        assert_inert(&out.stderr, what);
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("\\u{1b}]0;owned"), "{what}: {text}");
+    }
+}
+
 #[test]
 fn a_build_error_quoting_the_extension_shows_its_text_inert() {
     let sb = Sandbox::new();

@@ -18,8 +18,11 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
         let second = a.opt_str(1).filter(|_| matches!(op, "rename" | "copyFile"));
         let mut text = node_error(&e, op, &path);
         // Say which capability is missing when a path lies outside what was granted.
-        let hint = capability_hint(&path, writes(op))
-            .or_else(|| second.as_deref().and_then(|to| capability_hint(to, true)));
+        let hint = capability_hint(&path, writes(op), reads_folder(op, &path)).or_else(|| {
+            second
+                .as_deref()
+                .and_then(|to| capability_hint(to, true, false))
+        });
         if let Some(hint) = hint {
             text = format!(
                 "{} — {hint}",
@@ -159,6 +162,14 @@ fn special_file_refused(path: &str) -> Result<(), String> {
     }
 }
 
+/// Whether an operation reads `path` as a folder, so that granting that folder (not the one
+/// holding it) is enough: listing it, or a path written as a folder (`dir/`) that is only read.
+/// A path of unknown kind is not looked at: outside the grants the guest cannot see it, and
+/// the folder holding it covers it either way.
+fn reads_folder(op: &str, path: &str) -> bool {
+    op == "readdir" || (path.ends_with('/') && !writes(op))
+}
+
 /// Whether an operation changes the filesystem (and so needs a writable grant).
 fn writes(op: &str) -> bool {
     matches!(
@@ -205,8 +216,10 @@ fn normalize(path: &str) -> String {
 }
 
 /// Names the missing capability and the flag that grants it, when `path` is outside the
-/// granted trees (or inside a read-only one and `write` is wanted).
-fn capability_hint(path: &str, write: bool) -> Option<String> {
+/// granted trees (or inside a read-only one and `write` is wanted). The flag names the
+/// narrowest folder that would do: `path` itself when it is a `folder` to read, else the
+/// folder holding it (a file is read there; an entry is created or removed in it).
+fn capability_hint(path: &str, write: bool, folder: bool) -> Option<String> {
     if !path.starts_with('/') {
         return None;
     }
@@ -217,24 +230,24 @@ fn capability_hint(path: &str, write: bool) -> Option<String> {
             g.path.is_empty() || path == g.path || path.starts_with(&format!("{}/", g.path))
         })
         .max_by_key(|g| g.path.len());
-    let directory = |p: &str| {
-        p.rsplit_once('/')
+    let grant = if folder {
+        path.clone()
+    } else {
+        path.rsplit_once('/')
             .map(|(d, _)| if d.is_empty() { "/" } else { d })
             .unwrap_or("/")
             .to_owned()
     };
     match inside {
         None if write => Some(format!(
-            "{path} is outside the directories this extension may write: grant it with --allow-write={}",
-            directory(&path)
+            "{path} is outside the directories this extension may write: grant it with --allow-write={grant}"
         )),
         None => Some(format!(
-            "{path} is outside the directories this extension may read: grant it with --allow-read={}",
-            directory(&path)
+            "{path} is outside the directories this extension may read: grant it with --allow-read={grant}"
         )),
         Some(g) if write && !g.writable => Some(format!(
-            "{} is granted read-only: grant writing with --allow-write={}",
-            g.path, g.path
+            "{} is granted read-only: grant writing with --allow-write={grant}",
+            g.path
         )),
         Some(_) => None,
     }

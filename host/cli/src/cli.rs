@@ -179,8 +179,8 @@ struct SessionArgs {
     #[arg(long)]
     no_prompt_templates: bool,
     /// Set an extension flag: name=value (value is JSON, or a plain string).
-    #[arg(long = "flag", value_name = "NAME=VALUE")]
-    flags: Vec<String>,
+    #[arg(long = "flag", value_name = "NAME=VALUE", value_parser = parse_flag)]
+    flags: Vec<(String, Value)>,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -342,18 +342,18 @@ struct LimitArgs {
     /// may ask for with pi.exec's timeout.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     run_timeout: f64,
-    /// Memory limit of each extension instance, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    /// Memory limit of each extension instance, in MiB (16 to 4096).
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = parse_memory_limit)]
     memory_limit: usize,
 }
 
 #[derive(Args)]
 struct GrantArgs {
     /// Let the extension read this directory tree (repeatable; comma-separated lists work).
-    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    #[arg(long, value_name = "PATH", value_delimiter = ',', value_parser = parse_grant_folder)]
     allow_read: Vec<PathBuf>,
     /// Let the extension read and write this directory tree.
-    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    #[arg(long, value_name = "PATH", value_delimiter = ',', value_parser = parse_grant_folder)]
     allow_write: Vec<PathBuf>,
     /// Let the extension run this program (a name on PATH; no shell unless you grant sh).
     #[arg(long, value_name = "PROG", value_delimiter = ',')]
@@ -568,15 +568,37 @@ fn ordered_steps(args: &RunArgs, matches: &ArgMatches) -> Result<Vec<Step>> {
     Ok(steps.into_iter().map(|(_, s)| s).collect())
 }
 
-fn parse_flags(flags: &[String]) -> Result<Vec<(String, Value)>> {
-    flags
-        .iter()
-        .map(|f| {
-            let (name, value) = f.split_once('=').unwrap_or((f.as_str(), "true"));
-            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
-            Ok((name.to_owned(), value))
-        })
-        .collect()
+/// `--flag NAME=VALUE`: the value is JSON, or else a plain string. A bare name is refused
+/// rather than guessed at (a typo would otherwise set a flag to `true`).
+fn parse_flag(text: &str) -> Result<(String, Value), String> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(format!(
+            "no value: give NAME=VALUE (--flag {text}=true for a boolean flag)"
+        ));
+    };
+    if name.is_empty() {
+        return Err("no flag name: give NAME=VALUE".into());
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+    Ok((name.to_owned(), value))
+}
+
+/// The smallest and largest `--memory-limit`, in MiB: below 16 an instance cannot do real
+/// work (its start alone takes a few MiB), and a WebAssembly memory cannot grow past 4 GiB.
+const MEMORY_LIMIT_MIB: std::ops::RangeInclusive<usize> = 16..=4096;
+
+fn parse_memory_limit(text: &str) -> Result<usize, String> {
+    let (min, max) = (MEMORY_LIMIT_MIB.start(), MEMORY_LIMIT_MIB.end());
+    match text.parse::<usize>() {
+        Ok(mib) if MEMORY_LIMIT_MIB.contains(&mib) => Ok(mib),
+        Ok(mib) if mib < *min => Err(format!(
+            "{mib} MiB is too little for an extension instance: give {min} to {max} (the default is 256)"
+        )),
+        Ok(_) => Err(format!(
+            "an instance's memory cannot grow past {max} MiB (4 GiB): give {min} to {max}"
+        )),
+        Err(_) => Err(format!("not a whole number of MiB: give {min} to {max}")),
+    }
 }
 
 /// Extensions found where pi finds them; what was held back or is missing is said on stderr.
@@ -600,14 +622,15 @@ fn discovered_extensions(cwd: &Path, trust_project: bool, report: bool) -> Vec<P
 }
 
 /// The session `run` and `rpc` work in: extensions loaded in order, model, agent settings,
-/// session file. `None` when every extension failed to load (each failure was reported).
+/// session file. `None` when every extension failed to load (each failure was reported);
+/// with it, how many extensions found where pi looks were skipped as they do not build.
 async fn open_session(
     args: &SessionArgs,
     mode: &'static str,
     has_ui: bool,
     dialogs: Arc<dyn DialogResponder>,
     sink: impl FnOnce(PiVersion) -> EventSink,
-) -> Result<Option<Session>> {
+) -> Result<(Option<Session>, usize)> {
     let cwd = session_cwd(args)?;
     let trust = decide_project_trust(args, &cwd, mode).await?;
     let r = resolve_session(args, cwd, trust.load)?;
@@ -630,7 +653,7 @@ async fn open_session(
         }
     }
     let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, trust.load));
-    pichamber_session::launch::open_session(SessionSpec {
+    let session = pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts,
         prompts: r.prompts,
@@ -656,7 +679,8 @@ async fn open_session(
         settings,
         project_trusted: trust.trusted,
     })
-    .await
+    .await?;
+    Ok((session, r.skipped))
 }
 
 /// How a folder's trust was decided: whether its own resources load, and what
@@ -758,7 +782,7 @@ async fn decide_project_trust(args: &SessionArgs, cwd: &Path, mode: &'static str
         dialogs: Arc::new(NoDialogs),
         sink,
         instance: instance_options(args),
-        flags: parse_flags(&args.flags)?,
+        flags: args.flags.clone(),
         model: None,
         catalog: pichamber_model::catalog::Catalog::load(args.model.models.as_deref()),
         agent: AgentSettings::default(),
@@ -799,6 +823,9 @@ struct ResolvedSession {
     artifacts: Vec<(PathBuf, Artifact)>,
     /// How each of `artifacts` was found (pi's `sourceInfo` of what it registers).
     found: Vec<pichamber_session::resources::Metadata>,
+    /// Extensions found where pi looks that were left out because they do not build (each
+    /// was reported on stderr).
+    skipped: usize,
     prompts: Vec<pichamber_session::resources::ResourcePath>,
     skills: Vec<pichamber_session::resources::ResourcePath>,
     instance: InstanceOptions,
@@ -814,7 +841,7 @@ fn instance_options(args: &SessionArgs) -> InstanceOptions {
         call_timeout: Duration::from_secs_f64(args.limits.call_timeout.max(0.01)),
         call_wall_timeout: Duration::from_secs_f64(args.limits.call_wall_timeout.max(0.01)),
         run_timeout: Duration::from_secs_f64(args.limits.run_timeout.max(0.01)),
-        memory_limit: args.limits.memory_limit.max(16) << 20,
+        memory_limit: args.limits.memory_limit << 20,
         grants: Arc::new(Grants {
             read: args.grants.allow_read.clone(),
             write: args.grants.allow_write.clone(),
@@ -892,11 +919,33 @@ fn extension_sources(
 
 fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<ResolvedSession> {
     let (entries, prompts, skills) = extension_sources(args, &cwd, trusted, true);
-    let found = entries.iter().map(|(_, f)| f.clone()).collect();
-    let artifacts = entries
-        .into_iter()
-        .map(|(p, _)| load_artifact(&p).map(|a| (p, a)))
-        .collect::<Result<Vec<_>>>()?;
+    let mut artifacts = Vec::new();
+    let mut found = Vec::new();
+    let mut skipped = 0;
+    for (path, how) in entries {
+        match load_artifact(&path) {
+            Ok(artifact) => {
+                artifacts.push((path, artifact));
+                found.push(how);
+            }
+            // One given on the command line stops the run; one found where pi looks (a
+            // broken file among the user's extensions) is skipped with a note, and the others
+            // load, as an extension whose factory throws is reported and the rest go on.
+            Err(e) if how.source == "auto" => {
+                esay!(
+                    "warning: skipped the extension {}, which does not {}: {e:#}",
+                    path.display(),
+                    if path.extension().is_some_and(|x| x == "wasm") {
+                        "load"
+                    } else {
+                        "build"
+                    }
+                );
+                skipped += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let model = model_from_args(&args.model)?;
     let cwd_text = cwd.to_string_lossy().into_owned();
     let session_dir = || {
@@ -949,10 +998,11 @@ fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<Re
         cwd,
         artifacts,
         found,
+        skipped,
         prompts,
         skills,
         instance,
-        flags: parse_flags(&args.flags)?,
+        flags: args.flags.clone(),
         model,
         agent,
         store,
@@ -983,6 +1033,29 @@ fn pi_settings(cwd: &Path, trust_project: bool) -> Vec<Value> {
         files.push(read(cwd.join(".pi/settings.json")));
     }
     files
+}
+
+/// `--allow-read` / `--allow-write`: a folder that exists (the tree is opened when an
+/// extension starts; a path that is not a folder would stop every extension there).
+fn parse_grant_folder(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => Ok(path),
+        _ if text.is_empty() => Err("no path: give the folder to grant".into()),
+        Ok(_) => Err(format!(
+            "{text} is a file, and a grant is a folder tree: give the folder that holds it ({})",
+            match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+                _ => ".".into(),
+            }
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "the folder {text} does not exist: grant a folder that exists"
+        )),
+        Err(e) => Err(format!(
+            "cannot open {text} ({e}): give a folder you can read"
+        )),
+    }
 }
 
 fn parse_secret(text: &str) -> Result<pichamber_access::secrets::Secret, String> {
@@ -1017,8 +1090,12 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     };
     let failed = Arc::new(AtomicBool::new(false));
     let sink = output_sink(args.json, asks_on_terminal, failed.clone());
-    let Some(mut session) = open_session(common, "rpc", has_ui, dialogs, |_| sink.clone()).await?
-    else {
+    let (session, skipped) = open_session(common, "rpc", has_ui, dialogs, |_| sink.clone()).await?;
+    // An extension that was skipped failed to load: the run goes on, and then fails.
+    if skipped > 0 {
+        failed.store(true, Ordering::Relaxed);
+    }
+    let Some(mut session) = session else {
         return Ok(ExitCode::FAILURE);
     };
     if session.extension_names().is_empty() && steps.is_empty() {
@@ -1086,6 +1163,7 @@ fn model_from_args(args: &ModelArgs) -> Result<Option<Arc<ModelClient>>> {
         config.api_key = std::env::var(&args.api_key_env)
             .ok()
             .filter(|k| !k.is_empty());
+        config.api_key_env = vec![args.api_key_env.clone()];
         config
     } else {
         let path = args
@@ -1196,9 +1274,26 @@ fn print_event(event: &SessionEvent) {
         SessionEvent::ExtensionUiResponse { answer, .. } => {
             say!("  -> {}", serde_json::to_string(answer).unwrap_or_default())
         }
-        // Messages are shown by their message_end; other entries by kind.
+        // Messages are shown by their message_end; the session's own bookkeeping (the model
+        // and thinking level it starts with, pi 1.6.0's context edits) not at all; other
+        // entries by kind.
         SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry }
-            if entry["type"] == "message" || entry["type"] == "custom_message" => {}
+            if matches!(
+                entry["type"].as_str(),
+                Some(
+                    "message"
+                        | "custom_message"
+                        | "model_change"
+                        | "thinking_level_change"
+                        | "context_edit"
+                )
+            ) => {}
+        // Cards as the page would show them, in text.
+        SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry }
+            if entry["type"] == "custom" && entry["customType"] == pichamber_gui::UI_TYPE =>
+        {
+            say!("{}", crate::card_text::descriptor(&entry["data"]))
+        }
         SessionEvent::Entry { entry } | SessionEvent::EntryAppended { entry } => say!(
             "entry {} {}",
             entry["type"].as_str().unwrap_or_default(),
@@ -1275,6 +1370,15 @@ fn print_agent_event(event: &Value) {
                     },
                     content_text(&m["content"])
                 ),
+                "custom"
+                    if m["display"] != json!(false)
+                        && m["customType"] == pichamber_gui::UI_TYPE =>
+                {
+                    say!(
+                        "{}",
+                        crate::card_text::descriptor(&pichamber_gui::card::message_descriptor(m))
+                    )
+                }
                 "custom" if m["display"] != json!(false) => {
                     say!(
                         "[{}] {}",
@@ -1328,7 +1432,7 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     if let Some(mode) = once {
         let sink = |pi| rpc::once::event_sink(mode, output.clone(), pi);
         let dialogs = Arc::new(pichamber_session::NoDialogs);
-        let Some(session) =
+        let (Some(session), _) =
             open_session(&args.common, mode.ctx_mode(), false, dialogs, sink).await?
         else {
             return Ok(ExitCode::FAILURE);
@@ -1345,7 +1449,8 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     }
     let dialogs = Arc::new(rpc::RpcDialogs::default());
     let sink = |pi| rpc::event_sink(output.clone(), pi);
-    let Some(mut session) = open_session(&args.common, "rpc", true, dialogs.clone(), sink).await?
+    let (Some(mut session), _) =
+        open_session(&args.common, "rpc", true, dialogs.clone(), sink).await?
     else {
         return Ok(ExitCode::FAILURE);
     };

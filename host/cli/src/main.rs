@@ -1,6 +1,7 @@
 //! The `pichamber` command: argument parsing (clap) and the wiring of the crates below it;
 //! what each command does lives in those crates.
 
+mod card_text;
 mod cli;
 mod pi_entry;
 

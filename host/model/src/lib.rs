@@ -121,6 +121,27 @@ impl ModelClient {
         }
     }
 
+    /// Why a request cannot authenticate, and what to set: pi's first sentence, then the
+    /// environment variable the key is read from (or models.json's `apiKey` when the provider
+    /// reads none).
+    pub fn missing_api_key(&self) -> String {
+        let (provider, vars): (&str, &[String]) = match self {
+            ModelClient::Scripted(_) => ("the selected model", &[]),
+            ModelClient::OpenAi(m) => (&m.config().provider, &m.config().api_key_env),
+        };
+        let fix = match vars {
+            [] => format!(
+                "Give provider {provider} an \"apiKey\" in models.json (the key, or the environment variable holding it)"
+            ),
+            [var] => format!("Set the environment variable {var} to the key"),
+            vars => format!(
+                "Set one of the environment variables {} to the key",
+                vars.join(", ")
+            ),
+        };
+        format!("No API key found for {provider}. {fix}.")
+    }
+
     /// The request body pi would send for this context.
     pub fn build_payload(&self, ctx: &LlmContext, opts: &StreamOptions) -> Value {
         match self {

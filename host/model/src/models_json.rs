@@ -415,7 +415,13 @@ impl ModelsJson {
                 key,
                 &format!("API key for provider \"{provider}\""),
             )?),
-            None => env_api_key(provider),
+            None => {
+                c.api_key_env = env_key_vars(provider)
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect();
+                env_api_key(provider)
+            }
         };
         let mut headers = Vec::new();
         if let Some(h) = &config.headers {

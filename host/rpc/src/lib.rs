@@ -29,6 +29,13 @@ use tokio::sync::mpsc;
 
 pub use dialogs::RpcDialogs;
 
+/// A line on stderr. What an extension (or a model) says is untrusted: its control characters
+/// are made visible (`pichamber_session::terminal`), so no escape sequence in it reaches the
+/// operator's terminal.
+pub(crate) fn note(text: &str) {
+    eprintln!("{}", pichamber_session::terminal::escape(text));
+}
+
 use pichamber_session::{EventSink, PiVersion, Session, SessionEvent};
 
 /// Where protocol lines go; one line is written whole.
@@ -108,7 +115,7 @@ pub fn event_sink(output: Arc<Output>, pi: PiVersion) -> EventSink {
         } => {
             // pi's extension_error carries the message only; the stack goes to stderr.
             if let Some(stack) = stack {
-                eprintln!("[{extension}] {event}: {error}\n{stack}");
+                note(&format!("[{extension}] {event}: {error}\n{stack}"));
             }
             // pi reports a failing command under the command's name, not its extension's.
             let (extension, event) = match event.strip_prefix("command:/") {
@@ -123,7 +130,7 @@ pub fn event_sink(output: Arc<Output>, pi: PiVersion) -> EventSink {
             extension,
             level,
             message,
-        } => eprintln!("[{extension}] {level}: {message}"),
+        } => note(&format!("[{extension}] {level}: {message}")),
         _ => {}
     })
 }

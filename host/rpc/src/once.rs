@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use pichamber_session::{EventSink, PiVersion, PromptOptions, Session, SessionEvent};
 
-use crate::{Output, wire};
+use crate::{Output, note, wire};
 
 /// What reaches stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +44,12 @@ pub fn event_sink(mode: OneShot, output: Arc<Output>, pi: PiVersion) -> EventSin
         }
         SessionEvent::ExtensionError {
             extension, error, ..
-        } => eprintln!("Extension error ({extension}): {error}"),
+        } => note(&format!("Extension error ({extension}): {error}")),
         SessionEvent::Log {
             extension,
             level,
             message,
-        } => eprintln!("[{extension}] {level}: {message}"),
+        } => note(&format!("[{extension}] {level}: {message}")),
         _ => {}
     })
 }
@@ -81,7 +81,7 @@ pub async fn run(
             ..PromptOptions::default()
         };
         if let Err(e) = session.prompt(&prompt, options).await {
-            eprintln!("{e}");
+            note(&e);
             code = 1;
             break;
         }
@@ -116,7 +116,7 @@ fn print_answer(last: Option<&Value>, output: &Output) -> u8 {
             .as_str()
             .filter(|t| !t.is_empty())
             .map_or_else(|| format!("Request {reason}"), str::to_owned);
-        eprintln!("{text}");
+        note(&text);
         return 1;
     }
     for block in message["content"].as_array().into_iter().flatten() {

@@ -254,14 +254,7 @@ impl Session {
         }
         match &self.model {
             None => return Err(NO_MODEL.into()),
-            Some(model) if !model.has_api_key() => {
-                return Err(format!(
-                    "No API key found for {}.\n\nGive the key in an environment variable: --api-key-env VAR with --base-url, or the provider's apiKey in models.json.",
-                    model.info()["provider"]
-                        .as_str()
-                        .unwrap_or("the selected model")
-                ));
-            }
+            Some(model) if !model.has_api_key() => return Err(model.missing_api_key()),
             Some(_) => {}
         }
         let mut prompts = vec![messages::user_message(&text, &images)];

@@ -43,6 +43,18 @@ impl Selection {
             Selection::Virtual(_) => true,
         }
     }
+
+    /// Why a prompt cannot run without a key, naming what to set (see
+    /// [`ModelClient::missing_api_key`]).
+    pub fn missing_api_key(&self) -> String {
+        match self {
+            Selection::Model(m) => m.missing_api_key(),
+            Selection::Virtual(info) => format!(
+                "No API key found for {}.",
+                info["provider"].as_str().unwrap_or("the selected model")
+            ),
+        }
+    }
 }
 
 /// The catalog entry of a virtual model definition (pi's `createVirtualModel`), or why the

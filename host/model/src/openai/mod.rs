@@ -49,6 +49,9 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// Sent as `Authorization: Bearer <key>`; pi refuses to call a provider without one.
     pub api_key: Option<String>,
+    /// The environment variables the key is read from (`--api-key-env`, a built-in
+    /// provider's `OPENAI_API_KEY` ...), so a missing key can say which one to set.
+    pub api_key_env: Vec<String>,
     /// Extra request headers (they override the defaults, `Authorization` included).
     pub headers: Vec<(String, String)>,
     pub reasoning: bool,
@@ -76,6 +79,7 @@ impl OpenAiConfig {
             name: model_id.into(),
             base_url: base_url.into(),
             api_key: None,
+            api_key_env: Vec::new(),
             headers: Vec::new(),
             reasoning: false,
             thinking_level_map: Map::new(),
