@@ -1107,7 +1107,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     session.start().await;
     for step in steps {
         // Work an extension left running (a due timer, an answered dialog) runs between steps.
-        session.poll().await;
+        settle(&mut session).await;
         if session.shutdown_requested() {
             break;
         }
@@ -1121,7 +1121,7 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
             esay!("error: {e}");
         }
     }
-    session.poll().await;
+    settle(&mut session).await;
     session.shutdown().await;
     // A scripted run that did not go as scripted is a failed run.
     for problem in scripted.problems() {
@@ -1143,6 +1143,18 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
 
 /// The model prompts go to: a scripted model, an OpenAI-compatible endpoint, or a model from
 /// pi's models.json. None without --script / --model: prompts then get a notice.
+/// Runs what an extension left that is due, and a timer of Node's least delay
+/// (`setTimeout(fn, 0)` waits 1 ms) falling due meanwhile, so work a step queued "at once"
+/// runs before the next step; a chain of such timers gets a few rounds, not a spin.
+async fn settle(session: &mut Session) {
+    for _ in 0..4 {
+        match session.poll().await {
+            Some(wait) if wait <= Duration::from_millis(1) => tokio::time::sleep(wait).await,
+            _ => break,
+        }
+    }
+}
+
 fn model_from_args(args: &ModelArgs) -> Result<Option<Arc<ModelClient>>> {
     if let Some(path) = &args.script {
         let model = ScriptedModel::load(path)?;
