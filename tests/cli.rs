@@ -883,24 +883,14 @@ fn a_found_extension_that_does_not_build_is_skipped_and_the_others_load() {
     )
     .unwrap();
     let pichamber = |args: &[&str], stdin: &str| {
-        let mut child = Command::new(common::bin())
-            .args(args)
-            .current_dir(root.path())
-            .env("PI_CODING_AGENT_DIR", &agent)
-            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        common::output_with_stdin(
+            Command::new(common::bin())
+                .args(args)
+                .current_dir(root.path())
+                .env("PI_CODING_AGENT_DIR", &agent)
+                .env("PICHAMBER_CACHE_DIR", common::cache_dir()),
+            stdin,
+        )
     };
     let said = |path: &str, why: &str| {
         format!(
@@ -1279,24 +1269,14 @@ fn the_binary_answers_to_pis_name_with_pis_command_line() {
     std::os::unix::fs::symlink(common::bin(), bin.join("pi")).unwrap();
     let ws = ws.canonicalize().unwrap();
     let pi = |args: &[&str], input: &str| {
-        let mut child = Command::new(bin.join("pi"))
-            .args(args)
-            .current_dir(&ws)
-            .env("PI_CODING_AGENT_DIR", &agent)
-            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        common::output_with_stdin(
+            Command::new(bin.join("pi"))
+                .args(args)
+                .current_dir(&ws)
+                .env("PI_CODING_AGENT_DIR", &agent)
+                .env("PICHAMBER_CACHE_DIR", common::cache_dir()),
+            input,
+        )
     };
     let state = |out: &std::process::Output| -> Value {
         let line = String::from_utf8_lossy(&out.stdout)

@@ -3371,23 +3371,13 @@ fn rpc_and_print_mode_show_extension_text_inert_on_stderr() {
     )
     .unwrap();
     let pichamber = |args: &[&str], stdin: &str| {
-        let mut child = Command::new(common::bin())
-            .args(args)
-            .env("PICHAMBER_CACHE_DIR", common::cache_dir())
-            .env_remove("PICHAMBER_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        common::output_with_stdin(
+            Command::new(common::bin())
+                .args(args)
+                .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+                .env_remove("PICHAMBER_LOG"),
+            stdin,
+        )
     };
     let ext = ext.to_str().unwrap();
     let rpc = pichamber(

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 pub mod compare;
 pub mod oracle;
@@ -32,6 +32,21 @@ pub fn pichamber(args: &[&str]) -> Output {
         .env_remove("PICHAMBER_LOG")
         .output()
         .expect("run pichamber")
+}
+
+/// Runs `command` with `stdin` written to it and then closed; what it printed.
+pub fn output_with_stdin(command: &mut Command, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(input);
+    child.wait_with_output().expect("wait")
 }
 
 /// Runs `pichamber run ... --json` and returns (exit success, events).

@@ -394,7 +394,7 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
             // pi shows a displayed message's content to the user: so does the page.
             shown["card"] = card::markdown(
                 Some(truncate(custom_type, limits::TITLE)),
-                &content_text(&entry["content"]),
+                &pichamber_session::messages::content_text(&entry["content"]),
             );
             Effect::None
         }
@@ -452,19 +452,6 @@ fn render_text_blocks(message: &mut Value, only: Option<usize>) {
             let html = crate::markdown::render(&truncate(text, limits::MESSAGE * 4));
             block["html"] = json!(html);
         }
-    }
-}
-
-/// A message's content as text: a string, or its text blocks joined.
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
     }
 }
 
