@@ -423,6 +423,7 @@ test("the model's answer reads as markdown and each tool call is one row with it
 	await page.emulateMedia({ colorScheme: "light" });
 	await answer.locator(".code-block .copy-code").first().click();
 	await waitFor(answer.locator(".copy-code", { hasText: "Copied" }), "the copy button says it copied");
+	await waitFor(page.locator("#toasts [role=status]", { hasText: "Copied" }), "and a live region says it to a screen reader");
 	const copied = await page.evaluate(() => navigator.clipboard.readText());
 	assert(copied === 'const found: string = "sandbox"; // looked up\n', `the code block's text is copied (got ${JSON.stringify(copied)})`);
 	// The session is named by its first prompt's first line.

@@ -661,16 +661,23 @@ function setMarkdown(div, block) {
 function addCopyButtons(root) {
 	for (const pre of root.querySelectorAll("pre")) {
 		if (pre.parentElement?.classList.contains("code-block")) continue;
-		const button = h("button", { type: "button", class: "copy-code", text: "Copy", "aria-label": "Copy the code" });
+		const button = h("button", { type: "button", class: "copy-code", text: "Copy", title: "Copy the code" });
 		button.addEventListener("click", async () => {
 			const text = pre.textContent;
+			let said;
 			try {
 				await navigator.clipboard.writeText(text);
-				button.textContent = "Copied";
+				said = "Copied";
 			} catch {
-				button.textContent = "Copy failed";
+				said = "Copy failed";
 			}
-			setTimeout(() => (button.textContent = "Copy"), 1500);
+			// Also said in the toasts' live region, so a screen reader hears it.
+			button.textContent = said;
+			$("toasts").append(h("span", { class: "sr-only", role: "status", text: said }));
+			setTimeout(() => {
+				button.textContent = "Copy";
+				for (const el of $("toasts").querySelectorAll(".sr-only")) el.remove();
+			}, 1500);
 		});
 		const wrap = h("div", { class: "code-block" });
 		pre.replaceWith(wrap);
