@@ -62,6 +62,13 @@ impl Session {
             .await;
     }
 
+    /// `session_start` for a session taken over from another process that ran it before
+    /// (reason "resume": serve's cluster mode after its node stopped).
+    pub async fn start_resumed(&mut self) {
+        self.session_started(json!({ "type": "session_start", "reason": "resume" }))
+            .await;
+    }
+
     /// `session_start`, then `resources_discover` as pi follows it ("reload" after a
     /// reload, "startup" otherwise): the prompt templates and skills extensions return are
     /// added to the session's (themes are not used: pichamber has no TUI).

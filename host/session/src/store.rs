@@ -276,6 +276,13 @@ impl Backing {
     }
 }
 
+/// Where a session's entries are kept when it has no file: a log elsewhere (serve's cluster
+/// mode keeps it on NATS JetStream). `append` gets each record as its JSON text, the header
+/// first; an error refuses the entry, as a failed write to a file does.
+pub trait Journal: Send {
+    fn append(&mut self, line: &str) -> Result<()>;
+}
+
 struct LabelState {
     target: String,
     label: String,
@@ -293,6 +300,7 @@ pub struct SessionStore {
     cwd: String,
     session_dir: Option<PathBuf>,
     backing: Option<Backing>,
+    journal: Option<Box<dyn Journal>>,
 }
 
 impl std::fmt::Debug for SessionStore {
@@ -335,6 +343,37 @@ impl SessionStore {
             None,
             None,
         )
+    }
+
+    /// A new session kept in the journal `open` makes for its id, its header written there
+    /// first.
+    pub fn journaled(cwd: &str, open: impl FnOnce(&str) -> Box<dyn Journal>) -> Result<Self> {
+        let header = new_header(cwd, None);
+        let mut journal = open(header["id"].as_str().unwrap_or_default());
+        journal.append(&header.to_string())?;
+        let mut store = Self::assemble(header, Vec::new(), cwd.to_owned(), None, None);
+        store.journal = Some(journal);
+        Ok(store)
+    }
+
+    /// A session read back from its journal's records (JSON lines, the header first);
+    /// appends go on to `journal`. A torn or foreign record is skipped, as in a file.
+    pub fn from_journal(records: &[u8], journal: Box<dyn Journal>) -> Result<Self> {
+        let mut records = parse_session_bytes(records).records.into_iter();
+        let Some((_, header)) = records.next().filter(|(_, h)| h["type"] == "session") else {
+            bail!("the session's log does not begin with a session header");
+        };
+        let entries: Vec<Value> = records
+            .map(|(_, r)| r)
+            .filter(|r| r["type"] != "session" && r.get("id").is_some_and(Value::is_string))
+            .collect();
+        let cwd = header["cwd"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(current_dir_string);
+        let mut store = Self::assemble(header, entries, cwd, None, None);
+        store.journal = Some(journal);
+        Ok(store)
     }
 
     /// Opens an existing session file: migrates v1/v2 files to v3 (rewriting them, as pi does),
@@ -625,6 +664,7 @@ impl SessionStore {
             cwd,
             session_dir,
             backing,
+            journal: None,
         };
         for entry in entries {
             store.index(entry);
@@ -677,6 +717,9 @@ impl SessionStore {
             let mut line = serde_json::to_string(&entry).context("cannot serialise entry")?;
             line.push('\n');
             backing.append(line.as_bytes())?;
+        }
+        if let Some(journal) = &mut self.journal {
+            journal.append(&serde_json::to_string(&entry).context("cannot serialise entry")?)?;
         }
         self.index(entry.clone());
         Ok(entry)
@@ -947,7 +990,7 @@ impl SessionStore {
     }
 
     pub fn is_persisted(&self) -> bool {
-        self.backing.is_some()
+        self.backing.is_some() || self.journal.is_some()
     }
 
     /// Every entry in file order (the header excluded).
@@ -1754,6 +1797,62 @@ mod tests {
 
     fn id(entry: &Value) -> String {
         entry["id"].as_str().unwrap().to_owned()
+    }
+
+    /// A journal that keeps lines in a shared buffer and refuses once `fail` is set.
+    struct Lines(std::sync::Arc<std::sync::Mutex<(Vec<String>, bool)>>);
+
+    impl Journal for Lines {
+        fn append(&mut self, line: &str) -> Result<()> {
+            let mut lines = self.0.lock().unwrap();
+            if lines.1 {
+                bail!("the log is unavailable");
+            }
+            lines.0.push(line.to_owned());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_journaled_session_reads_back_from_its_records_and_a_refused_entry_is_not_added() {
+        let shared = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), false)));
+        let journal = Lines(shared.clone());
+        let mut opened_for = String::new();
+        let mut store = SessionStore::journaled("/w", |id| {
+            opened_for = id.to_owned();
+            Box::new(journal)
+        })
+        .unwrap();
+        assert_eq!(opened_for, store.get_session_id());
+        assert!(store.is_persisted() && store.get_session_file().is_none());
+        let first = store.append_message(user("one")).unwrap();
+        store.append_session_info("named").unwrap();
+        shared.lock().unwrap().1 = true;
+        assert!(store.append_message(user("lost")).is_err());
+        assert_eq!(store.get_entries().len(), 2, "a refused entry stays out");
+
+        let records = shared.lock().unwrap().0.join("\n") + "\n";
+        assert_eq!(
+            shared.lock().unwrap().0.len(),
+            3,
+            "the header, then each entry"
+        );
+        let again = SessionStore::from_journal(
+            records.as_bytes(),
+            Box::new(Lines(std::sync::Arc::new(Default::default()))),
+        )
+        .unwrap();
+        assert_eq!(again.get_session_id(), store.get_session_id());
+        assert_eq!(again.get_cwd(), "/w");
+        assert_eq!(again.get_entries()[0], first);
+        assert_eq!(again.get_session_name().as_deref(), Some("named"));
+        assert!(
+            SessionStore::from_journal(
+                b"{\"type\":\"message\",\"id\":\"a\"}\n",
+                Box::new(Lines(Default::default()))
+            )
+            .is_err()
+        );
     }
 
     fn ids(entries: &[&Value]) -> Vec<String> {
