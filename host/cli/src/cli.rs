@@ -1805,6 +1805,9 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    if let Some(cluster) = &config.cluster {
+        hub.set_cluster(pichamber_server::cluster::Cluster::connect(cluster).await?);
+    }
     let hub = Arc::new(hub);
     hub.restore_sessions().await;
     say!("http://{}/", listener.local_addr()?);

@@ -42,6 +42,9 @@ pub struct ServerConfig {
     /// The model prompts go to: a script of canned turns, or an OpenAI-compatible endpoint.
     #[serde(default)]
     pub model: Option<ModelConfig>,
+    /// Run as one node of a cluster: sessions kept on NATS JetStream (docs/CLUSTER.md).
+    #[serde(default)]
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -187,6 +190,9 @@ impl ServerConfig {
     }
 
     fn check(&self) -> Result<()> {
+        if let Some(cluster) = &self.cluster {
+            cluster.check()?;
+        }
         if self.users.is_empty() {
             bail!("no users: add at least one [[users]] with a name and a token");
         }
@@ -325,6 +331,29 @@ run = ["git"]
 unconfined_run = true
 secrets = { GITHUB_TOKEN = "api.github.com" }
 "#;
+
+    #[test]
+    fn a_cluster_table_is_checked() {
+        let with = |table: &str| ServerConfig::parse(&format!("{TOML}\n[cluster]\n{table}"), true);
+        let config = with("nats = \"nats://127.0.0.1:4222\"\nnode = \"a-1\"").unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(cluster.lease().unwrap(), std::time::Duration::from_secs(10));
+        for (table, says) in [
+            ("nats = \"n\"\nnode = \"a.b\"", "must be 1-32 letters"),
+            (
+                "nats = \"n\"\nnode = \"a\"\nlease = \"soon\"",
+                "is not a duration",
+            ),
+            (
+                "nats = \"n\"\nnode = \"a\"\nlease = \"1h\"",
+                "between 1s and 5m",
+            ),
+            ("node = \"a\"", "missing field `nats`"),
+        ] {
+            let refused = format!("{:#}", with(table).unwrap_err());
+            assert!(refused.contains(says), "{table}: {refused}");
+        }
+    }
 
     #[test]
     fn toml_and_json_say_the_same() {

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::approval::{AccessRecord, ApprovalError, Decision, PendingApproval};
+use super::cluster::{Cluster, Outlet, outlet::LogJournal};
 use pichamber_access::Grants;
 use pichamber_access::{Access, ApprovalStore, Ceiling, Requests};
 use pichamber_artifact::Artifact;
@@ -131,6 +132,27 @@ pub struct Launcher {
 pub struct Hub {
     pub launcher: Launcher,
     users: HashMap<String, Arc<User>>,
+    /// Set in cluster mode: sessions live on NATS JetStream, not in `data_dir`.
+    pub cluster: Option<Arc<Cluster>>,
+}
+
+/// Where a request for a session is answered (cluster mode).
+pub enum Placement {
+    /// It runs here (now).
+    Here,
+    /// It runs on that node.
+    At(String),
+    /// The user has no such session.
+    Unknown,
+    /// It cannot be placed now: why, for a 503.
+    Unavailable(String),
+}
+
+/// A session that keeps its entries and events on the cluster's store.
+struct Placed {
+    outlet: Outlet,
+    lease: u64,
+    resumed: bool,
 }
 
 /// One event on a user's stream.
@@ -344,6 +366,8 @@ pub struct SessionHandle {
     pub id: String,
     pub created_at: String,
     pub extensions: Vec<String>,
+    /// The extensions it was opened with (some may have failed to load).
+    pub requested: Vec<String>,
     pub shared: Arc<SessionShared>,
     /// The session file, when there is one.
     pub file: Option<PathBuf>,
@@ -356,6 +380,9 @@ pub struct SessionHandle {
     work: mpsc::UnboundedSender<Work>,
     closed: AtomicBool,
     done: Mutex<Option<oneshot::Receiver<()>>>,
+    /// Cluster mode: the session's way out to JetStream, and its lease's revision.
+    pub outlet: Option<Outlet>,
+    lease: std::sync::atomic::AtomicU64,
 }
 
 impl SessionHandle {
@@ -380,6 +407,20 @@ impl SessionHandle {
     pub fn snapshot(&self) -> Value {
         let snapshot = self.ui.lock().unwrap().snapshot();
         self.completed(snapshot)
+    }
+
+    /// Publishes an event of this session (through its outlet in cluster mode).
+    pub fn publish(&self, user: &User, name: &'static str, data: Value) {
+        send_event(user, self.outlet.as_ref(), &self.id, name, data);
+    }
+
+    /// The snapshot, with how many of the session's events it covers (cluster mode).
+    pub fn snapshot_counted(&self) -> (Value, u64) {
+        let ui = self.ui.lock().unwrap();
+        let covered = self.outlet.as_ref().map_or(0, Outlet::events);
+        let snapshot = ui.snapshot();
+        drop(ui);
+        (self.completed(snapshot), covered)
     }
 
     /// The snapshot, with the id of the user's newest event at the time it was taken.
@@ -490,6 +531,7 @@ impl SessionHandle {
         }
         let reporter = Arc::downgrade(user);
         let session = self.id.clone();
+        let outlet = self.outlet.clone();
         self.shared
             .state
             .lock()
@@ -504,7 +546,9 @@ impl SessionHandle {
                 commands: true,
                 respond: Some(Box::new(move |outcome| {
                     if let (Err(error), Some(user)) = (outcome, reporter.upgrade()) {
-                        user.publish(
+                        send_event(
+                            &user,
+                            outlet.as_ref(),
                             &session,
                             "extension.error",
                             json!({ "extension": "<runtime>", "event": "prompt", "error": error }),
@@ -741,7 +785,18 @@ impl Hub {
         Self {
             launcher,
             users: HashMap::new(),
+            cluster: None,
         }
+    }
+
+    /// Keeps sessions on the cluster's store from now on.
+    pub fn set_cluster(&mut self, cluster: Arc<Cluster>) {
+        self.cluster = Some(cluster);
+    }
+
+    /// Every user, for the cluster's lease keeper.
+    fn all_users(&self) -> impl Iterator<Item = &Arc<User>> {
+        self.users.values()
     }
 
     /// Adds a user who may use the extensions `allowed` (catalog ids), with what each may
@@ -805,7 +860,168 @@ impl Hub {
         extensions: Option<Vec<String>>,
         store: Option<SessionStore>,
     ) -> Result<Arc<SessionHandle>, String> {
-        self.open_session_at(user, extensions, store, None).await
+        let Some(cluster) = self.cluster.clone() else {
+            return self
+                .open_session_at(user, extensions, store, None, None)
+                .await;
+        };
+        // A new session's log starts with its header; its lease is this node's from the start.
+        let mut outlet = None;
+        let cwd = self.launcher.cwd.to_string_lossy().into_owned();
+        let store = SessionStore::journaled(&cwd, |id| {
+            let made = cluster.outlet(id, &user.name, 0, lost_session(user, id));
+            outlet = Some(made.clone());
+            Box::new(LogJournal(made))
+        })
+        .map_err(|e| format!("cannot start the session's log: {e:#}"))?;
+        let outlet = outlet.expect("the journal was opened");
+        let id = store.get_session_id().to_owned();
+        let lease = match cluster.claim(&id).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => return Err("a session with this id runs elsewhere".into()),
+            Err(e) => return Err(format!("{e:#}")),
+        };
+        let placed = Placed {
+            outlet,
+            lease,
+            resumed: false,
+        };
+        let handle = self
+            .open_session_at(user, extensions, Some(store), None, Some(placed))
+            .await?;
+        let meta = json!({ "extensions": handle.requested, "createdAt": handle.created_at });
+        if let Err(e) = cluster.register(&user.name, &id, &meta).await {
+            Self::stop_session(&handle).await;
+            return Err(format!("{e:#}"));
+        }
+        Ok(handle)
+    }
+
+    /// Where a request for `user`'s session `id` is answered, starting it here (rebuilt from
+    /// its log) when no node runs it. `forwarded`: the request was carried here by another
+    /// node, so it is not carried on.
+    pub async fn place(self: &Arc<Self>, user: &Arc<User>, id: &str, forwarded: bool) -> Placement {
+        let Some(cluster) = self.cluster.clone() else {
+            return Placement::Here;
+        };
+        let _one_at_a_time = cluster.placing.lock().await;
+        if user.session(id).is_some_and(|s| !s.is_closed()) {
+            return Placement::Here;
+        }
+        let unavailable = |e: anyhow::Error| Placement::Unavailable(format!("{e:#}"));
+        let meta = match cluster.registered(&user.name, id).await {
+            Ok(Some(meta)) => meta,
+            Ok(None) => return Placement::Unknown,
+            Err(e) => return unavailable(e),
+        };
+        let lease = match cluster.owner(id).await {
+            // Its lease names this node, but it does not run here (this node restarted
+            // within the lease): renewed, it is this node's again.
+            Ok(Some((node, revision))) if node == cluster.node => {
+                match cluster.refresh(id, revision).await {
+                    Ok(lease) => lease,
+                    Err(e) => return unavailable(e),
+                }
+            }
+            Ok(Some((node, _))) if !forwarded => return Placement::At(node),
+            Ok(Some((node, _))) => {
+                return Placement::Unavailable(format!(
+                    "the session moved to node {node}; try again"
+                ));
+            }
+            Ok(None) => match cluster.claim(id).await {
+                Ok(Some(lease)) => lease,
+                Ok(None) => match cluster.owner(id).await {
+                    Ok(Some((node, _))) if !forwarded => return Placement::At(node),
+                    Ok(_) => {
+                        return Placement::Unavailable(
+                            "the session is being moved; try again".into(),
+                        );
+                    }
+                    Err(e) => return unavailable(e),
+                },
+                Err(e) => return unavailable(e),
+            },
+            Err(e) => return unavailable(e),
+        };
+        match self.resume(&cluster, user, id, &meta, lease).await {
+            Ok(_) => Placement::Here,
+            Err(e) => {
+                tracing::warn!("cannot resume session {id} here: {e}");
+                Placement::Unavailable(format!("the session cannot be resumed: {e}"))
+            }
+        }
+    }
+
+    /// Rebuilds a session from its log on JetStream and starts its extensions again
+    /// (`session_start` with reason "resume").
+    async fn resume(
+        self: &Arc<Self>,
+        cluster: &Arc<Cluster>,
+        user: &Arc<User>,
+        id: &str,
+        meta: &Value,
+        lease: u64,
+    ) -> Result<Arc<SessionHandle>, String> {
+        let (records, last) = cluster.read_log(id).await.map_err(|e| format!("{e:#}"))?;
+        let outlet = cluster.outlet(id, &user.name, last, lost_session(user, id));
+        // First on the log, a record of the takeover (readers skip it: it has no id): a node
+        // that still thinks it runs the session has its next write refused, since the log's
+        // last record is no longer the one it wrote.
+        outlet
+            .entry(&json!({ "type": "pichamber.owner", "node": cluster.node }).to_string())
+            .map_err(|e| format!("{e:#}"))?;
+        let store = SessionStore::from_journal(&records, Box::new(LogJournal(outlet.clone())))
+            .map_err(|e| format!("{e:#}"))?;
+        let extensions: Vec<String> = meta["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.as_str())
+            .filter(|e| user.allowed.iter().any(|a| a == e))
+            .map(str::to_owned)
+            .collect();
+        let placed = Placed {
+            outlet,
+            lease,
+            resumed: true,
+        };
+        self.open_session_at(
+            user,
+            Some(extensions),
+            Some(store),
+            meta["createdAt"].as_str().map(str::to_owned),
+            Some(placed),
+        )
+        .await
+    }
+
+    /// Renews the lease of every session running here, every third of the lease; a session
+    /// whose lease could not be renewed stops here at once (another node may have it now).
+    pub async fn keep_leases(self: Arc<Self>) {
+        let Some(cluster) = self.cluster.clone() else {
+            return;
+        };
+        let mut every = tokio::time::interval(cluster.lease / 3);
+        loop {
+            every.tick().await;
+            let running: Vec<Arc<SessionHandle>> = self
+                .all_users()
+                .flat_map(|u| u.sessions())
+                .filter(|s| s.outlet.as_ref().is_some_and(|o| o.failure().is_none()))
+                .collect();
+            let renewals = running.iter().map(|handle| {
+                let cluster = cluster.clone();
+                async move {
+                    let revision = handle.lease.load(Ordering::SeqCst);
+                    match cluster.refresh(&handle.id, revision).await {
+                        Ok(revision) => handle.lease.store(revision, Ordering::SeqCst),
+                        Err(e) => lose(handle, &format!("{e:#}")),
+                    }
+                }
+            });
+            futures::future::join_all(renewals).await;
+        }
     }
 
     /// Reopens the sessions whose files are in the user's data folder (a server restarted):
@@ -815,6 +1031,10 @@ impl Hub {
         let Some(dir) = &self.launcher.data_dir else {
             return;
         };
+        if self.cluster.is_some() {
+            // Sessions live on the cluster's store; each starts on the node first asked for it.
+            return;
+        }
         for user in self.users.values() {
             let Ok(entries) = std::fs::read_dir(dir.join(&user.name)) else {
                 continue;
@@ -860,7 +1080,7 @@ impl Hub {
                 };
                 let created = meta["createdAt"].as_str().map(str::to_owned);
                 if let Err(e) = self
-                    .open_session_at(user, Some(extensions), Some(store), created)
+                    .open_session_at(user, Some(extensions), Some(store), created, None)
                     .await
                 {
                     tracing::warn!("cannot reopen {}: {e}", path.display());
@@ -875,6 +1095,7 @@ impl Hub {
         extensions: Option<Vec<String>>,
         store: Option<SessionStore>,
         created_at: Option<String>,
+        placed: Option<Placed>,
     ) -> Result<Arc<SessionHandle>, String> {
         let wanted = match extensions {
             Some(ids) => {
@@ -910,6 +1131,7 @@ impl Hub {
         };
         let id = store.get_session_id().to_owned();
         let file = store.get_session_file().map(|p| p.to_path_buf());
+        let outlet = placed.as_ref().map(|p| p.outlet.clone());
         let ui = Arc::new(Mutex::new(UiState::new()));
         ui.lock().unwrap().restore(
             &store
@@ -925,6 +1147,7 @@ impl Hub {
             let ui = ui.clone();
             let user = Arc::downgrade(user);
             let id = id.clone();
+            let outlet = outlet.clone();
             dialogs.on_abandoned(Arc::new(move |dialog: &str| {
                 let Some(user) = user.upgrade() else { return };
                 let mut ui = ui.lock().unwrap();
@@ -933,7 +1156,7 @@ impl Hub {
                     answer: DialogAnswer::cancelled(),
                 };
                 for out in ui.apply(&closed, now_ms()) {
-                    user.publish(&id, out.name, out.data);
+                    send_event(&user, outlet.as_ref(), &id, out.name, out.data);
                 }
             }));
         }
@@ -941,13 +1164,14 @@ impl Hub {
             let ui = ui.clone();
             let user = Arc::downgrade(user);
             let id = id.clone();
+            let outlet = outlet.clone();
             Arc::new(move |event: &SessionEvent| {
                 let Some(user) = user.upgrade() else { return };
                 // Published under the state's lock: a snapshot and the events after it
                 // never overlap or leave a gap.
                 let mut ui = ui.lock().unwrap();
                 for out in ui.apply(event, now_ms()) {
-                    user.publish(&id, out.name, out.data);
+                    send_event(&user, outlet.as_ref(), &id, out.name, out.data);
                 }
             })
         };
@@ -1021,7 +1245,11 @@ impl Hub {
                 }
             }
         }
-        session.start().await;
+        if placed.as_ref().is_some_and(|p| p.resumed) {
+            session.start_resumed().await;
+        } else {
+            session.start().await;
+        }
         let (work, queue) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = oneshot::channel();
         let created_at = created_at
@@ -1046,16 +1274,24 @@ impl Hub {
             work,
             closed: AtomicBool::new(false),
             done: Mutex::new(Some(done_rx)),
+            lease: std::sync::atomic::AtomicU64::new(placed.as_ref().map_or(0, |p| p.lease)),
+            outlet: placed.map(|p| p.outlet),
+            requested: wanted.clone(),
         });
-        user.sessions.lock().unwrap().push(handle.clone());
-        user.publish(
-            &id,
+        {
+            let mut sessions = user.sessions.lock().unwrap();
+            // One of this id still stopping (its lease was lost) gives way to this one.
+            sessions.retain(|s| s.id != id);
+            sessions.push(handle.clone());
+        }
+        handle.publish(
+            user,
             "session.created",
             json!({ "session": handle.summary() }),
         );
         for approval in handle.approvals.lock().unwrap().iter() {
-            user.publish(
-                &id,
+            handle.publish(
+                user,
                 "extension.ui",
                 json!({ "kind": "approval", "approval": approval.to_json() }),
             );
@@ -1087,6 +1323,11 @@ impl Hub {
     /// is moved aside.
     pub async fn close_session(&self, user: &User, handle: &Arc<SessionHandle>) {
         Self::stop_session(handle).await;
+        if let Some(cluster) = &self.cluster
+            && let Err(e) = cluster.unregister(&user.name, &handle.id).await
+        {
+            tracing::warn!("session {} closed here, but: {e:#}", handle.id);
+        }
         // A closed session's file is kept, moved aside so a restart does not reopen it.
         if let (Some(file), Some(dir)) = (&handle.file, &self.launcher.data_dir)
             && file.starts_with(dir.join(&user.name))
@@ -1151,8 +1392,8 @@ impl Hub {
             };
             list.extend(pending.items.iter().cloned());
         });
-        user.publish(
-            &handle.id,
+        handle.publish(
+            user,
             "extension.ui",
             json!({ "kind": "approval.closed", "extension": extension, "decision": decision.name() }),
         );
@@ -1192,8 +1433,8 @@ impl Hub {
         let shown = question.to_json();
         approvals.push(question);
         drop((access, approvals));
-        user.publish(
-            &handle.id,
+        handle.publish(
+            user,
             "extension.ui",
             json!({ "kind": "approval", "approval": shown }),
         );
@@ -1240,8 +1481,8 @@ impl Hub {
                 question.grants = grants.clone();
             }
         }
-        user.publish(
-            &handle.id,
+        handle.publish(
+            user,
             "extension.ui",
             json!({ "kind": "access", "extension": extension }),
         );
@@ -1256,6 +1497,44 @@ impl Hub {
         futures::future::join_all(handles.iter().map(Self::stop_session)).await;
         handles.len()
     }
+}
+
+/// An event of session `id`: through its outlet in cluster mode (every node's streams read it
+/// back from JetStream), else on the user's own log and stream.
+fn send_event(user: &User, outlet: Option<&Outlet>, id: &str, name: &'static str, mut data: Value) {
+    match outlet {
+        Some(outlet) => {
+            data["sessionId"] = json!(id);
+            outlet.event(name, data.to_string());
+        }
+        None => user.publish(id, name, data),
+    }
+}
+
+/// What a session's outlet calls when it cannot store what the session made: the session
+/// stops here (another node may run it now).
+fn lost_session(user: &Arc<User>, id: &str) -> Box<dyn Fn(String) + Send + Sync> {
+    let user = Arc::downgrade(user);
+    let id = id.to_owned();
+    Box::new(move |reason| {
+        if let Some(handle) = user.upgrade().and_then(|u| u.session(&id)) {
+            lose(&handle, &reason);
+        }
+    })
+}
+
+/// Stops a session whose lease or log this node lost: nothing more of it leaves here, and
+/// its task ends (the session goes on where its new owner runs it).
+fn lose(handle: &Arc<SessionHandle>, reason: &str) {
+    if let Some(outlet) = &handle.outlet {
+        outlet.fail(reason);
+    }
+    if handle.closed.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    tracing::warn!("session {} stops on this node: {reason}", handle.id);
+    let handle = handle.clone();
+    tokio::spawn(async move { Hub::stop_session(&handle).await });
 }
 
 /// The task that owns a session: runs queued prompts, due extension timers, completions,
@@ -1306,12 +1585,22 @@ async fn own_session(
     handle.dialogs.cancel_all();
     session.shutdown().await;
     if let Some(user) = user.upgrade() {
-        user.sessions.lock().unwrap().retain(|s| s.id != handle.id);
-        let closed = handle.ui.lock().unwrap().close_dialogs();
-        for event in closed {
-            user.publish(&handle.id, event.name, event.data);
+        user.sessions
+            .lock()
+            .unwrap()
+            .retain(|s| !Arc::ptr_eq(s, &handle));
+        // A session this node lost goes on elsewhere: nothing says it closed.
+        let lost = handle
+            .outlet
+            .as_ref()
+            .is_some_and(|o| o.failure().is_some());
+        if !lost {
+            let closed = handle.ui.lock().unwrap().close_dialogs();
+            for event in closed {
+                handle.publish(&user, event.name, event.data);
+            }
+            handle.publish(&user, "session.closed", json!({}));
         }
-        user.publish(&handle.id, "session.closed", json!({}));
     }
     let _ = done.send(());
 }

@@ -7,8 +7,10 @@
 //! Nothing depends on it but the `pichamber` binary.
 
 mod approval;
+pub mod cluster;
 pub mod config;
 pub mod hub;
+mod placement;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -103,6 +105,10 @@ pub fn router(hub: Arc<Hub>) -> Router {
     }
     router
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .layer(axum::middleware::from_fn_with_state(
+            hub.clone(),
+            placement::route,
+        ))
         .with_state(hub)
 }
 
@@ -116,7 +122,14 @@ pub async fn serve(hub: Arc<Hub>, listener: tokio::net::TcpListener) -> std::io:
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
     });
-    let server = axum::serve(listener, router(hub.clone()));
+    let router = router(hub.clone());
+    if let Some(cluster) = &hub.cluster {
+        cluster
+            .serve_forwarded(router.clone())
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(hub.clone().keep_leases());
+    }
+    let server = axum::serve(listener, router);
     tokio::select! {
         served = server => served,
         () = stop_requested() => {
@@ -223,8 +236,26 @@ fn session_of(user: &User, id: &str) -> Result<Arc<SessionHandle>, ApiError> {
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no such session"))
 }
 
-async fn list_sessions(Auth(user): Auth) -> ApiResult {
-    let sessions: Vec<Value> = user.sessions().iter().map(|s| s.summary()).collect();
+async fn list_sessions(State(hub): State<Arc<Hub>>, Auth(user): Auth) -> ApiResult {
+    let mut sessions: Vec<Value> = user.sessions().iter().map(|s| s.summary()).collect();
+    if let Some(cluster) = &hub.cluster {
+        // Those other nodes run, or none does yet, as their records say.
+        let all = cluster
+            .sessions_of(&user.name)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
+        for (id, meta) in all {
+            if user.session(&id).is_none() {
+                sessions.push(json!({
+                    "id": id,
+                    "createdAt": meta["createdAt"],
+                    "busy": false,
+                    "extensions": meta["extensions"],
+                }));
+            }
+        }
+        sessions.sort_by(|a, b| a["createdAt"].as_str().cmp(&b["createdAt"].as_str()));
+    }
     ok(StatusCode::OK, json!({ "sessions": sessions }))
 }
 
@@ -260,10 +291,18 @@ async fn create_session(State(hub): State<Arc<Hub>>, Auth(user): Auth, body: Byt
 
 async fn get_session(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
     let handle = session_of(&user, &id)?;
-    ok(
+    let (snapshot, covered) = handle.snapshot_counted();
+    let mut response = ok(
         StatusCode::OK,
-        json!({ "session": handle.summary(), "transcript": handle.transcript(), "snapshot": handle.snapshot() }),
-    )
+        json!({ "session": handle.summary(), "transcript": handle.transcript(), "snapshot": snapshot }),
+    )?;
+    if handle.outlet.is_some() {
+        // Cluster mode: an event stream on another node skips the events it covers.
+        response
+            .headers_mut()
+            .insert(cluster::forward::EVENTS, HeaderValue::from(covered));
+    }
+    Ok(response)
 }
 
 async fn delete_session(
@@ -635,18 +674,38 @@ impl Stream {
 }
 
 async fn events(
+    State(hub): State<Arc<Hub>>,
     Auth(user): Auth,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult {
     let only = query.get("session").cloned();
-    if let Some(id) = &only {
-        session_of(&user, id)?;
-    }
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(cluster) = &hub.cluster {
+        if let Some(id) = &only {
+            let known = cluster
+                .registered(&user.name, id)
+                .await
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
+            if known.is_none() {
+                return Err(ApiError::new(StatusCode::NOT_FOUND, "no such session"));
+            }
+        }
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .cloned()
+            .unwrap_or(HeaderValue::from_static(""));
+        let body = cluster::events::open(cluster, &user.name, &authorization, last, only)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
+        return Ok(event_stream_response(axum::body::Body::from_stream(body)));
+    }
+    if let Some(id) = &only {
+        session_of(&user, id)?;
+    }
     let (receiver, head, resume) = user.connect(last);
     let mut stream = Stream {
         initial: VecDeque::new(),
@@ -694,7 +753,11 @@ async fn events(
             }
         },
     );
-    let mut response = axum::body::Body::from_stream(body).into_response();
+    Ok(event_stream_response(axum::body::Body::from_stream(body)))
+}
+
+fn event_stream_response(body: axum::body::Body) -> Response {
+    let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -702,7 +765,7 @@ async fn events(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    response
 }
 
 // ---------------------------------------------------------------------------------------------
