@@ -414,6 +414,15 @@ impl SessionHandle {
         send_event(user, self.outlet.as_ref(), &self.id, name, data);
     }
 
+    /// Publishes the session's snapshot as an event (taken and numbered under the state's
+    /// lock, so the events after it are exactly those it does not cover).
+    fn publish_snapshot(&self, user: &User) {
+        let ui = self.ui.lock().unwrap();
+        let snapshot = self.completed(ui.snapshot());
+        self.publish(user, "session.snapshot", json!({ "snapshot": snapshot }));
+        drop(ui);
+    }
+
     /// The snapshot, with how many of the session's events it covers (cluster mode).
     pub fn snapshot_counted(&self) -> (Value, u64) {
         let ui = self.ui.lock().unwrap();
@@ -1245,7 +1254,8 @@ impl Hub {
                 }
             }
         }
-        if placed.as_ref().is_some_and(|p| p.resumed) {
+        let placed_resumed = placed.as_ref().is_some_and(|p| p.resumed);
+        if placed_resumed {
             session.start_resumed().await;
         } else {
             session.start().await;
@@ -1295,6 +1305,11 @@ impl Hub {
                 "extension.ui",
                 json!({ "kind": "approval", "approval": approval.to_json() }),
             );
+        }
+        if handle.outlet.is_some() && placed_resumed {
+            // Clients watching hear that it runs again: whatever it had open on the node that
+            // ran it (dialogs, a command half run) is gone, and the snapshot says so.
+            handle.publish_snapshot(user);
         }
         tokio::spawn(own_session(
             session,
