@@ -356,6 +356,51 @@ impl SessionStore {
         Ok(store)
     }
 
+    /// The entries of a pi session file's text (older formats migrated): what a session moved
+    /// in from another store holds. Refused when the text does not begin with a header.
+    pub fn entries_of(bytes: &[u8]) -> Result<Vec<Value>> {
+        let mut records = parse_session_bytes(bytes).records;
+        match records.first() {
+            Some((_, header)) => check_header(header)?,
+            None => bail!("no session: the text holds no complete JSON line"),
+        }
+        let version = records[0].1["version"].as_f64().unwrap_or(1.0);
+        if version < CURRENT_SESSION_VERSION as f64 {
+            migrate(&mut records, version);
+        }
+        Ok(records
+            .into_iter()
+            .skip(1)
+            .map(|(_, v)| v)
+            .filter(|v| v["type"] != "session" && v.get("id").is_some_and(Value::is_string))
+            .collect())
+    }
+
+    /// Writes `entries` (as [`SessionStore::entries_of`] gives them) into this new, empty
+    /// session, each as it is: a session moved in from another store.
+    pub fn import_entries(&mut self, entries: Vec<Value>) -> Result<()> {
+        if !self.entries.is_empty() {
+            bail!("entries are imported only into a new session");
+        }
+        for entry in entries {
+            if entry_id(&entry).is_some_and(|id| self.by_id.contains_key(&id)) {
+                bail!("the session holds two entries with the id {}", entry["id"]);
+            }
+            self.append_entry(entry)?;
+        }
+        Ok(())
+    }
+
+    /// The session as pi's JSONL file holds it: the header, then each entry, a line each.
+    pub fn to_jsonl(&self) -> String {
+        let mut out = String::new();
+        for record in std::iter::once(&self.header).chain(&self.entries) {
+            out.push_str(&record.to_string());
+            out.push('\n');
+        }
+        out
+    }
+
     /// A session read back from its journal's records (JSON lines, the header first);
     /// appends go on to `journal`. A torn or foreign record is skipped, as in a file.
     pub fn from_journal(records: &[u8], journal: Box<dyn Journal>) -> Result<Self> {
@@ -1797,6 +1842,28 @@ mod tests {
 
     fn id(entry: &Value) -> String {
         entry["id"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn a_session_moves_to_another_store_with_its_entries_as_they_were() {
+        let mut from = SessionStore::in_memory("/w");
+        let first = from.append_message(user("one")).unwrap();
+        from.append_label_change(&id(&first), Some("kept")).unwrap();
+        let text = from.to_jsonl();
+        assert_eq!(text.lines().count(), 3);
+        let entries = SessionStore::entries_of(text.as_bytes()).unwrap();
+        let mut to = SessionStore::in_memory("/elsewhere");
+        to.import_entries(entries.clone()).unwrap();
+        assert_ne!(to.get_session_id(), from.get_session_id(), "a new session");
+        assert_eq!(to.get_entries(), from.get_entries());
+        assert_eq!(to.get_label(&id(&first)), Some("kept"));
+        assert!(
+            to.import_entries(entries).is_err(),
+            "only into a new session"
+        );
+        let refused = SessionStore::entries_of(b"{\"type\":\"message\"}\n").unwrap_err();
+        assert!(format!("{refused}").contains("session header"), "{refused}");
+        assert!(SessionStore::entries_of(b"").is_err());
     }
 
     /// A journal that keeps lines in a shared buffer and refuses once `fail` is set.
