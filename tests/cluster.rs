@@ -403,6 +403,36 @@ async fn a_session_made_on_one_node_is_prompted_through_another_and_watched_from
         "{before:?}"
     );
 
+    // Out as a pi session file through one node, in again through another.
+    let file = b
+        .http
+        .get(format!("{}/api/pi/sessions/{id}/file", b.base))
+        .bearer_auth(ADA)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(file.starts_with("{\"type\":\"session\""), "{file}");
+    let (status, _, copy) = c
+        .call(
+            "POST",
+            "/api/pi/sessions",
+            ADA,
+            Some(json!({ "import": file })),
+        )
+        .await;
+    assert_eq!(status, 201, "{copy}");
+    let copy = copy["id"].as_str().unwrap().to_owned();
+    a.prompt(ADA, &copy, "/count").await;
+    let (_, moved) = a.wait_status(ADA, &copy, "count", "4").await;
+    assert_eq!(counts(&moved), [1, 2, 3, 4]);
+    let (status, _, _) = a
+        .call("DELETE", &format!("/api/pi/sessions/{copy}"), ADA, None)
+        .await;
+    assert_eq!(status, 204);
+
     // Users stay apart on every node.
     for node in [&a, &b, &c] {
         let (status, _, _) = node.session(BOB, &id).await;

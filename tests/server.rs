@@ -1547,6 +1547,83 @@ async fn a_restarted_server_reopens_its_sessions_with_their_panels() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_leaves_as_a_pi_session_file_and_comes_back_as_a_new_session() {
+    let server = start();
+    let first = server.session(ADA).await;
+    server.prompt(ADA, &first, "/app-next exported").await;
+    server
+        .wait_snapshot(ADA, &first, "the panel", |s| {
+            own(&s["panels"], "hits").is_object()
+        })
+        .await;
+    let response = server
+        .http
+        .get(format!("{}/api/pi/sessions/{first}/file", server.base))
+        .bearer_auth(ADA)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/jsonl")
+    );
+    let file = response.text().await.unwrap();
+    let records: Vec<Value> = file
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[0]["type"], "session");
+    assert_eq!(records[0]["id"], first.as_str());
+    // The file on disk says the same.
+    let on_disk = std::fs::read_dir(server.dir().join("data/ada"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(on_disk).unwrap(), file);
+    let (status, _) = server
+        .get(&format!("/api/pi/sessions/{first}/file"), BOB)
+        .await;
+    assert_eq!(status, 404, "another user's session");
+
+    // Imported: a new session holding the same entries, whose extensions see them.
+    let (status, imported) = server
+        .post("/api/pi/sessions", ADA, json!({ "import": file }))
+        .await;
+    assert_eq!(status, 201, "{imported}");
+    let second = imported["id"].as_str().unwrap();
+    assert_ne!(second, first);
+    let (_, a) = server.get(&format!("/api/pi/sessions/{first}"), ADA).await;
+    let (_, b) = server.get(&format!("/api/pi/sessions/{second}"), ADA).await;
+    assert_eq!(a["transcript"], b["transcript"]);
+    assert_eq!(
+        own(&b["snapshot"]["panels"], "hits")["props"]["rows"][1]["value"],
+        "exported"
+    );
+    for (body, says) in [
+        (
+            json!({ "import": "{\"type\":\"message\",\"id\":\"x\"}\n" }),
+            "not a pi session file",
+        ),
+        (
+            json!({ "import": 7 }),
+            "must be the text of a pi session file",
+        ),
+    ] {
+        let (status, refused) = server.post("/api/pi/sessions", ADA, body).await;
+        assert_eq!(status, 400);
+        assert!(
+            refused["error"].as_str().unwrap().contains(says),
+            "{refused}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capability_grants_come_from_the_config_per_extension() {
     let dir = tempfile::tempdir().unwrap();
     let granted = dir.path().join("granted");

@@ -498,6 +498,11 @@ impl SessionHandle {
             .unwrap_or_else(|_| Err("the session is closed".into()))
     }
 
+    /// The session as pi's JSONL file holds it.
+    pub fn jsonl(&self) -> String {
+        self.shared.state.lock().unwrap().store.to_jsonl()
+    }
+
     /// The current branch's entries as clients see them.
     pub fn transcript(&self) -> Vec<Value> {
         let state = self.shared.state.lock().unwrap();
@@ -869,9 +874,46 @@ impl Hub {
         extensions: Option<Vec<String>>,
         store: Option<SessionStore>,
     ) -> Result<Arc<SessionHandle>, String> {
+        self.open_new(user, extensions, store, Vec::new()).await
+    }
+
+    /// Opens a session holding what a pi session file (`records`, its text) holds: a session
+    /// moved in from another store (another server, a cluster, pi itself). It gets a new id.
+    pub async fn import_session(
+        self: &Arc<Self>,
+        user: &Arc<User>,
+        extensions: Option<Vec<String>>,
+        records: &[u8],
+    ) -> Result<Arc<SessionHandle>, String> {
+        let entries = SessionStore::entries_of(records)
+            .map_err(|e| format!("the session to import is not a pi session file: {e:#}"))?;
+        self.open_new(user, extensions, None, entries).await
+    }
+
+    async fn open_new(
+        self: &Arc<Self>,
+        user: &Arc<User>,
+        extensions: Option<Vec<String>>,
+        store: Option<SessionStore>,
+        entries: Vec<Value>,
+    ) -> Result<Arc<SessionHandle>, String> {
+        // Checked before a file or a log is made for it (and again when it opens).
+        if user.sessions.lock().unwrap().len() >= MAX_SESSIONS_PER_USER {
+            return Err(too_many_sessions());
+        }
+        let imported = |store: &mut SessionStore| {
+            store
+                .import_entries(entries)
+                .map_err(|e| format!("cannot import the session: {e:#}"))
+        };
         let Some(cluster) = self.cluster.clone() else {
+            let mut store = match store {
+                Some(store) => store,
+                None => self.new_store(user)?,
+            };
+            imported(&mut store)?;
             return self
-                .open_session_at(user, extensions, store, None, None)
+                .open_session_at(user, extensions, Some(store), None, None)
                 .await;
         };
         // A new session's log starts with its header; its lease is this node's from the start.
@@ -884,6 +926,8 @@ impl Hub {
         })
         .map_err(|e| format!("cannot start the session's log: {e:#}"))?;
         let outlet = outlet.expect("the journal was opened");
+        let mut store = store;
+        imported(&mut store)?;
         let id = store.get_session_id().to_owned();
         let lease = match cluster.claim(&id).await {
             Ok(Some(lease)) => lease,
@@ -904,6 +948,26 @@ impl Hub {
             return Err(format!("{e:#}"));
         }
         Ok(handle)
+    }
+
+    /// A new session's store: a file in the user's data folder, or memory.
+    fn new_store(&self, user: &User) -> Result<SessionStore, String> {
+        let cwd = self.launcher.cwd.to_string_lossy().into_owned();
+        match &self.launcher.data_dir {
+            Some(dir) => {
+                let id = uuid::Uuid::new_v4();
+                let folder = dir.join(&user.name);
+                std::fs::create_dir_all(&folder)
+                    .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+                let path = folder.join(format!("{id}.jsonl"));
+                Ok(
+                    SessionStore::open_or_create(&path, &cwd, SyncPolicy::EveryEntry)
+                        .map_err(|e| format!("cannot create the session file: {e:#}"))?
+                        .0,
+                )
+            }
+            None => Ok(SessionStore::in_memory(&cwd)),
+        }
     }
 
     /// Where a request for `user`'s session `id` is answered, starting it here (rebuilt from
@@ -1116,27 +1180,13 @@ impl Hub {
             None => user.allowed.clone(),
         };
         if user.sessions.lock().unwrap().len() >= MAX_SESSIONS_PER_USER {
-            return Err(format!(
-                "a user may have {MAX_SESSIONS_PER_USER} open sessions; close one first"
-            ));
+            return Err(too_many_sessions());
         }
         let launcher = &self.launcher;
         let cwd = launcher.cwd.to_string_lossy().into_owned();
         let store = match store {
             Some(store) => store,
-            None => match &launcher.data_dir {
-                Some(dir) => {
-                    let id = uuid::Uuid::new_v4();
-                    let folder = dir.join(&user.name);
-                    std::fs::create_dir_all(&folder)
-                        .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
-                    let path = folder.join(format!("{id}.jsonl"));
-                    SessionStore::open_or_create(&path, &cwd, SyncPolicy::EveryEntry)
-                        .map_err(|e| format!("cannot create the session file: {e:#}"))?
-                        .0
-                }
-                None => SessionStore::in_memory(&cwd),
-            },
+            None => self.new_store(user)?,
         };
         let id = store.get_session_id().to_owned();
         let file = store.get_session_file().map(|p| p.to_path_buf());
@@ -1512,6 +1562,10 @@ impl Hub {
         futures::future::join_all(handles.iter().map(Self::stop_session)).await;
         handles.len()
     }
+}
+
+fn too_many_sessions() -> String {
+    format!("a user may have {MAX_SESSIONS_PER_USER} open sessions; close one first")
 }
 
 /// An event of session `id`: through its outlet in cluster mode (every node's streams read it

@@ -37,6 +37,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/pi/sessions"),
     ("GET", "/api/pi/sessions/{id}"),
     ("DELETE", "/api/pi/sessions/{id}"),
+    ("GET", "/api/pi/sessions/{id}/file"),
     ("POST", "/api/pi/sessions/{id}/prompt"),
     ("POST", "/api/pi/sessions/{id}/abort"),
     ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}"),
@@ -66,6 +67,7 @@ fn handler(method: &str, path: &str) -> MethodRouter<Arc<Hub>> {
         ("POST", "/api/pi/sessions") => post(create_session),
         ("GET", "/api/pi/sessions/{id}") => get(get_session),
         ("DELETE", "/api/pi/sessions/{id}") => delete(delete_session),
+        ("GET", "/api/pi/sessions/{id}/file") => get(session_file),
         ("POST", "/api/pi/sessions/{id}/prompt") => post(prompt),
         ("POST", "/api/pi/sessions/{id}/abort") => post(abort),
         ("POST", "/api/pi/sessions/{id}/dialogs/{dialogId}") => post(answer_dialog),
@@ -282,11 +284,38 @@ async fn create_session(State(hub): State<Arc<Hub>>, Auth(user): Auth, body: Byt
             ));
         }
     };
-    let handle = hub
-        .open_session(&user, extensions, None)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    let opened = match body.get("import") {
+        None => hub.open_session(&user, extensions, None).await,
+        Some(Value::String(records)) => {
+            hub.import_session(&user, extensions, records.as_bytes())
+                .await
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "\"import\" must be the text of a pi session file (JSONL)",
+            ));
+        }
+    };
+    let handle = opened.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     ok(StatusCode::CREATED, handle.summary())
+}
+
+/// The session as a pi session file (what `pichamber export` and pi itself read).
+async fn session_file(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
+    let handle = session_of(&user, &id)?;
+    let mut response = handle.jsonl().into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/jsonl; charset=utf-8"),
+    );
+    if let Ok(disposition) =
+        HeaderValue::from_str(&format!("attachment; filename=\"{}.jsonl\"", handle.id))
+    {
+        headers.insert(header::CONTENT_DISPOSITION, disposition);
+    }
+    Ok(response)
 }
 
 async fn get_session(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {

@@ -24,7 +24,13 @@ pub const EVENTS: &str = "x-pichamber-events";
 
 /// Headers a carried request keeps, and those its answer keeps.
 const REQUEST_HEADERS: &[&str] = &["authorization", "content-type", "last-event-id"];
-const RESPONSE_HEADERS: &[&str] = &["content-type", "retry-after", NODE, EVENTS];
+const RESPONSE_HEADERS: &[&str] = &[
+    "content-type",
+    "content-disposition",
+    "retry-after",
+    NODE,
+    EVENTS,
+];
 /// The longest a request may take on the other node (closing a session waits up to 30 s
 /// for its extensions' session_shutdown).
 const TIMEOUT: Duration = Duration::from_secs(35);
