@@ -433,6 +433,16 @@ async fn a_session_made_on_one_node_is_prompted_through_another_and_watched_from
         .await;
     assert_eq!(status, 204);
 
+    // Its name reaches the lists of the nodes that do not run it.
+    c.prompt(ADA, &id, "/name counted").await;
+    for _ in 0..100 {
+        let (_, _, listed) = b.call("GET", "/api/pi/sessions", ADA, None).await;
+        if listed["sessions"][0]["name"] == "counted" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // Users stay apart on every node.
     for node in [&a, &b, &c] {
         let (status, _, _) = node.session(BOB, &id).await;
@@ -449,6 +459,7 @@ async fn a_session_made_on_one_node_is_prompted_through_another_and_watched_from
         let (_, _, listed) = node.call("GET", "/api/pi/sessions", BOB, None).await;
         assert_eq!(listed["sessions"], json!([]));
         let (_, _, listed) = node.call("GET", "/api/pi/sessions", ADA, None).await;
+        assert_eq!(listed["sessions"][0]["name"], "counted", "{listed}");
         let ids: Vec<&str> = listed["sessions"]
             .as_array()
             .unwrap()

@@ -409,6 +409,18 @@ impl SessionHandle {
         self.completed(snapshot)
     }
 
+    /// Its record in a cluster's registry: what reopens it elsewhere, and what other nodes
+    /// list of it (`summary`'s name and title).
+    fn record(&self, summary: &Value) -> Value {
+        let mut record = json!({ "extensions": self.requested, "createdAt": self.created_at });
+        for field in ["name", "title"] {
+            if let Some(text) = summary.get(field) {
+                record[field] = text.clone();
+            }
+        }
+        record
+    }
+
     /// Publishes an event of this session (through its outlet in cluster mode).
     pub fn publish(&self, user: &User, name: &'static str, data: Value) {
         send_event(user, self.outlet.as_ref(), &self.id, name, data);
@@ -942,7 +954,7 @@ impl Hub {
         let handle = self
             .open_session_at(user, extensions, Some(store), None, Some(placed))
             .await?;
-        let meta = json!({ "extensions": handle.requested, "createdAt": handle.created_at });
+        let meta = handle.record(&handle.summary());
         if let Err(e) = cluster.register(&user.name, &id, &meta).await {
             Self::stop_session(&handle).await;
             return Err(format!("{e:#}"));
@@ -1367,6 +1379,7 @@ impl Hub {
             handle.clone(),
             Arc::downgrade(user),
             done_tx,
+            self.cluster.clone(),
         ));
         Ok(handle)
     }
@@ -1614,7 +1627,10 @@ async fn own_session(
     handle: Arc<SessionHandle>,
     user: std::sync::Weak<User>,
     done: oneshot::Sender<()>,
+    cluster: Option<Arc<Cluster>>,
 ) {
+    // Cluster mode: the name and title its record on NATS carries (for other nodes' lists).
+    let mut recorded = (Value::Null, Value::Null);
     loop {
         let next_timer = session.poll().await;
         let item = match next_timer {
@@ -1648,6 +1664,21 @@ async fn own_session(
         session.run_requests().await;
         if session.shutdown_requested() {
             break;
+        }
+        if let (Some(cluster), Some(user)) = (&cluster, user.upgrade()) {
+            let summary = handle.summary();
+            let names = (summary["name"].clone(), summary["title"].clone());
+            if names != recorded {
+                recorded = names;
+                let cluster = cluster.clone();
+                let meta = handle.record(&summary);
+                let id = handle.id.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = cluster.register(&user.name, &id, &meta).await {
+                        tracing::debug!("session {id}'s record keeps its old title: {e:#}");
+                    }
+                });
+            }
         }
     }
     handle.closed.store(true, Ordering::SeqCst);

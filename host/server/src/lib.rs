@@ -248,12 +248,18 @@ async fn list_sessions(State(hub): State<Arc<Hub>>, Auth(user): Auth) -> ApiResu
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
         for (id, meta) in all {
             if user.session(&id).is_none() {
-                sessions.push(json!({
+                let mut summary = json!({
                     "id": id,
                     "createdAt": meta["createdAt"],
                     "busy": false,
                     "extensions": meta["extensions"],
-                }));
+                });
+                for field in ["name", "title"] {
+                    if let Some(text) = meta[field].as_str() {
+                        summary[field] = json!(text);
+                    }
+                }
+                sessions.push(summary);
             }
         }
         sessions.sort_by(|a, b| a["createdAt"].as_str().cmp(&b["createdAt"].as_str()));
