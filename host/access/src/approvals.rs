@@ -98,6 +98,22 @@ impl ApprovalStore {
         Ok(had)
     }
 
+    /// Every remembered approval as JSON (what the file holds): how a cluster shares them.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&*self.by_hash.lock().unwrap()).unwrap_or_default()
+    }
+
+    /// Takes every approval from `json` (as [`ApprovalStore::to_json`] writes it) in place of
+    /// what is held: another node of a cluster changed them. Malformed JSON changes nothing.
+    pub fn replace_from_json(&self, json: &[u8]) -> Result<(), String> {
+        let map: BTreeMap<String, Remembered> =
+            serde_json::from_slice(json).map_err(|e| format!("malformed approvals: {e}"))?;
+        let mut held = self.by_hash.lock().unwrap();
+        self.save(&map)?;
+        *held = map;
+        Ok(())
+    }
+
     fn save(&self, map: &BTreeMap<String, Remembered>) -> Result<(), String> {
         let Some(file) = &self.file else {
             return Ok(());
@@ -136,6 +152,17 @@ mod tests {
         let again = ApprovalStore::at(file.clone());
         assert_eq!(again.remembered("sha256:a"), [git]);
         assert!(again.remembered("sha256:b").is_empty());
+        let shared = ApprovalStore::in_memory();
+        shared
+            .replace_from_json(again.to_json().as_bytes())
+            .unwrap();
+        assert_eq!(shared.remembered("sha256:a"), again.remembered("sha256:a"));
+        assert!(shared.replace_from_json(b"[1]").is_err());
+        assert_eq!(
+            shared.remembered("sha256:a").len(),
+            1,
+            "a malformed update changes nothing"
+        );
         assert!(again.forget("sha256:a").unwrap());
         assert!(
             ApprovalStore::at(file.clone())
