@@ -120,14 +120,26 @@ impl Drop for Node {
 /// The cluster's config for node `name`: ada may use the counter, bob too (his own sessions).
 fn config(name: &str, nats: &str, lease: &str) -> String {
     let counter = common::repo().join("tests/fixtures/cluster/counter.js");
+    config_with(
+        name,
+        nats,
+        lease,
+        &format!("extensions = [{counter:?}]"),
+        "",
+    )
+}
+
+/// [`config`] with other extensions and more of ada's tables.
+fn config_with(name: &str, nats: &str, lease: &str, extensions: &str, ada: &str) -> String {
     format!(
         r#"
 listen = "127.0.0.1:0"
-extensions = [{counter:?}]
+{extensions}
 
 [[users]]
 name = "ada"
 token = "{ADA}"
+{ada}
 
 [[users]]
 name = "bob"
@@ -143,8 +155,12 @@ lease = "{lease}"
 
 impl Node {
     fn start(dir: &Path, name: &str, nats: &str, lease: &str) -> Self {
+        Self::start_config(dir, name, &config(name, nats, lease))
+    }
+
+    fn start_config(dir: &Path, name: &str, config: &str) -> Self {
         let file = dir.join(format!("{name}.toml"));
-        std::fs::write(&file, config(name, nats, lease)).unwrap();
+        std::fs::write(&file, config).unwrap();
         let mut child = Command::new(common::bin())
             .args(["serve", "--config"])
             .arg(&file)
@@ -639,4 +655,81 @@ async fn without_nats_nodes_refuse_and_recover_by_themselves_and_a_restarted_clu
     let (node, session) = c.wait_status(ADA, &id, "start", "resume").await;
     assert_eq!(node, "c");
     assert_eq!(counts(&session), [1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_always_approval_given_on_one_node_holds_on_every_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&dir.path().join("nats"));
+    let glance = common::repo().join("extensions/git-glance");
+    let node = |name: &str| {
+        let config = config_with(
+            name,
+            &nats.url(),
+            "10s",
+            &format!("extensions = [{glance:?}]"),
+            &format!("[users.policy.{glance:?}]\nrun = [\"git\"]"),
+        );
+        Node::start_config(dir.path(), name, &config)
+    };
+    let (a, b) = (node("a"), node("b"));
+    let approved = |listed: &Value| listed["extensions"][0]["capabilities"]["approved"].clone();
+    let git = json!([{ "kind": "run", "value": "git" }]);
+
+    let id = a.new_session(ADA).await;
+    let (_, _, session) = a.session(ADA, &id).await;
+    let extension = session["snapshot"]["approvals"][0]["extension"]
+        .as_str()
+        .unwrap_or_else(|| panic!("git is asked for: {session}"))
+        .to_owned();
+    // Answered through b, run by a.
+    let (status, _, answer) = b
+        .call(
+            "POST",
+            &format!("/api/pi/sessions/{id}/approvals/{extension}"),
+            ADA,
+            Some(json!({ "decision": "always" })),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let mut seen = Value::Null;
+    for _ in 0..100 {
+        seen = b.call("GET", "/api/pi/extensions", ADA, None).await.2;
+        if approved(&seen) == git {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(approved(&seen), git, "b knows: {seen}");
+    let on_b = b.new_session(ADA).await;
+    let (_, _, session) = b.session(ADA, &on_b).await;
+    assert_eq!(
+        session["snapshot"]["approvals"],
+        json!([]),
+        "not asked again"
+    );
+    let (_, _, bobs) = b.call("GET", "/api/pi/extensions", BOB, None).await;
+    assert_eq!(approved(&bobs), json!([]), "ada's approval is hers");
+
+    // Forgotten on b: a asks again.
+    let (status, _, _) = b
+        .call(
+            "DELETE",
+            &format!("/api/pi/extensions/{extension}/approvals"),
+            ADA,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    for _ in 0..100 {
+        seen = a.call("GET", "/api/pi/extensions", ADA, None).await.2;
+        if approved(&seen) == json!([]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(approved(&seen), json!([]), "a forgot too: {seen}");
+    let again = a.new_session(ADA).await;
+    let (_, _, session) = a.session(ADA, &again).await;
+    assert_eq!(session["snapshot"]["approvals"][0]["items"], git);
 }

@@ -1795,6 +1795,8 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
             }
         }
         let approvals = match &config.data_dir {
+            // A cluster keeps them on NATS, for every node (loaded below).
+            _ if config.cluster.is_some() => pichamber_access::ApprovalStore::in_memory(),
             Some(dir) => {
                 pichamber_access::ApprovalStore::at(dir.join(&user.name).join("approvals.json"))
             }
@@ -1807,6 +1809,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     if let Some(cluster) = &config.cluster {
         hub.set_cluster(pichamber_server::cluster::Cluster::connect(cluster).await?);
+        hub.load_shared_approvals().await?;
     }
     let hub = Arc::new(hub);
     hub.restore_sessions().await;

@@ -820,6 +820,56 @@ impl Hub {
         self.cluster = Some(cluster);
     }
 
+    /// Cluster mode: takes each user's "always" approvals from the cluster.
+    pub async fn load_shared_approvals(&self) -> anyhow::Result<()> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        for user in self.users.values() {
+            if let Some(json) = cluster.approvals_of(&user.name).await? {
+                if let Err(e) = user.approvals.replace_from_json(&json) {
+                    tracing::warn!("{}'s approvals on NATS are ignored: {e}", user.name);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cluster mode: follows the approvals other nodes store, for as long as the server runs.
+    pub async fn follow_approvals(self: Arc<Self>) {
+        let Some(cluster) = self.cluster.clone() else {
+            return;
+        };
+        loop {
+            let followed = cluster
+                .watch_approvals(|key, json| {
+                    for user in self.users.values() {
+                        if crate::cluster::user_key(&user.name) == key
+                            && let Err(e) = user.approvals.replace_from_json(json)
+                        {
+                            tracing::warn!("{}'s approvals on NATS are ignored: {e}", user.name);
+                        }
+                    }
+                })
+                .await;
+            if let Err(e) = followed {
+                tracing::debug!("{e:#}");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Cluster mode: stores the user's approvals for every node after they changed here.
+    pub async fn share_approvals(&self, user: &User) -> Result<(), String> {
+        match &self.cluster {
+            Some(cluster) => cluster
+                .share_approvals(&user.name, user.approvals.to_json())
+                .await
+                .map_err(|e| format!("{e:#}")),
+            None => Ok(()),
+        }
+    }
+
     /// Every user, for the cluster's lease keeper.
     fn all_users(&self) -> impl Iterator<Item = &Arc<User>> {
         self.users.values()
@@ -989,7 +1039,7 @@ impl Hub {
         let Some(cluster) = self.cluster.clone() else {
             return Placement::Here;
         };
-        let _one_at_a_time = cluster.placing.lock().await;
+        let _one_at_a_time = cluster.placing(id).await;
         if user.session(id).is_some_and(|s| !s.is_closed()) {
             return Placement::Here;
         }
@@ -1452,6 +1502,12 @@ impl Hub {
                 restore(pending);
                 return Err(ApprovalError::Failed(e));
             }
+            if decision == Decision::Always
+                && let Err(e) = self.share_approvals(user).await
+            {
+                restore(pending);
+                return Err(ApprovalError::Failed(e));
+            }
             let mut grants = pending.grants.clone();
             for item in &pending.items {
                 grants.add(item, &self.launcher.cwd);
@@ -1544,6 +1600,9 @@ impl Hub {
         }
         user.approvals
             .forget(&hash)
+            .map_err(ApprovalError::Failed)?;
+        self.share_approvals(user)
+            .await
             .map_err(ApprovalError::Failed)?;
         handle
             .regrant(&hash, grants.clone())

@@ -130,6 +130,7 @@ pub async fn serve(hub: Arc<Hub>, listener: tokio::net::TcpListener) -> std::io:
             .serve_forwarded(router.clone())
             .map_err(std::io::Error::other)?;
         tokio::spawn(hub.clone().keep_leases());
+        tokio::spawn(hub.clone().follow_approvals());
     }
     let server = axum::serve(listener, router);
     tokio::select! {
@@ -307,10 +308,26 @@ async fn create_session(State(hub): State<Arc<Hub>>, Auth(user): Auth, body: Byt
     ok(StatusCode::CREATED, handle.summary())
 }
 
+/// Cluster mode: waits until what the session made so far is stored on NATS, before a
+/// response shows it.
+async fn stored(handle: &SessionHandle) -> Result<(), ApiError> {
+    match &handle.outlet {
+        Some(outlet) => outlet.flushed().await.map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the session's state cannot be stored on NATS: {e}"),
+            )
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The session as a pi session file (what `pichamber export` and pi itself read).
 async fn session_file(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
     let handle = session_of(&user, &id)?;
-    let mut response = handle.jsonl().into_response();
+    let jsonl = handle.jsonl();
+    stored(&handle).await?;
+    let mut response = jsonl.into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -327,6 +344,7 @@ async fn session_file(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
 async fn get_session(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
     let handle = session_of(&user, &id)?;
     let (snapshot, covered) = handle.snapshot_counted();
+    stored(&handle).await?;
     let mut response = ok(
         StatusCode::OK,
         json!({ "session": handle.summary(), "transcript": handle.transcript(), "snapshot": snapshot }),
@@ -509,6 +527,9 @@ async fn forget_approvals(
         .approvals
         .forget(&hash)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    hub.share_approvals(&user)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e))?;
     ok(StatusCode::OK, json!({ "ok": true, "forgot": forgot }))
 }
 

@@ -16,6 +16,7 @@ pub mod events;
 pub mod forward;
 pub mod outlet;
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ const LOG_STREAM: &str = "PICHAMBER_LOG";
 const EVENT_STREAM: &str = "PICHAMBER_EVENTS";
 const OWNERS: &str = "pichamber_owners";
 const REGISTRY: &str = "pichamber_sessions";
+const APPROVALS: &str = "pichamber_approvals";
 /// How long a user's events stay on the stream for clients that resume.
 const EVENTS_KEPT: Duration = Duration::from_secs(3600);
 
@@ -85,11 +87,13 @@ pub struct Cluster {
     js: jetstream::Context,
     owners: kv::Store,
     registry: kv::Store,
+    /// Each user's "always" approvals (their approvals.json), shared by every node.
+    approvals: kv::Store,
     /// The server's router, for requests other nodes carry here.
     router: OnceLock<axum::Router>,
-    /// One placement at a time on this node: two requests for a session nobody runs must
-    /// not both start it here.
-    pub placing: tokio::sync::Mutex<()>,
+    /// One placement at a time per session on this node: two requests for a session nobody
+    /// runs must not both start it here (requests for other sessions do not wait).
+    placing: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// The session id as it names a subject or a key: the server's ids are UUIDs, anything else
@@ -173,6 +177,17 @@ impl Cluster {
         )
         .await
         .context(setup)?;
+        let approvals = bucket(
+            &js,
+            kv::Config {
+                bucket: APPROVALS.into(),
+                history: 1,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            },
+        )
+        .await
+        .context(setup)?;
         Ok(Arc::new(Self {
             node: config.node.clone(),
             lease,
@@ -180,9 +195,23 @@ impl Cluster {
             js,
             owners,
             registry,
+            approvals,
             router: OnceLock::new(),
-            placing: tokio::sync::Mutex::new(()),
+            placing: std::sync::Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// Waits until no other request on this node is placing session `id`; placing it is
+    /// this request's until the guard drops.
+    pub async fn placing(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.placing.lock().unwrap();
+            if locks.len() > 4096 {
+                locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+            }
+            locks.entry(id.to_owned()).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 
     /// Whether NATS is reachable now (when it is not, nothing is written or served as
@@ -246,6 +275,44 @@ impl Cluster {
             .await
             .context("cannot remove the session's record on NATS")?;
         let _ = self.owners.delete(id).await;
+        Ok(())
+    }
+
+    // ----- "always" approvals, per user -----
+
+    /// The user's approvals as the cluster holds them (JSON), if any were given.
+    pub async fn approvals_of(&self, user: &str) -> Result<Option<axum::body::Bytes>> {
+        self.approvals
+            .get(user_key(user))
+            .await
+            .context("cannot read the user's approvals on NATS")
+    }
+
+    /// Stores the user's approvals (JSON) for every node.
+    pub async fn share_approvals(&self, user: &str, json: String) -> Result<()> {
+        self.approvals
+            .put(user_key(user), json.into())
+            .await
+            .context("cannot store the user's approvals on NATS")?;
+        Ok(())
+    }
+
+    /// Calls `changed` with (user key, JSON) whenever a node stores a user's approvals.
+    pub async fn watch_approvals(&self, changed: impl Fn(&str, &[u8])) -> Result<()> {
+        let mut updates = self
+            .approvals
+            .watch_all()
+            .await
+            .context("cannot watch approvals on NATS")?;
+        while let Some(update) = updates.next().await {
+            match update {
+                Ok(entry) if entry.operation == kv::Operation::Put => {
+                    changed(&entry.key, &entry.value)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!("approvals watch: {e}"),
+            }
+        }
         Ok(())
     }
 

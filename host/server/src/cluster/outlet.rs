@@ -26,6 +26,8 @@ pub fn events_subject(user_key: &str) -> String {
 
 enum Out {
     Entry(String),
+    /// Answered once everything queued before it is stored.
+    Flush(tokio::sync::oneshot::Sender<Result<(), String>>),
     Event {
         name: &'static str,
         data: String,
@@ -93,6 +95,23 @@ impl Outlet {
         }
     }
 
+    /// Waits until everything the session made so far is stored: a response showing the
+    /// session's state (a snapshot, its file) leaves only after it, so what a client saw
+    /// survives the node.
+    pub async fn flushed(&self) -> Result<(), String> {
+        if let Some(reason) = self.failure() {
+            return Err(reason);
+        }
+        let (done, stored) = tokio::sync::oneshot::channel();
+        self.0
+            .send
+            .send(Out::Flush(done))
+            .map_err(|_| "the session's log on NATS is closed".to_owned())?;
+        stored
+            .await
+            .unwrap_or_else(|_| Err("the session's log on NATS is closed".into()))
+    }
+
     /// How many events were numbered so far.
     pub fn events(&self) -> u64 {
         self.0.events.load(Ordering::SeqCst)
@@ -133,11 +152,17 @@ async fn publish(
         let Some(shared) = outlet.upgrade() else {
             return;
         };
-        if shared.failed.lock().unwrap().is_some() {
+        let failed = shared.failed.lock().unwrap().clone();
+        if let Out::Flush(done) = out {
+            let _ = done.send(failed.map_or(Ok(()), Err));
+            continue;
+        }
+        if failed.is_some() {
             continue;
         }
         let mut headers = async_nats::HeaderMap::new();
         let (subject, payload) = match out {
+            Out::Flush(_) => continue,
             Out::Entry(line) => {
                 headers.insert(
                     async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
