@@ -826,10 +826,10 @@ impl Hub {
             return Ok(());
         };
         for user in self.users.values() {
-            if let Some(json) = cluster.approvals_of(&user.name).await? {
-                if let Err(e) = user.approvals.replace_from_json(&json) {
-                    tracing::warn!("{}'s approvals on NATS are ignored: {e}", user.name);
-                }
+            if let Some(json) = cluster.approvals_of(&user.name).await?
+                && let Err(e) = user.approvals.replace_from_json(&json)
+            {
+                tracing::warn!("{}'s approvals on NATS are ignored: {e}", user.name);
             }
         }
         Ok(())
