@@ -733,3 +733,68 @@ async fn an_always_approval_given_on_one_node_holds_on_every_node() {
     let (_, _, session) = a.session(ADA, &again).await;
     assert_eq!(session["snapshot"]["approvals"][0]["items"], git);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_turn_leaves_the_prompt_and_the_turn_to_another() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each node's scripted model streams one slow answer (20 chunks, 300 ms apart).
+    std::fs::write(
+        dir.path().join("turns.json"),
+        r#"{"turns": [{"text": "a long answer that is still streaming when its node dies", "chunks": 20, "delayMs": 300},
+                      {"text": "answered again"}]}"#,
+    )
+    .unwrap();
+    let nats = Nats::start(&dir.path().join("nats"));
+    let counter = common::repo().join("tests/fixtures/cluster/counter.js");
+    let node = |name: &str| {
+        let extensions = format!("extensions = [{counter:?}]\n\n[model]\nscript = \"turns.json\"");
+        Node::start_config(
+            dir.path(),
+            name,
+            &config_with(name, &nats.url(), "2s", &extensions, ""),
+        )
+    };
+    let mut a = node("a");
+    let b = node("b");
+    let id = a.new_session(ADA).await;
+    let mut watch = b.events(ADA, None).await;
+    a.prompt(ADA, &id, "tell me something long").await;
+    // The answer is streaming: its first delta reached a client on another node.
+    watch
+        .until("the answer streaming", |e| {
+            e.name == "agent"
+                && e.data["sessionId"] == id.as_str()
+                && e.data["event"]["type"] == "message_update"
+        })
+        .await;
+    a.kill();
+
+    let (status, node, session) = b.session(ADA, &id).await;
+    assert_eq!((status, node.as_str()), (200, "b"), "{session}");
+    assert_eq!(session["snapshot"]["status"]["start"], "resume");
+    let users: Vec<&Value> = session["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "user")
+        .collect();
+    assert_eq!(users.len(), 1, "the prompt is kept: {session}");
+    assert!(users[0].to_string().contains("tell me something long"));
+    assert_eq!(
+        session["snapshot"]["busy"], false,
+        "the dead node's turn is not running"
+    );
+
+    // The conversation goes on where it now runs (b's model answers from its own script).
+    b.prompt(ADA, &id, "again").await;
+    let mut answered = Value::Null;
+    for _ in 0..200 {
+        let (_, _, now) = b.session(ADA, &id).await;
+        if now["transcript"].to_string().contains("a long answer") {
+            answered = now;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered.is_object(), "b answered the next prompt");
+}
