@@ -1143,7 +1143,9 @@ impl Hub {
             let running: Vec<Arc<SessionHandle>> = self
                 .all_users()
                 .flat_map(|u| u.sessions())
-                .filter(|s| s.outlet.as_ref().is_some_and(|o| o.failure().is_none()))
+                .filter(|s| {
+                    !s.is_closed() && s.outlet.as_ref().is_some_and(|o| o.failure().is_none())
+                })
                 .collect();
             let renewals = running.iter().map(|handle| {
                 let cluster = cluster.clone();
@@ -1151,7 +1153,7 @@ impl Hub {
                     let revision = handle.lease.load(Ordering::SeqCst);
                     match cluster.refresh(&handle.id, revision).await {
                         Ok(revision) => handle.lease.store(revision, Ordering::SeqCst),
-                        Err(e) => lose(handle, &format!("{e:#}")),
+                        Err(e) => lose(handle, &format!("{e:#}; another node may run it now")),
                     }
                 }
             });

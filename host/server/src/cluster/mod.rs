@@ -346,7 +346,7 @@ impl Cluster {
         self.owners
             .update(id, self.node.clone().into(), revision)
             .await
-            .context("the session's lease could not be renewed")
+            .map_err(|e| anyhow::anyhow!("the lease could not be renewed: {}", innermost(&e)))
     }
 
     // ----- the log -----
@@ -415,6 +415,16 @@ impl Cluster {
     fn router(&self) -> Option<axum::Router> {
         self.router.get().cloned()
     }
+}
+
+/// The innermost cause of an error (the NATS client's errors repeat their sources in their
+/// own messages).
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 /// Opens a bucket, creating it when it does not exist yet.
