@@ -5,12 +5,13 @@
 
 mod common;
 
+use common::sse::{Events, Sse};
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 
 const ADA: &str = "ada-token-0123456789abcdef";
@@ -235,81 +236,7 @@ impl Server {
         if let Some(last) = last {
             request = request.header("Last-Event-ID", last.to_string());
         }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 200);
-        assert!(
-            response.headers()["content-type"]
-                .to_str()
-                .unwrap()
-                .starts_with("text/event-stream")
-        );
-        Events {
-            stream: Box::pin(response.bytes_stream()),
-            buffer: String::new(),
-        }
-    }
-}
-
-/// One server-sent event.
-#[derive(Debug, Clone)]
-struct Sse {
-    id: u64,
-    name: String,
-    data: Value,
-}
-
-struct Events {
-    stream:
-        std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
-    buffer: String,
-}
-
-impl Events {
-    async fn next(&mut self) -> Sse {
-        // Keep-alive comments do not count: the event itself must come within 20 s.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let (mut id, mut name, mut data) = (None, String::new(), String::new());
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        id = v.trim().parse().ok();
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        name = v.trim().to_owned();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                    }
-                }
-                if name.is_empty() {
-                    continue; // a keep-alive comment
-                }
-                return Sse {
-                    id: id.expect("every event has an id"),
-                    name,
-                    data: serde_json::from_str(&data).unwrap(),
-                };
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
-                .await
-                .expect("an event within 20 s")
-                .expect("the stream goes on")
-                .unwrap();
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-
-    /// Reads until an event matches; returns it and what came before.
-    async fn until(&mut self, what: &str, check: impl Fn(&Sse) -> bool) -> (Sse, Vec<Sse>) {
-        let mut before = Vec::new();
-        for _ in 0..5000 {
-            let event = self.next().await;
-            if check(&event) {
-                return (event, before);
-            }
-            before.push(event);
-        }
-        panic!("no {what} in 5000 events");
+        Events::open(request).await
     }
 }
 

@@ -232,6 +232,19 @@ impl User {
         }
     }
 
+    /// The extensions a session's record (`{extensions: [id]}`) names that this user may
+    /// still use: what a session reopened or resumed loads.
+    fn still_allowed(&self, meta: &Value) -> Vec<String> {
+        meta["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.as_str())
+            .filter(|e| self.allowed.iter().any(|a| a == e))
+            .map(str::to_owned)
+            .collect()
+    }
+
     pub fn sessions(&self) -> Vec<Arc<SessionHandle>> {
         self.sessions.lock().unwrap().clone()
     }
@@ -1108,14 +1121,7 @@ impl Hub {
             .map_err(|e| format!("{e:#}"))?;
         let store = SessionStore::from_journal(&records, Box::new(LogJournal(outlet.clone())))
             .map_err(|e| format!("{e:#}"))?;
-        let extensions: Vec<String> = meta["extensions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.as_str())
-            .filter(|e| user.allowed.iter().any(|a| a == e))
-            .map(str::to_owned)
-            .collect();
+        let extensions = user.still_allowed(meta);
         let placed = Placed {
             outlet,
             lease,
@@ -1198,14 +1204,7 @@ impl Hub {
                     .ok()
                     .and_then(|t| serde_json::from_str(&t).ok())
                     .unwrap_or(Value::Null);
-                let extensions: Vec<String> = meta["extensions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|e| e.as_str())
-                    .filter(|e| user.allowed.iter().any(|a| a == e))
-                    .map(str::to_owned)
-                    .collect();
+                let extensions = user.still_allowed(&meta);
                 let cwd = self.launcher.cwd.to_string_lossy().into_owned();
                 let store = match SessionStore::open_or_create(&path, &cwd, SyncPolicy::EveryEntry)
                 {

@@ -368,12 +368,7 @@ impl SessionStore {
         if version < CURRENT_SESSION_VERSION as f64 {
             migrate(&mut records, version);
         }
-        Ok(records
-            .into_iter()
-            .skip(1)
-            .map(|(_, v)| v)
-            .filter(|v| v["type"] != "session" && v.get("id").is_some_and(Value::is_string))
-            .collect())
+        Ok(split_records(records).1)
     }
 
     /// Writes `entries` (as [`SessionStore::entries_of`] gives them) into this new, empty
@@ -404,18 +399,11 @@ impl SessionStore {
     /// A session read back from its journal's records (JSON lines, the header first);
     /// appends go on to `journal`. A torn or foreign record is skipped, as in a file.
     pub fn from_journal(records: &[u8], journal: Box<dyn Journal>) -> Result<Self> {
-        let mut records = parse_session_bytes(records).records.into_iter();
-        let Some((_, header)) = records.next().filter(|(_, h)| h["type"] == "session") else {
+        let records = parse_session_bytes(records).records;
+        if records.first().is_none_or(|(_, h)| h["type"] != "session") {
             bail!("the session's log does not begin with a session header");
-        };
-        let entries: Vec<Value> = records
-            .map(|(_, r)| r)
-            .filter(|r| r["type"] != "session" && r.get("id").is_some_and(Value::is_string))
-            .collect();
-        let cwd = header["cwd"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(current_dir_string);
+        }
+        let (header, entries, cwd) = split_records(records);
         let mut store = Self::assemble(header, entries, cwd, None, None);
         store.journal = Some(journal);
         Ok(store)
@@ -532,16 +520,7 @@ impl SessionStore {
         if version < CURRENT_SESSION_VERSION as f64 {
             migrate(&mut records, version);
         }
-        let mut records = records.into_iter();
-        let (_, header) = records.next().expect("checked non-empty");
-        let entries: Vec<Value> = records
-            .map(|(_, r)| r)
-            .filter(|r| r["type"] != "session" && r.get("id").is_some_and(Value::is_string))
-            .collect();
-        let cwd = header["cwd"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(current_dir_string);
+        let (header, entries, cwd) = split_records(records);
         Ok(Self::assemble(header, entries, cwd, None, None))
     }
 
@@ -1398,6 +1377,21 @@ fn header_version(path: &Path, records: &[(usize, Value)]) -> Result<f64> {
         )
     })?;
     Ok(first.get("version").and_then(Value::as_f64).unwrap_or(1.0))
+}
+
+/// A session's records (the header first, checked by the caller) as its header, its entries
+/// (a repeated header or a record without a string id left out) and its cwd.
+fn split_records(records: Vec<(usize, Value)>) -> (Value, Vec<Value>, String) {
+    let mut records = records.into_iter().map(|(_, r)| r);
+    let header = records.next().unwrap_or(Value::Null);
+    let entries = records
+        .filter(|r| r["type"] != "session" && r.get("id").is_some_and(Value::is_string))
+        .collect();
+    let cwd = header["cwd"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(current_dir_string);
+    (header, entries, cwd)
 }
 
 fn check_header(record: &Value) -> Result<()> {
