@@ -203,6 +203,28 @@ impl Node {
         let pid = self.child.as_ref().unwrap().id().to_string();
         let status = Command::new("kill").args([signal, &pid]).status().unwrap();
         assert!(status.success());
+        if signal == "-STOP" {
+            // The stop is complete once every thread shows it (on a loaded machine a thread
+            // may take a moment to be scheduled and stop).
+            let stopped = || {
+                std::fs::read_dir(format!("/proc/{pid}/task"))
+                    .unwrap()
+                    .flatten()
+                    .all(|task| {
+                        let stat =
+                            std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+                        stat.rsplit_once(") ")
+                            .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                    })
+            };
+            for _ in 0..200 {
+                if stopped() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("node {pid} did not stop");
+        }
     }
 
     /// Status, the node that answered (x-pichamber-node), body.
@@ -509,10 +531,17 @@ async fn a_frozen_owner_loses_its_session_and_writes_nothing_to_it_after() {
     assert_eq!((status, node.as_str()), (200, "b"), "{session}");
     assert_eq!(session["snapshot"]["status"]["start"], "resume");
 
-    // a wakes with its command's timer due: the entry it then writes is refused (the log's
-    // last record is b's), and it gives the session up.
+    // a wakes with its command's timer due: neither the status event it then sends nor the
+    // entry after it leaves (its lease lapsed; the log's last record is b's), and it gives
+    // the session up.
+    let mut watch = b.events(ADA, None).await;
     a.signal("-CONT");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let late = tokio::time::timeout(
+        Duration::from_secs(4),
+        watch.until("a's late status", |e| status_event(e, &id, "slow", "ended")),
+    )
+    .await;
+    assert!(late.is_err(), "a wrote after it lost the session: {late:?}");
     assert_eq!(b.prompt(ADA, &id, "/count").await, "b");
     let (_, session) = b.wait_status(ADA, &id, "count", "2").await;
     assert_eq!(counts(&session), [1, 2]);

@@ -1157,8 +1157,14 @@ impl Hub {
                 let cluster = cluster.clone();
                 async move {
                     let revision = handle.lease.load(Ordering::SeqCst);
+                    let asked = std::time::Instant::now();
                     match cluster.refresh(&handle.id, revision).await {
-                        Ok(revision) => handle.lease.store(revision, Ordering::SeqCst),
+                        Ok(revision) => {
+                            handle.lease.store(revision, Ordering::SeqCst);
+                            if let Some(outlet) = &handle.outlet {
+                                outlet.renewed(asked, cluster.lease);
+                            }
+                        }
                         Err(e) => lose(handle, &format!("{e:#}; another node may run it now")),
                     }
                 }

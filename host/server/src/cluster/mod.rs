@@ -396,7 +396,7 @@ impl Cluster {
         last: u64,
         lost: Box<dyn Fn(String) + Send + Sync>,
     ) -> Outlet {
-        Outlet::start(self.js.clone(), id, &user_key(user), last, lost)
+        Outlet::start(self.js.clone(), id, &user_key(user), last, self.lease, lost)
     }
 
     /// The server's router, for requests carried here from other nodes; also starts

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 use async_nats::jetstream;
@@ -42,6 +43,10 @@ struct Shared {
     /// Events this session numbered so far (a snapshot says how many it covers).
     events: AtomicU64,
     lost: Box<dyn Fn(String) + Send + Sync>,
+    /// Until when this node surely holds the session's lease, by its own clock: a renewal
+    /// asked for at T lasts until T + lease on NATS or later, so past this nothing leaves
+    /// (a node frozen past its lease writes nothing when it wakes, not even an event).
+    lease_until: Mutex<Instant>,
 }
 
 #[derive(Clone)]
@@ -53,6 +58,7 @@ impl Outlet {
         id: &str,
         user_key: &str,
         last: u64,
+        lease: Duration,
         lost: Box<dyn Fn(String) + Send + Sync>,
     ) -> Self {
         let (send, receive) = mpsc::unbounded_channel();
@@ -61,6 +67,7 @@ impl Outlet {
             failed: Mutex::new(None),
             events: AtomicU64::new(0),
             lost,
+            lease_until: Mutex::new(Instant::now() + lease),
         }));
         tokio::spawn(publish(
             js,
@@ -112,6 +119,11 @@ impl Outlet {
             .unwrap_or_else(|_| Err("the session's log on NATS is closed".into()))
     }
 
+    /// The lease was renewed by a request sent at `asked`: it holds until `asked + lease`.
+    pub fn renewed(&self, asked: Instant, lease: Duration) {
+        *self.0.lease_until.lock().unwrap() = asked + lease;
+    }
+
     /// How many events were numbered so far.
     pub fn events(&self) -> u64 {
         self.0.events.load(Ordering::SeqCst)
@@ -158,6 +170,12 @@ async fn publish(
             continue;
         }
         if failed.is_some() {
+            continue;
+        }
+        if Instant::now() > *shared.lease_until.lock().unwrap() {
+            let reason = "its lease was not renewed in time".to_owned();
+            *shared.failed.lock().unwrap() = Some(reason.clone());
+            (shared.lost)(reason);
             continue;
         }
         let mut headers = async_nats::HeaderMap::new();
