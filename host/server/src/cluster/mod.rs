@@ -130,7 +130,7 @@ impl Cluster {
             .with_context(|| {
                 format!(
                     "cannot reach NATS at {}: start nats-server with JetStream on (`nats-server -js`), or fix [cluster] nats",
-                    config.nats
+                    without_credentials(&config.nats)
                 )
             })?;
         let js = jetstream::new(client.clone());
@@ -427,10 +427,47 @@ fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
+/// A NATS URL as it may be shown: `user:password@` left out.
+fn without_credentials(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        (None, Some(at)) => url[at + 1..].to_owned(),
+        _ => url.to_owned(),
+    }
+}
+
 /// Opens a bucket, creating it when it does not exist yet.
 async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store> {
     match js.get_key_value(&config.bucket).await {
         Ok(store) => Ok(store),
         Err(_) => Ok(js.create_key_value(config).await?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nats_url_is_shown_without_its_credentials() {
+        assert_eq!(
+            without_credentials("nats://ada:secret@10.0.0.1:4222"),
+            "nats://10.0.0.1:4222"
+        );
+        assert_eq!(without_credentials("tok@host:4222"), "host:4222");
+        assert_eq!(
+            without_credentials("nats://127.0.0.1:4222"),
+            "nats://127.0.0.1:4222"
+        );
+    }
+
+    #[test]
+    fn only_a_plain_id_names_a_subject_or_a_key() {
+        assert_eq!(checked_id("01a23c58-58d6-7a2b"), Some("01a23c58-58d6-7a2b"));
+        for bad in ["", "a.b", "a*", ">", "a b", &"x".repeat(65)] {
+            assert_eq!(checked_id(bad), None, "{bad:?}");
+        }
     }
 }
