@@ -284,6 +284,20 @@ impl Node {
             .await
     }
 
+    /// Polls `GET path` until its body satisfies `check` (another node's change reaches this
+    /// one through NATS); returns the last body either way, for the caller's assertion.
+    async fn wait_get(&self, path: &str, token: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let mut body = Value::Null;
+        for _ in 0..100 {
+            body = self.call("GET", path, token, None).await.2;
+            if check(&body) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        body
+    }
+
     /// Polls the session until its snapshot's status `key` is `value`: the node that ran it
     /// and the session.
     async fn wait_status(&self, token: &str, id: &str, key: &str, value: &str) -> (String, Value) {
@@ -409,13 +423,10 @@ async fn a_session_made_on_one_node_is_prompted_through_another_and_watched_from
 
     // Its name reaches the lists of the nodes that do not run it.
     c.prompt(ADA, &id, "/name counted").await;
-    for _ in 0..100 {
-        let (_, _, listed) = b.call("GET", "/api/pi/sessions", ADA, None).await;
-        if listed["sessions"][0]["name"] == "counted" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    b.wait_get("/api/pi/sessions", ADA, |l| {
+        l["sessions"][0]["name"] == "counted"
+    })
+    .await;
 
     // Users stay apart on every node.
     for node in [&a, &b, &c] {
@@ -657,14 +668,9 @@ async fn an_always_approval_given_on_one_node_holds_on_every_node() {
         )
         .await;
     assert_eq!(status, 200, "{answer}");
-    let mut seen = Value::Null;
-    for _ in 0..100 {
-        seen = b.call("GET", "/api/pi/extensions", ADA, None).await.2;
-        if approved(&seen) == git {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = b
+        .wait_get("/api/pi/extensions", ADA, |l| approved(l) == git)
+        .await;
     assert_eq!(approved(&seen), git, "b knows: {seen}");
     let on_b = b.new_session(ADA).await;
     let (_, _, session) = b.session(ADA, &on_b).await;
@@ -686,13 +692,9 @@ async fn an_always_approval_given_on_one_node_holds_on_every_node() {
         )
         .await;
     assert_eq!(status, 200);
-    for _ in 0..100 {
-        seen = a.call("GET", "/api/pi/extensions", ADA, None).await.2;
-        if approved(&seen) == json!([]) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = a
+        .wait_get("/api/pi/extensions", ADA, |l| approved(l) == json!([]))
+        .await;
     assert_eq!(approved(&seen), json!([]), "a forgot too: {seen}");
     let again = a.new_session(ADA).await;
     let (_, _, session) = a.session(ADA, &again).await;
