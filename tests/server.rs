@@ -1207,6 +1207,65 @@ async fn the_event_stream_resumes_inside_the_window() {
     assert!(e.id > head);
 }
 
+#[tokio::test]
+async fn commands_refusals_and_console_warnings_are_notes_kept_with_the_transcript() {
+    let server = start();
+    let id = server.session(ADA).await;
+    let mut events = server.events(ADA, None, Some(&id)).await;
+    server.prompt(ADA, &id, "/terminal-ui").await;
+    let (echo, _) = events
+        .until("the command's echo", |e| e.name == "session.note")
+        .await;
+    assert_eq!(
+        echo.data["note"],
+        json!({ "kind": "command", "text": "/terminal-ui", "extension": "gui-fixture", "after": null })
+    );
+    let (notice, _) = events
+        .until("ctx.ui.custom's notice", |e| e.name == "session.note")
+        .await;
+    assert_eq!(notice.data["note"]["kind"], "console");
+    assert_eq!(notice.data["note"]["level"], "warn");
+    assert!(
+        notice.data["note"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("ctx.ui.custom() asks for a terminal component"),
+        "{notice:?}"
+    );
+    // No model: the host refuses the prompt, and says so once.
+    server.prompt(ADA, &id, "hello").await;
+    let (refused, seen) = events
+        .until("the refusal", |e| e.name == "extension.error")
+        .await;
+    assert!(
+        !seen.iter().any(|e| e.name == "session.note"),
+        "ctx.ui.custom is explained once per instance: {seen:?}"
+    );
+    assert_eq!(refused.data["extension"], "<runtime>");
+    // A plain prompt is not a command: no echo. A reload reads the notes back in order.
+    let (_, session) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+    let notes = session["notes"].as_array().unwrap();
+    let kinds: Vec<&str> = notes.iter().map(|n| n["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["command", "console", "host"], "{notes:?}");
+    assert_eq!(notes[2]["text"], refused.data["error"]);
+    // The refusal follows the prompt's entry, when it made one; the others came before any.
+    let entry_ids: Vec<&Value> = session["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["id"])
+        .collect();
+    assert!(
+        notes[2]["after"].is_null() || entry_ids.contains(&&notes[2]["after"]),
+        "{notes:?}"
+    );
+    // Another user sees none of it.
+    assert_eq!(
+        server.get(&format!("/api/pi/sessions/{id}"), BOB).await.0,
+        404
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_during_a_run_is_refused_unless_queued() {
     let dir = tempfile::tempdir().unwrap();

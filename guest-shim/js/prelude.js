@@ -562,6 +562,7 @@ function dialog(op, defaultValue, parse, opts) {
   return startOperation({ ...op, timeout }, signal).then((outcome) => (outcome.cancelled ? defaultValue : parse(outcome)));
 }
 
+let customWarned = false;
 const ui = {
   select: (title, options, opts) =>
     dialog({ op: "select", title: String(title), options: (options ?? []).map(String) }, undefined, (r) => r.value, opts),
@@ -589,7 +590,15 @@ const ui = {
   setFooter() {},
   setHeader() {},
   setTitle: (title) => void hostCall("ui", { kind: "title", title: String(title) }),
-  custom: async () => undefined,
+  // A terminal component: RPC mode (whose semantics pichamber follows) cannot show one and
+  // resolves undefined; saying so once lets a GUI user see why a command showed nothing.
+  async custom() {
+    if (!customWarned) {
+      customWarned = true;
+      hostCall("log", "warn", "ctx.ui.custom() asks for a terminal component, which pichamber cannot show (neither can pi's RPC mode): it resolved to undefined and nothing was drawn");
+    }
+    return undefined;
+  },
   pasteToEditor(text) {
     this.setEditorText(text);
   },

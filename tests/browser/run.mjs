@@ -39,6 +39,8 @@ const EXT = {
 	dialogs: path.join(root, "extensions/dialogs"),
 	fixture: path.join(here, "extensions/gui-fixture"),
 	glance: path.join(root, "extensions/git-glance"),
+	// pi 0.73.1's own example: `/todos` draws a terminal component with ctx.ui.custom.
+	todo: path.join(root, "tests/oracle/node_modules/@mariozechner/pi-coding-agent/examples/extensions/todo.ts"),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -527,6 +529,41 @@ for (const colorScheme of ["light", "dark"]) {
 		assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
 	});
 }
+
+test("a terminal-only command, a refused prompt and a command echo are explained and survive a reload", async ({ browser }) => {
+	if (!fs.existsSync(EXT.todo)) throw new Failure(`${EXT.todo} is missing: run tests/setup.sh (it installs pi 0.73.1)`);
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pichamber-notes-"));
+	// No --script and no --model: a message for a model is refused by the host.
+	const server = await startServer(["run", EXT.todo, "--cwd", dir]);
+	try {
+		const page = await newPage(await browser.newContext());
+		await openApp(page, server.url);
+		await waitFor(page.locator("#session-view:not([hidden])"), "the one session opens");
+		await send(page, "/todos");
+		await waitFor(transcript(page).locator("li.msg-command", { hasText: "/todos" }), "the command is echoed");
+		const notice = transcript(page).locator("li.console-note", { hasText: "ctx.ui.custom() asks for a terminal component" });
+		await waitFor(notice, "ctx.ui.custom says why nothing was drawn");
+		assert((await notice.textContent()).startsWith("todo"), "the notice names the extension");
+		await send(page, "hello");
+		const refused = transcript(page).locator("li.note.tone-warning", { hasText: /model/i });
+		await waitFor(refused, "a prompt without a model is refused, as a warning");
+		const order = () => page.evaluate(() => [...document.querySelectorAll("#transcript > li")].map((li) => (li.classList.contains("msg-command") ? "command" : li.classList.contains("console-note") ? "console" : li.classList.contains("msg-user") ? "user" : li.classList.contains("note") ? "note" : "other")));
+		const before = await order();
+		await page.reload();
+		await waitFor(page.locator("body[data-ready=true]"), "the page starts again");
+		await waitFor(transcript(page).locator("li.msg-command", { hasText: "/todos" }), "after a reload the echo is still there");
+		await waitFor(transcript(page).locator("li.console-note", { hasText: "ctx.ui.custom()" }), "and the notice");
+		await waitFor(refused, "and the refusal");
+		await shot(page, "notes-after-reload");
+		const after = await order();
+		assert(JSON.stringify(after) === JSON.stringify(before), `the same transcript in the same order: ${before} then ${after}`);
+		assert(after.indexOf("command") < after.indexOf("console") && after.indexOf("console") < after.lastIndexOf("note"), `echo, notice, then the refusal: ${after}`);
+		assert(page.errors.length === 0, `no page errors: ${page.errors.join("; ")}`);
+	} finally {
+		await server.stop();
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+});
 
 test("a wrong token sees nothing", async ({ browser, run }) => {
 	const page = await newPage(await browser.newContext());

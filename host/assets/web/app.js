@@ -183,11 +183,11 @@ async function sendPrompt(sessionId, text) {
 	}
 }
 
-/** Runs an extension's command (an action, an app, a trigger): echoed, then sent. */
+/** Runs an extension's command (an action, an app, a trigger); the server echoes it. */
 const runCommand = (command, args) => {
 	if (!state.current) return Promise.resolve();
 	const text = args ? `/${command} ${args}` : `/${command}`;
-	echoCommand(text);
+	scrollToEnd({ force: true });
 	return sendPrompt(state.current, text).catch((error) => toast(`/${command}: ${error.message}`, "error"));
 };
 
@@ -308,24 +308,20 @@ function handleEvent(name, data) {
 			break;
 		case "extension.error": {
 			// "<runtime>": the host's own refusal (a prompt without a model), not an extension's fault.
-			if (data.extension !== "<runtime>") {
+			const note = { kind: data.extension === "<runtime>" ? "host" : "error", text: data.error, extension: data.extension, event: data.event };
+			if (note.kind === "error") {
 				const list = state.errors.get(sessionId) || [];
-				list.push({ extension: str(data.extension, 200), event: str(data.event, 200), error: str(data.error, 2000) });
+				list.push(errorOf(note));
 				state.errors.set(sessionId, list.slice(-50));
 			}
-			if (sessionId !== state.current) break;
-			if (data.extension === "<runtime>") appendNote(str(data.error, 2000), "warning");
-			else {
-				appendNote(`Extension error in ${str(data.extension, 200)} (${str(data.event, 200)}): ${str(data.error, 2000)}`, "error");
-				// A denial names a command-line flag; here the user decides in the Extensions panel.
-				if (/--allow-|not granted|denied/i.test(str(data.error, 2000))) {
-					const note = $("transcript").lastElementChild;
-					note.append(" ", h("button", { type: "button", class: "btn secondary note-action", text: "What it may do…", onclick: openExtensions }));
-				}
-			}
+			if (sessionId === state.current) appendTranscriptNote(note);
 			if (state.extensionsOpen) refreshExtensions();
 			break;
 		}
+		case "session.note":
+			// The notes of other sessions are read with their transcript when one is opened.
+			if (sessionId === state.current && data.note) appendTranscriptNote(data.note);
+			break;
 		default:
 			break;
 	}
@@ -563,7 +559,20 @@ async function openSession(sessionId, { keepScroll = false } = {}) {
 	state.tools.clear();
 	state.panelEntries.clear();
 	liveElements.length = 0;
-	for (const entry of data.transcript || []) appendEntry(entry, { scroll: false });
+	// Notes go after the entry they followed; those after an entry of another branch are not shown.
+	const notes = Array.isArray(data.notes) ? data.notes.filter((n) => n && typeof n === "object") : [];
+	const notesAfter = new Map();
+	for (const note of notes) {
+		const key = typeof note.after === "string" ? note.after : null;
+		notesAfter.set(key, [...(notesAfter.get(key) || []), note]);
+	}
+	const placeNotes = (key) => (notesAfter.get(key) || []).forEach((note) => appendTranscriptNote(note, { scroll: false }));
+	placeNotes(null);
+	for (const entry of data.transcript || []) {
+		appendEntry(entry, { scroll: false });
+		if (typeof entry?.id === "string") placeNotes(entry.id);
+	}
+	state.errors.set(sessionId, notes.filter((n) => n.kind === "error").map(errorOf).slice(-50));
 	$("no-session").hidden = true;
 	$("session-view").hidden = false;
 	setDrawer(false);
@@ -856,18 +865,63 @@ function appendEntry(entry, { scroll = true } = {}) {
 	if (scroll) scrollToEnd();
 }
 
-function appendNote(text, tone) {
+function appendNote(text, tone, { scroll = true } = {}) {
 	const el = h("li", { class: `note ${toneClass(tone)}`, text });
 	$("transcript").append(el);
 	renderSessionEmpty();
-	scrollToEnd();
+	if (scroll) scrollToEnd();
+	return el;
 }
 
-/** What the user ran, shown where its output will land (pi keeps no entry for a command). */
-function echoCommand(text) {
-	$("transcript").append(h("li", { class: "msg msg-user msg-command" }, h("code", { text: str(text, 2000) })));
+const errorOf = (note) => ({ extension: str(note.extension, 200), event: str(note.event, 200), error: str(note.text, 2000) });
+
+/** A note of the transcript (GUI-API.md `Note`): what it shows that is not an entry. */
+function appendTranscriptNote(note, { scroll = true } = {}) {
+	const text = str(note.text, 2000);
+	const extension = str(note.extension, 200);
+	switch (note.kind) {
+		case "command":
+			// What the user ran, where its output lands (pi keeps no entry for a command).
+			$("transcript").append(h("li", { class: "msg msg-user msg-command" }, h("code", { text })));
+			renderSessionEmpty();
+			if (scroll) scrollToEnd();
+			break;
+		case "host":
+			appendNote(text, "warning", { scroll });
+			break;
+		case "error": {
+			const el = appendNote(`Extension error in ${extension} (${str(note.event, 200)}): ${text}`, "error", { scroll });
+			// A denial names a command-line flag; here the user decides in the Extensions panel.
+			if (/--allow-|not granted|denied/i.test(text)) {
+				el.append(" ", h("button", { type: "button", class: "btn secondary note-action", text: "What it may do…", onclick: openExtensions }));
+			}
+			break;
+		}
+		case "console":
+			appendConsole(extension, note.level === "error" ? "error" : "warn", text, { scroll });
+			break;
+		default:
+			break;
+	}
+}
+
+/** An extension's console warnings and errors: one folded note per run of them. */
+function appendConsole(extension, level, text, { scroll = true } = {}) {
+	const transcript = $("transcript");
+	let note = transcript.lastElementChild;
+	if (!note?.classList.contains("console-note") || note.dataset.extension !== extension) {
+		note = h("li", { class: "note console-note tone-warning", dataset: { extension } }, h("details", {}, h("summary", {}), h("pre", { class: "console-lines" })));
+		transcript.append(note);
+	}
+	const lines = note.querySelector(".console-lines");
+	if (lines.childElementCount >= 200) lines.firstElementChild.remove();
+	lines.append(h("span", { class: `console-line ${level}`, text: `${text}\n` }));
+	if (level === "error") note.classList.replace("tone-warning", "tone-error");
+	const count = lines.childElementCount;
+	const first = text.split("\n", 1)[0].slice(0, 200);
+	note.querySelector("summary").textContent = count === 1 ? `${extension}: ${first}` : `${extension}: ${count} console messages, the last: ${first}`;
 	renderSessionEmpty();
-	scrollToEnd({ force: true });
+	if (scroll) scrollToEnd();
 }
 
 // Following new output: while the reader is at the end of the transcript, new output keeps
@@ -1707,11 +1761,10 @@ async function submitComposer() {
 	input.value = "";
 	fitComposer();
 	const sessionId = state.current;
-	// An extension's command leaves no entry of its own: echo it. Anything else comes back as
-	// the user's message (templates and skills expand into one).
+	// What was sent comes back: an extension's command as the server's echo (a note), anything
+	// else as the user's message (templates and skills expand into one).
 	const name = text.startsWith("/") ? text.slice(1).split(/\s/, 1)[0] : null;
-	if (name && state.commands.some((c) => c?.name === name && c?.source === "extension")) echoCommand(text.trim());
-	else scrollToEnd({ force: true });
+	scrollToEnd({ force: true });
 	try {
 		await sendPrompt(sessionId, text);
 		const summary = state.sessions.get(sessionId);

@@ -2,13 +2,18 @@
 //! the title, pending dialogs, live panels and app surfaces. Each event also becomes what
 //! the clients are sent (`extension.ui`, `session.entry`, `agent`, `extension.error`), so
 //! a client that follows the events and one that reads a snapshot see the same state.
+//! It also keeps the transcript's notes: what the page shows between entries that is not an
+//! entry of the session file (commands the user ran, the host's refusals, extensions' errors
+//! and console warnings), so a reload shows them where they were.
+
+use std::collections::VecDeque;
 
 use serde_json::{Map, Value, json};
 
 use super::card::{self, Descriptor};
 use super::{APP_TYPE, PROTOCOL, UI_TYPE, VERSION, form, limits, random_token, truncate};
 use pichamber_session::SessionEvent;
-use pichamber_session::events::UiRequest;
+use pichamber_session::events::{RUNTIME, UiRequest};
 
 /// One event for the clients: its name (`extension.ui`, ...) and its data (without the
 /// session id, which the transport adds).
@@ -41,7 +46,22 @@ pub struct UiState {
     panels: Map<String, Value>,
     apps: Map<String, Value>,
     busy: bool,
+    notes: VecDeque<Value>,
+    /// The id of the newest entry: where a note made now goes in the transcript.
+    leaf: Option<String>,
+    /// The first line of the first prompt: the session's title in lists.
+    first_prompt: Option<String>,
+    /// The text block streaming in that was last rendered, and when.
+    rendered_at: Option<(usize, u64)>,
 }
+
+/// A title's length, in characters.
+const TITLE_CHARS: usize = 80;
+
+/// The notes a session keeps (the oldest go first).
+const NOTES: usize = 200;
+/// A note's text, in characters.
+const NOTE_TEXT: usize = 2000;
 
 impl UiState {
     pub fn new() -> Self {
@@ -63,6 +83,38 @@ impl UiState {
 
     pub fn busy(&self) -> bool {
         self.busy
+    }
+
+    /// The first line of the session's first prompt, cut to 80 characters.
+    pub fn first_prompt(&self) -> Option<&str> {
+        self.first_prompt.as_deref()
+    }
+
+    /// The transcript's notes, oldest first; each says after which entry it goes (`after`,
+    /// null before the first).
+    pub fn notes(&self) -> Vec<Value> {
+        self.notes.iter().cloned().collect()
+    }
+
+    /// The user ran an extension's command (pi records no entry for it): a `command` note.
+    pub fn echo_command(&mut self, text: &str, extension: &str) -> Vec<GuiEvent> {
+        let note = self.note(json!({ "kind": "command", "text": text, "extension": extension }));
+        vec![GuiEvent {
+            name: "session.note",
+            data: json!({ "note": note }),
+        }]
+    }
+
+    fn note(&mut self, mut note: Value) -> Value {
+        if let Some(text) = note["text"].as_str() {
+            note["text"] = json!(truncate(text, NOTE_TEXT));
+        }
+        note["after"] = json!(self.leaf);
+        if self.notes.len() == NOTES {
+            self.notes.pop_front();
+        }
+        self.notes.push_back(note.clone());
+        note
     }
 
     /// A pending dialog by id.
@@ -116,7 +168,7 @@ impl UiState {
                 }
                 vec![GuiEvent {
                     name: "agent",
-                    data: json!({ "event": agent_event(value) }),
+                    data: json!({ "event": self.agent_event(value, now_ms) }),
                 }]
             }
             SessionEvent::ExtensionError {
@@ -124,10 +176,36 @@ impl UiState {
                 event,
                 error,
                 ..
-            } => vec![GuiEvent {
-                name: "extension.error",
-                data: json!({ "extension": extension, "event": event, "error": error }),
-            }],
+            } => {
+                // RUNTIME is the host refusing a prompt (no model), not an extension's fault.
+                let kind = if extension == RUNTIME {
+                    "host"
+                } else {
+                    "error"
+                };
+                self.note(
+                    json!({ "kind": kind, "text": error, "extension": extension, "event": event }),
+                );
+                vec![GuiEvent {
+                    name: "extension.error",
+                    data: json!({ "extension": extension, "event": event, "error": error }),
+                }]
+            }
+            // An extension's warnings and errors on its console (and what pichamber tells it
+            // it cannot do, such as ctx.ui.custom) are shown; its other output is not.
+            SessionEvent::Log {
+                extension,
+                level,
+                message,
+            } if level == "warn" || level == "error" => {
+                let note = self.note(json!({
+                    "kind": "console", "text": message, "extension": extension, "level": level,
+                }));
+                vec![GuiEvent {
+                    name: "session.note",
+                    data: json!({ "note": note }),
+                }]
+            }
             SessionEvent::ToolResult { .. }
             | SessionEvent::EventResult { .. }
             | SessionEvent::Log { .. } => Vec::new(),
@@ -217,6 +295,27 @@ impl UiState {
     }
 
     fn apply_entry(&mut self, entry: &Value) -> Vec<GuiEvent> {
+        if let Some(id) = entry["id"].as_str() {
+            self.leaf = Some(id.to_owned());
+        }
+        if self.first_prompt.is_none()
+            && entry["type"] == "message"
+            && entry["message"]["role"] == "user"
+        {
+            let text = pichamber_session::messages::user_text(&entry["message"]);
+            self.first_prompt = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(|line| {
+                    let title = truncate(line, TITLE_CHARS);
+                    if title.len() < line.len() {
+                        format!("{title}…")
+                    } else {
+                        title
+                    }
+                });
+        }
         let (shown, effect) = transcript_entry_with_effect(entry);
         let mut events = vec![GuiEvent {
             name: "session.entry",
@@ -413,28 +512,49 @@ fn transcript_entry_with_effect(entry: &Value) -> (Value, Effect) {
 /// An agent event as clients get it: an assistant message's text blocks carry `html` (its
 /// markdown rendered and sanitised). A `message_update` renders only the block it updates,
 /// so a streamed answer costs one block's rendering per delta.
-fn agent_event(event: &Value) -> Value {
-    let mut event = event.clone();
-    match event["type"].as_str() {
-        Some("message_start" | "message_end") => render_text_blocks(&mut event["message"], None),
-        Some("message_update") => {
-            let delta = &event["assistantMessageEvent"];
-            if matches!(
-                delta["type"].as_str(),
-                Some("text_start" | "text_delta" | "text_end")
-            ) && let Some(index) = delta["contentIndex"].as_u64()
-            {
-                render_text_blocks(&mut event["message"], Some(index as usize));
+impl UiState {
+    /// An agent event for the clients, the assistant's text rendered as markdown. While text
+    /// streams, a long block is rendered again at most every RENDER_EVERY_MS (each render
+    /// costs its whole length); an update in between carries the delta only.
+    fn agent_event(&mut self, event: &Value, now_ms: u64) -> Value {
+        let mut event = event.clone();
+        match event["type"].as_str() {
+            Some("message_start" | "message_end") => {
+                self.rendered_at = None;
+                render_text_blocks(&mut event["message"], None)
             }
-            // The delta's `partial` repeats `message`; clients read `message`.
-            if let Some(delta) = event["assistantMessageEvent"].as_object_mut() {
-                delta.remove("partial");
+            Some("message_update") => {
+                let delta = &event["assistantMessageEvent"];
+                let kind = delta["type"].as_str().unwrap_or_default();
+                if let Some(index) = delta["contentIndex"].as_u64().map(|i| i as usize)
+                    && matches!(kind, "text_start" | "text_delta" | "text_end")
+                {
+                    let long = event["message"]["content"][index]["text"]
+                        .as_str()
+                        .is_some_and(|t| t.len() > CHEAP_RENDER_BYTES);
+                    let due = self.rendered_at.is_none_or(|(block, at)| {
+                        block != index || now_ms.saturating_sub(at) >= RENDER_EVERY_MS
+                    });
+                    if kind != "text_delta" || !long || due {
+                        render_text_blocks(&mut event["message"], Some(index));
+                        self.rendered_at = Some((index, now_ms));
+                    }
+                }
+                // The delta's `partial` repeats `message`; clients read `message`.
+                if let Some(delta) = event["assistantMessageEvent"].as_object_mut() {
+                    delta.remove("partial");
+                }
             }
+            _ => {}
         }
-        _ => {}
+        event
     }
-    event
 }
+
+/// Text up to this size is rendered on every streamed update (cheaper than a frame's worth).
+const CHEAP_RENDER_BYTES: usize = 4096;
+/// How often a longer block streaming in is rendered again.
+const RENDER_EVERY_MS: u64 = 100;
 
 /// Adds `html` to the text blocks of an assistant message (only block `only`, when given).
 fn render_text_blocks(message: &mut Value, only: Option<usize>) {
@@ -721,6 +841,166 @@ mod tests {
         assert!(update["message"]["content"][1].get("html").is_none());
         assert!(update["assistantMessageEvent"].get("partial").is_none());
         assert_eq!(update["assistantMessageEvent"]["delta"], "`");
+    }
+
+    #[test]
+    fn a_long_streamed_block_is_rendered_at_most_every_100_ms_and_at_its_end() {
+        let mut s = UiState::new();
+        let long = "word ".repeat(1000);
+        let update = |s: &mut UiState, kind: &str, now: u64| {
+            let message =
+                json!({ "role": "assistant", "content": [{ "type": "text", "text": long }] });
+            s.apply(
+                &SessionEvent::Agent(json!({ "type": "message_update", "message": message,
+                    "assistantMessageEvent": { "type": kind, "contentIndex": 0, "delta": "w" } })),
+                now,
+            )[0]
+            .data["event"]["message"]["content"][0]
+                .get("html")
+                .is_some()
+        };
+        assert!(
+            update(&mut s, "text_delta", 1000),
+            "the first update is rendered"
+        );
+        assert!(
+            !update(&mut s, "text_delta", 1050),
+            "50 ms later: the delta only"
+        );
+        assert!(
+            update(&mut s, "text_delta", 1100),
+            "100 ms later: rendered again"
+        );
+        assert!(
+            update(&mut s, "text_end", 1101),
+            "the block's end is always rendered"
+        );
+        // A short block is cheap: every update is rendered.
+        let message =
+            json!({ "role": "assistant", "content": [{ "type": "text", "text": "short" }] });
+        for now in [2000, 2001, 2002] {
+            let out = s.apply(
+                &SessionEvent::Agent(json!({ "type": "message_update", "message": message,
+                    "assistantMessageEvent": { "type": "text_delta", "contentIndex": 0, "delta": "t" } })),
+                now,
+            );
+            assert!(out[0].data["event"]["message"]["content"][0]["html"].is_string());
+        }
+    }
+
+    #[test]
+    fn notes_keep_commands_refusals_errors_and_console_warnings_in_place() {
+        let mut s = UiState::new();
+        assert_eq!(
+            kinds(&s.echo_command("/survey now", "survey")),
+            ["session.note"]
+        );
+        s.apply(
+            &SessionEvent::Entry {
+                entry: json!({ "type": "message", "id": "u1", "message": { "role": "user",
+                    "content": [{ "type": "text", "text": "hi" }] } }),
+            },
+            0,
+        );
+        let refused = s.apply(
+            &SessionEvent::ExtensionError {
+                extension: RUNTIME.into(),
+                event: "prompt".into(),
+                error: "No model configured".into(),
+                stack: None,
+            },
+            0,
+        );
+        assert_eq!(kinds(&refused), ["extension.error"]);
+        s.apply(
+            &SessionEvent::ExtensionError {
+                extension: "git-glance".into(),
+                event: "command:glance".into(),
+                error: "read . is not granted".into(),
+                stack: None,
+            },
+            0,
+        );
+        let warned = s.apply(
+            &SessionEvent::Log {
+                extension: "todo".into(),
+                level: "warn".into(),
+                message: "ctx.ui.custom() asks for a terminal component".into(),
+            },
+            0,
+        );
+        assert_eq!(warned[0].name, "session.note");
+        assert_eq!(warned[0].data["note"]["kind"], "console");
+        // Plain console output is not shown.
+        let logged = s.apply(
+            &SessionEvent::Log {
+                extension: "todo".into(),
+                level: "info".into(),
+                message: "progress".into(),
+            },
+            0,
+        );
+        assert!(logged.is_empty());
+        let notes = s.notes();
+        let summary: Vec<(String, Value)> = notes
+            .iter()
+            .map(|n| (n["kind"].as_str().unwrap().to_owned(), n["after"].clone()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("command".into(), Value::Null),
+                ("host".into(), json!("u1")),
+                ("error".into(), json!("u1")),
+                ("console".into(), json!("u1")),
+            ]
+        );
+        assert_eq!(notes[0]["text"], "/survey now");
+        assert_eq!(notes[0]["extension"], "survey");
+        assert_eq!(notes[2]["event"], "command:glance");
+        assert_eq!(notes[3]["level"], "warn");
+        // The snapshot does not carry them (they come with the transcript).
+        assert!(s.snapshot().get("notes").is_none());
+    }
+
+    #[test]
+    fn notes_are_capped_oldest_first_and_their_text_cut() {
+        let mut s = UiState::new();
+        for i in 0..(NOTES + 5) {
+            s.echo_command(&format!("/c {i}"), "x");
+        }
+        s.echo_command(&"y".repeat(NOTE_TEXT + 10), "x");
+        let notes = s.notes();
+        assert_eq!(notes.len(), NOTES);
+        assert_eq!(notes[0]["text"], "/c 6");
+        assert_eq!(
+            notes.last().unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count(),
+            NOTE_TEXT
+        );
+    }
+
+    #[test]
+    fn the_title_is_the_first_line_of_the_first_prompt() {
+        let mut s = UiState::new();
+        let user = |text: &str| SessionEvent::Entry {
+            entry: json!({ "type": "message", "message": { "role": "user",
+                "content": [{ "type": "text", "text": text }] } }),
+        };
+        assert_eq!(s.first_prompt(), None);
+        s.apply(&user("\n  Fix the build  \nthen test"), 0);
+        assert_eq!(s.first_prompt(), Some("Fix the build"));
+        s.apply(&user("a later prompt"), 0);
+        assert_eq!(s.first_prompt(), Some("Fix the build"));
+        let mut s = UiState::new();
+        s.apply(&user(&"é".repeat(100)), 0);
+        assert_eq!(
+            s.first_prompt(),
+            Some(format!("{}…", "é".repeat(80)).as_str())
+        );
     }
 
     #[test]

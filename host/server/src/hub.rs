@@ -22,7 +22,7 @@ use pichamber_artifact::Artifact;
 use pichamber_gui::{self as gui, UiState};
 use pichamber_model::ModelClient;
 use pichamber_runtime::{InstanceOptions, Runtime};
-use pichamber_session::events::{DialogAnswer, UiRequest};
+use pichamber_session::events::{DialogAnswer, RUNTIME, UiRequest};
 use pichamber_session::state::AgentRequest;
 use pichamber_session::store::{SessionStore, SyncPolicy};
 use pichamber_session::{
@@ -41,20 +41,6 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// What names a session that has no name yet: the first line of its first prompt, cut to 80
-/// characters.
-fn first_prompt_title(entries: &[Value]) -> Option<String> {
-    let first = entries
-        .iter()
-        .find(|e| e["type"] == "message" && e["message"]["role"] == "user")?;
-    let text = pichamber_session::messages::user_text(&first["message"]);
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    Some(match line.char_indices().nth(80) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_owned(),
-    })
 }
 
 /// An extension the server offers: an opaque id, never its path.
@@ -403,15 +389,18 @@ impl SessionHandle {
         let mut out = json!({
             "id": self.id,
             "createdAt": self.created_at,
-            "busy": self.ui.lock().unwrap().busy(),
             "extensions": self.extensions,
         });
+        {
+            let ui = self.ui.lock().unwrap();
+            out["busy"] = json!(ui.busy());
+            if let Some(title) = ui.first_prompt() {
+                out["title"] = json!(title);
+            }
+        }
         let state = self.shared.state.lock().unwrap();
         if let Some(name) = state.store.get_session_name() {
             out["name"] = json!(name);
-        }
-        if let Some(title) = first_prompt_title(state.store.get_entries()) {
-            out["title"] = json!(title);
         }
         out
     }
@@ -529,6 +518,11 @@ impl SessionHandle {
     }
 
     /// The current branch's entries as clients see them.
+    /// What the transcript shows between its entries (`UiState::notes`).
+    pub fn notes(&self) -> Vec<Value> {
+        self.ui.lock().unwrap().notes()
+    }
+
     pub fn transcript(&self) -> Vec<Value> {
         let state = self.shared.state.lock().unwrap();
         state
@@ -568,9 +562,22 @@ impl SessionHandle {
                 .queue_user_message(text, &[], behavior)
                 .map_err(PromptError::Busy);
         }
+        let extension_command = text.strip_prefix('/').and_then(|t| {
+            let state = self.shared.state.lock().unwrap();
+            let name = t.split(char::is_whitespace).next().unwrap_or("");
+            state.command(name).map(|c| c.extension_name.clone())
+        });
+        if let Some(extension) = extension_command {
+            // Shown before what the command does: events of a session leave in order.
+            let mut ui = self.ui.lock().unwrap();
+            for out in ui.echo_command(text.trim(), &extension) {
+                self.publish(user, out.name, out.data);
+            }
+        }
         let reporter = Arc::downgrade(user);
         let session = self.id.clone();
         let outlet = self.outlet.clone();
+        let ui = self.ui.clone();
         self.shared
             .state
             .lock()
@@ -585,13 +592,16 @@ impl SessionHandle {
                 commands: true,
                 respond: Some(Box::new(move |outcome| {
                     if let (Err(error), Some(user)) = (outcome, reporter.upgrade()) {
-                        send_event(
-                            &user,
-                            outlet.as_ref(),
-                            &session,
-                            "extension.error",
-                            json!({ "extension": "<runtime>", "event": "prompt", "error": error }),
-                        );
+                        let refused = SessionEvent::ExtensionError {
+                            extension: RUNTIME.into(),
+                            event: "prompt".into(),
+                            error,
+                            stack: None,
+                        };
+                        let mut ui = ui.lock().unwrap();
+                        for out in ui.apply(&refused, now_ms()) {
+                            send_event(&user, outlet.as_ref(), &session, out.name, out.data);
+                        }
                     }
                 })),
             });

@@ -347,7 +347,12 @@ async fn get_session(Auth(user): Auth, Path(id): Path<String>) -> ApiResult {
     stored(&handle).await?;
     let mut response = ok(
         StatusCode::OK,
-        json!({ "session": handle.summary(), "transcript": handle.transcript(), "snapshot": snapshot }),
+        json!({
+            "session": handle.summary(),
+            "transcript": handle.transcript(),
+            "notes": handle.notes(),
+            "snapshot": snapshot,
+        }),
     )?;
     if handle.outlet.is_some() {
         // Cluster mode: an event stream on another node skips the events it covers.

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::Session;
 use super::boundary::Boundary;
-use super::events::SessionEvent;
+use super::events::{RUNTIME, SessionEvent};
 use super::messages::{self, now_ms};
 use super::models::{RouteReason, Routed, Selection};
 use super::state::{AgentRequest, Disposition, Responder, SessionShared};
@@ -161,21 +161,21 @@ impl Session {
                         Some(respond) => respond(outcome),
                         None => {
                             if let Err(e) = outcome {
-                                self.error("<runtime>", "send_user_message", e);
+                                self.error(RUNTIME, "send_user_message", e);
                             }
                         }
                     }
                 }
                 AgentRequest::CustomTurn(message) => {
                     if self.model.is_none() {
-                        self.error("<runtime>", "send_message", NO_MODEL);
+                        self.error(RUNTIME, "send_message", NO_MODEL);
                         continue;
                     }
                     self.run_agent(vec![message]).await;
                 }
                 AgentRequest::SessionAction { action, args } => {
                     if let Err(e) = self.session_action(&action, &args).await {
-                        self.error("<runtime>", &action, e);
+                        self.error(RUNTIME, &action, e);
                     }
                 }
                 AgentRequest::Event { name, event } => {
@@ -204,7 +204,7 @@ impl Session {
         let dropped = std::mem::take(&mut self.shared.state.lock().unwrap().agent.requests);
         if !dropped.is_empty() {
             self.error(
-                "<runtime>",
+                RUNTIME,
                 "send_user_message",
                 format!(
                     "extensions started {MAX_CHAINED_REQUESTS} turns in a row; {} more were dropped",
@@ -383,12 +383,12 @@ impl Session {
                     .filter_map(|t| t.as_str().map(str::to_owned))
                     .collect();
                 if let Err(e) = self.set_active_tools(&names) {
-                    self.error("<runtime>", "before_agent_start", e);
+                    self.error(RUNTIME, "before_agent_start", e);
                 }
             }
             match self.system_prompt_options().with_edits(edited) {
                 Ok(edited) => options = edited,
-                Err(e) => self.error("<runtime>", "before_agent_start", e),
+                Err(e) => self.error(RUNTIME, "before_agent_start", e),
             }
             base = self.system_prompt_from(&options);
         }
@@ -655,7 +655,7 @@ impl Session {
                 Some(respond) => respond(outcome),
                 None => {
                     if let Err(e) = outcome {
-                        self.error("<runtime>", "send_user_message", e);
+                        self.error(RUNTIME, "send_user_message", e);
                     }
                 }
             }
@@ -706,7 +706,7 @@ impl Session {
                     message = replacement.clone();
                 } else {
                     self.error(
-                        "<runtime>",
+                        RUNTIME,
                         "message_end",
                         "message_end handlers must return a message with the same role",
                     );
@@ -1017,7 +1017,7 @@ impl Session {
         };
         match appended {
             Some(Ok(entry)) => self.shared.emit(SessionEvent::Entry { entry }),
-            Some(Err(e)) => self.error("<runtime>", "session", format!("{e:#}")),
+            Some(Err(e)) => self.error(RUNTIME, "session", format!("{e:#}")),
             None => {}
         }
     }

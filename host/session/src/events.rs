@@ -9,6 +9,10 @@ use serde_json::Value;
 pub use pichamber_runtime::split_stack;
 pub use pichamber_runtime::ui::{DialogAnswer, UiRequest};
 
+/// The name under which the host reports its own errors (a prompt refused for want of a
+/// model, a session file it could not write): `ExtensionError`'s extension, no extension's.
+pub const RUNTIME: &str = "<runtime>";
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SessionEvent {

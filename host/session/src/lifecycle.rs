@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::Session;
 use super::branch_summary::{self, BranchSummaryOptions};
 use super::compaction::js_truthy;
-use super::events::SessionEvent;
+use super::events::{RUNTIME, SessionEvent};
 use super::messages::{self, now_ms};
 use super::models::{RouteReason, Selection};
 use super::state::ToolSource;
@@ -130,7 +130,7 @@ impl Session {
                     self.shared.emit(SessionEvent::Entry { entry });
                 }
             }
-            Err(e) => self.error("<runtime>", "session", format!("{e:#}")),
+            Err(e) => self.error(RUNTIME, "session", format!("{e:#}")),
         }
     }
 
@@ -743,7 +743,7 @@ impl Session {
                 result = answer["result"].clone();
             } else if !answer["operations"].is_null() {
                 self.error(
-                    "<runtime>",
+                    RUNTIME,
                     "user_bash",
                     "user_bash handlers cannot return operations in pichamber (functions do not cross the sandbox); return a result instead",
                 );
@@ -786,7 +786,7 @@ impl Session {
         };
         match entry {
             Ok(entry) => self.shared.emit(SessionEvent::Entry { entry }),
-            Err(e) => self.error("<runtime>", "session", format!("{e:#}")),
+            Err(e) => self.error(RUNTIME, "session", format!("{e:#}")),
         }
     }
 

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::Session;
 use super::compaction;
-use super::events::SessionEvent;
+use super::events::{RUNTIME, SessionEvent};
 
 /// pi's `retry` settings (settings.json): `enabled` (default true), `maxRetries` (3),
 /// `baseDelayMs` (2000).
@@ -169,7 +169,7 @@ impl Session {
         };
         match omitted {
             Some(Ok(entry)) => self.shared.emit(SessionEvent::EntryAppended { entry }),
-            Some(Err(e)) => self.error("<runtime>", "session", format!("{e:#}")),
+            Some(Err(e)) => self.error(RUNTIME, "session", format!("{e:#}")),
             None => {}
         }
         let mut abort = self.shared.retry_abort.subscribe();
