@@ -133,6 +133,26 @@ const transcript = (page) => page.locator("#transcript");
 const dock = (page) => page.locator("#dock");
 const openDialog = (page) => page.locator("dialog#ui-dialog[open]");
 
+const AXE = path.join(here, "node_modules/axe-core/axe.min.js");
+
+/**
+ * axe-core's WCAG 2.1 A and AA rules on the page as it is now: serious and critical findings
+ * fail the case, with the rule and the elements. The page's CSP forbids injected scripts, so
+ * audited pages come from a context with `bypassCSP`.
+ */
+async function audit(page, view) {
+	await page.addScriptTag({ path: AXE });
+	const { violations } = await page.evaluate(() =>
+		globalThis.axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] }, resultTypes: ["violations"] }),
+	);
+	const found = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+	const where = (v) => v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ");
+	const said = (list) => list.map((v) => `${v.id} (${v.impact}: ${v.help}) at ${where(v)}`).join("; ");
+	assert(!found.length, `${view}: ${said(found)}`);
+	const minor = violations.filter((v) => !found.includes(v));
+	if (minor.length) console.log(`     ${view}: minor accessibility findings: ${said(minor)}`);
+}
+
 async function shot(page, name) {
 	await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
@@ -564,6 +584,50 @@ test("a terminal-only command, a refused prompt and a command echo are explained
 		fs.rmSync(dir, { recursive: true, force: true });
 	}
 });
+
+for (const colorScheme of ["light", "dark"]) {
+	test(`the main views pass axe-core's WCAG 2.1 AA checks (${colorScheme})`, async ({ browser }) => {
+		// A server of its own: its scripted model answers from the first turn.
+		const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pichamber-audit-"));
+		const run = await startServer(["run", EXT.cards, EXT.dialogs, EXT.fixture, "--cwd", dir, "--script", path.join(here, "model-turns.json")]);
+		try {
+			await auditViews(browser, run, colorScheme);
+		} finally {
+			await run.stop();
+			fs.rmSync(dir, { recursive: true, force: true });
+		}
+	});
+}
+
+async function auditViews(browser, run, colorScheme) {
+	const desktop = await newPage(await browser.newContext({ colorScheme, bypassCSP: true }));
+	await openApp(desktop, run.url);
+	await audit(desktop, "the start page");
+	await newSession(desktop);
+	await waitFor(desktop.locator("#session-empty .chip"), "the empty session shows its commands");
+	await audit(desktop, "an empty session");
+	await send(desktop, "/cards");
+	await waitFor(transcript(desktop).locator("li.note", { hasText: "Build: panel removed" }), "the cards arrive");
+	await send(desktop, "/panel 40");
+	await waitFor(dock(desktop).locator(".progress-value", { hasText: "40 / 100" }), "a live panel in the dock");
+	await send(desktop, "Use the lookup tool");
+	await waitFor(transcript(desktop).locator(".tool-row"), "a tool call row", { state: "attached" });
+	await audit(desktop, "a transcript with cards, a panel, markdown and tool rows");
+	await desktop.getByRole("button", { name: "Extensions", exact: true }).click();
+	await waitFor(desktop.locator("dialog[open] .extensions-panel"), "the Extensions panel opens");
+	await audit(desktop, "the Extensions panel");
+	await desktop.keyboard.press("Escape");
+	await send(desktop, "/survey");
+	await waitFor(openDialog(desktop), "a dialog opens");
+	await audit(desktop, "a select dialog");
+	await openDialog(desktop).getByRole("button", { name: "Cancel" }).click();
+	const phone = await newPage(await browser.newContext({ viewport: { width: 375, height: 740 }, colorScheme, isMobile: true, hasTouch: true, bypassCSP: true }));
+	await openApp(phone, run.url);
+	await audit(phone, "the phone layout");
+	await phone.getByRole("button", { name: "Sessions" }).click();
+	await audit(phone, "the phone's session drawer");
+	assert(desktop.errors.length + phone.errors.length === 0, `no page errors: ${[...desktop.errors, ...phone.errors].join("; ")}`);
+}
 
 test("a wrong token sees nothing", async ({ browser, run }) => {
 	const page = await newPage(await browser.newContext());

@@ -430,7 +430,7 @@ function renderSessionList() {
 		const day = dayLabel(session.createdAt);
 		if (day !== group) {
 			group = day;
-			list.append(h("li", { class: "session-day", role: "presentation", text: day }));
+			list.append(h("li", { class: "session-day", text: day }));
 		}
 		const label = sessionLabel(session);
 		const open = h(
@@ -1690,7 +1690,6 @@ function setCompletions(items, kind) {
 		list.append(li);
 	});
 	list.hidden = !items.length;
-	input.setAttribute("aria-expanded", items.length ? "true" : "false");
 	if (completion.index >= 0) input.setAttribute("aria-activedescendant", `completion-${completion.index}`);
 	else input.removeAttribute("aria-activedescendant");
 }
