@@ -453,7 +453,7 @@ fn node_globals_and_import_meta_are_there() {
 /// own gzip and deflate output decodes, what the guest compresses decodes again, bad input
 /// and a bomb past `maxOutputLength` fail as in Node, and readline splits a file's lines.
 #[test]
-fn zlib_and_readline_work_inside_the_guest() {
+fn zlib_readline_and_streams_work_inside_the_guest() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("lines.txt"),
@@ -471,6 +471,8 @@ fn zlib_and_readline_work_inside_the_guest() {
         "/zlib",
         "--command",
         "/readline lines.txt",
+        "--command",
+        "/stream",
     ]);
     assert!(ok, "{stderr}");
     let entries = common::of_type(&events, "entry");
@@ -493,6 +495,27 @@ fn zlib_and_readline_work_inside_the_guest() {
     assert_eq!(
         entries[1]["entry"]["data"]["lines"],
         json!(["one", "two", "", "four", "five €", "last"])
+    );
+    // node:stream in the guest: a pipeline through a generator stage and a Transform into a
+    // slow Writable, readline over a PassThrough, a character cut across chunks.
+    assert_eq!(
+        entries[2]["entry"]["data"],
+        json!({ "seen": ["AA", "BB", "CC", "!"], "lines": ["one", "two"], "decoded": "|€" })
+    );
+}
+
+/// pi loads extensions with jiti, so an ES module may call `require`; Node would not let it.
+#[test]
+fn an_es_module_may_require_as_under_pis_loader() {
+    let (ok, events, stderr) = common::run_json(&[
+        &common::path("tests/fixtures/node/esm-require"),
+        "--command",
+        "/req",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        common::of_type(&events, "entry")[0]["entry"]["data"],
+        json!({ "greet": "hello Ada", "base": "c.txt", "esm": 42, "missing": "MODULE_NOT_FOUND" })
     );
 }
 
