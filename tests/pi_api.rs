@@ -837,6 +837,53 @@ fn typebox_value_and_compile_behave_as_in_pi_1_6() {
 }
 
 #[test]
+fn bash_tool_prefix_and_spawn_hook_run_as_in_pi_1_6() {
+    let drive = |side: Side, root: &Path| {
+        std::fs::create_dir_all(root.join("ws/sub")).unwrap();
+        std::fs::create_dir_all(root.join("ws/precious")).unwrap();
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start_with(
+                side,
+                root,
+                base_url,
+                &["bash-hooks.ts"],
+                &["--allow-run", "bash", "--allow-read", "."],
+            );
+            rpc.send(json!({"type": "prompt", "message": "/hooked"}));
+            rpc.read_until(|l| notify_starting(l, "bash "), "the bash report");
+            let notes = notes(&rpc.finish());
+            assert!(
+                root.join("ws/precious").is_dir(),
+                "the guard refused rm -rf"
+            );
+            notes
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_eq!(pi, ours);
+    // What the comparison must contain: the prefix, a rewrite, the variable, the refusal, the folder.
+    let results = &ours[0].1;
+    assert_eq!(results[0]["text"], "prefixed", "{results:#}");
+    assert_eq!(results[1]["text"], "hello from the hook", "{results:#}");
+    assert_eq!(results[2]["text"], "it's \"quoted\" $HOME|", "{results:#}");
+    assert!(
+        results[3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("blocked by the guard")),
+        "{results:#}"
+    );
+    assert_eq!(results[4]["text"], "sub", "{results:#}");
+    assert!(
+        results[5]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("Working directory does not exist")),
+        "{results:#}"
+    );
+}
+
+#[test]
 fn project_trust_resolves_as_in_pi_1_6() {
     let drive = |side: Side, root: &Path| {
         let mut seen = Vec::new();

@@ -255,11 +255,44 @@ async function runBuiltIn(name, cwd, options, toolCallId, params, signal, onUpda
   if (options?.operations) throw unavailable(`The built-in ${name} tool with custom operations`);
   const internal = globalThis.__pichamber_internal;
   if (typeof internal?.runBuiltinTool !== "function") throw unavailable(`The built-in ${name} tool`);
+  if (name === "bash" && params && typeof params.command === "string") {
+    let command;
+    ({ command, cwd } = bashSpawn(params.command, cwd, options));
+    params = { ...params, command };
+  }
   const updatesFor = typeof onUpdate === "function" ? String(toolCallId ?? "") : "";
   return internal.runBuiltinTool(name, params ?? {}, updatesFor, {
     cwd: cwd === undefined ? undefined : String(cwd),
     signal,
   });
+}
+
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const shellQuote = (value) => `'${String(value).replaceAll("'", "'\\''")}'`;
+
+// pi's bash options that run in the extension, as pi runs them: `commandPrefix` goes on the
+// line before the command, and `spawnHook` sees what would run and may rewrite or refuse it
+// (an extension's guard keeps guarding). What it changes in the environment becomes
+// export/unset lines before the command: what the extension could have written itself, so
+// the host still runs it under the extension's own grants and nothing more.
+function bashSpawn(command, cwd, options) {
+  const resolved = options?.commandPrefix ? `${options.commandPrefix}\n${command}` : command;
+  if (typeof options?.spawnHook !== "function") return { command: resolved, cwd };
+  const base = { ...process.env };
+  const hooked = options.spawnHook({ command: resolved, cwd: cwd === undefined ? process.cwd() : String(cwd), env: { ...base } });
+  if (!hooked || typeof hooked.command !== "string") throw new TypeError("The bash tool's spawnHook must return { command, cwd, env }");
+  const env = hooked.env && typeof hooked.env === "object" ? hooked.env : base;
+  const lines = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || base[name] === String(value)) continue;
+    if (!SHELL_NAME.test(name)) throw new TypeError(`The bash tool's spawnHook set the environment variable ${JSON.stringify(name)}, which a shell cannot export`);
+    lines.push(`export ${name}=${shellQuote(value)}`);
+  }
+  for (const name of Object.keys(base)) {
+    if (env[name] === undefined && SHELL_NAME.test(name)) lines.push(`unset ${name}`);
+  }
+  lines.push(hooked.command);
+  return { command: lines.join("\n"), cwd: hooked.cwd ?? cwd };
 }
 
 function toolDefinition(name, cwd, options) {

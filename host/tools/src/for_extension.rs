@@ -24,11 +24,16 @@ pub async fn run(
     if !args.is_object() {
         return Err(format!("the built-in {tool} tool got no JSON arguments"));
     }
-    let workspace = Workspace::open(cwd).map_err(|e| {
-        format!(
+    let workspace = Workspace::open(cwd).map_err(|e| match tool {
+        // pi's words, which an extension may match on.
+        "bash" if e.kind() == std::io::ErrorKind::NotFound => format!(
+            "Working directory does not exist: {}\nCannot execute bash commands.",
+            cwd.display()
+        ),
+        _ => format!(
             "the built-in {tool} tool cannot open {}: {e}",
             cwd.display()
-        )
+        ),
     })?;
     let confinement = match tool {
         "bash" => grants.program_confinement("bash")?,
