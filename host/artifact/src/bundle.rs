@@ -345,25 +345,7 @@ pub fn bundle(input: &Path) -> Result<Bundle, BuildError> {
 fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let layout = locate(input)?;
     let aliases = virtual_aliases();
-    let resolver = Resolver::new(ResolveOptions {
-        extensions: [
-            ".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json",
-        ]
-        .map(String::from)
-        .to_vec(),
-        condition_names: ["import", "module", "node", "default", "require"]
-            .map(String::from)
-            .to_vec(),
-        main_fields: ["module", "main"].map(String::from).to_vec(),
-        extension_alias: vec![
-            (
-                ".js".into(),
-                vec![".ts".into(), ".tsx".into(), ".js".into()],
-            ),
-            (".mjs".into(), vec![".mts".into(), ".mjs".into()]),
-        ],
-        ..ResolveOptions::default()
-    });
+    let resolver = Resolvers::new();
 
     let mut ids = PackageScope::new(&layout.root);
     let entry_id = ids.module_id(&layout.entry);
@@ -501,11 +483,44 @@ fn display_path(path: &Path, layout: &Layout) -> String {
         })
 }
 
+/// Packages are resolved as Node resolves them: an `import` with the import conditions, a
+/// `require` with the require conditions, so a package that ships both builds gives each
+/// importer the build meant for it (its ES build has the named exports).
+struct Resolvers {
+    import: Resolver,
+    require: Resolver,
+}
+
+impl Resolvers {
+    fn new() -> Self {
+        let options = |conditions: &[&str]| ResolveOptions {
+            extensions: [
+                ".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json",
+            ]
+            .map(String::from)
+            .to_vec(),
+            condition_names: conditions.iter().map(|c| (*c).to_owned()).collect(),
+            main_fields: ["module", "main"].map(String::from).to_vec(),
+            extension_alias: vec![
+                (
+                    ".js".into(),
+                    vec![".ts".into(), ".tsx".into(), ".js".into()],
+                ),
+                (".mjs".into(), vec![".mts".into(), ".mjs".into()]),
+            ],
+            ..ResolveOptions::default()
+        };
+        let import = Resolver::new(options(&["import", "module", "node", "default"]));
+        let require = import.clone_with_options(options(&["require", "node", "default"]));
+        Self { import, require }
+    }
+}
+
 fn transform_module(
     path: &Path,
     layout: &Layout,
     aliases: &BTreeMap<String, String>,
-    resolver: &Resolver,
+    resolver: &Resolvers,
     ids: &mut PackageScope,
 ) -> Result<TransformedModule, BuildError> {
     let shown = display_path(path, layout);
@@ -563,6 +578,10 @@ fn transform_module(
         .build(&program)
         .semantic
         .into_scoping();
+    // pi loads extensions with jiti, which gives ES modules a `require` too: one calling a
+    // `require` it does not declare gets one here (its dependencies imported statically).
+    let esm_require =
+        has_module_syntax && scoping.root_unresolved_references().contains_key("require");
     let transformed = Transformer::new(&allocator, path, &TransformOptions::default())
         .build_with_scoping(scoping, &mut program);
     if let Some(error) = first_error(&transformed.diagnostics, &source, &shown) {
@@ -582,7 +601,7 @@ fn transform_module(
         dependencies: Vec::new(),
         requires: Vec::new(),
         error: None,
-        in_cjs: is_cjs,
+        in_cjs: is_cjs || esm_require,
         try_depth: 0,
         optional: HashSet::new(),
         missing: Vec::new(),
@@ -590,9 +609,11 @@ fn transform_module(
     rewriter.visit_program(&mut program);
     // A require outside try that did not resolve fails the build, unless the module treats
     // that name as optional elsewhere (required, or probed with require.resolve, inside try).
+    // An ES module's `require` was no part of Node's contract: one that does not resolve
+    // throws MODULE_NOT_FOUND when it runs instead of failing the build.
     let missing = std::mem::take(&mut rewriter.missing);
     for (offset, specifier, message) in missing {
-        if !rewriter.optional.contains(&specifier) {
+        if is_cjs && !rewriter.optional.contains(&specifier) {
             rewriter.fail(
                 offset,
                 format!("{message} (a require outside try/catch must resolve)"),
@@ -624,6 +645,9 @@ fn transform_module(
     let code = if is_cjs {
         let export_names = commonjs_export_names(&program);
         wrap_commonjs(&code, &requires, &export_names)
+    } else if esm_require {
+        // On the first line, so the source map's lines stay where they were.
+        format!("{} {code}", require_table(&requires).replace('\n', " "))
     } else {
         code
     };
@@ -908,6 +932,23 @@ fn wrap_commonjs(
     requires: &[(String, Option<String>)],
     export_names: &[String],
 ) -> String {
+    let mut out = require_table(requires);
+    out.push_str(&format!(
+        "const module = {{ exports: {{}} }};\n\
+         (function (exports, require, module, __filename, __dirname) {{\n{code}\n}}).call(module.exports, module.exports, require, module, '', '');\n\
+         export default module.exports;\n\
+         export const __pichamber_cjs = true;\n"
+    ));
+    for name in export_names {
+        out.push_str(&format!("export const {name} = module.exports.{name};\n"));
+    }
+    out
+}
+
+/// The static imports of a module's `require`d dependencies and the `require` that returns
+/// them. A wrapped CommonJS dependency marks its namespace with __pichamber_cjs: `require`
+/// then returns its module.exports; an ES module dependency is returned as its namespace.
+fn require_table(requires: &[(String, Option<String>)]) -> String {
     let mut out = String::new();
     let mut table = Vec::new();
     for (i, (specifier, target)) in requires.iter().enumerate() {
@@ -919,24 +960,15 @@ fn wrap_commonjs(
             table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
         }
     }
-    // A wrapped CommonJS dependency marks its namespace with __pichamber_cjs: `require` then
-    // returns its module.exports; an ES module dependency is returned as its namespace.
     out.push_str(&format!(
         "const __pichamber_deps = {{{}}};\n\
-         const module = {{ exports: {{}} }};\n\
          const require = (s) => {{\n\
            const ns = __pichamber_deps[s];\n\
            if (!ns) {{ const e = new Error(`Cannot find module '${{s}}'`); e.code = 'MODULE_NOT_FOUND'; throw e; }}\n\
            return ns.__pichamber_cjs ? ns.default : ns;\n\
-         }};\n\
-         (function (exports, require, module, __filename, __dirname) {{\n{code}\n}}).call(module.exports, module.exports, require, module, '', '');\n\
-         export default module.exports;\n\
-         export const __pichamber_cjs = true;\n",
+         }};\n",
         table.join(", ")
     ));
-    for name in export_names {
-        out.push_str(&format!("export const {name} = module.exports.{name};\n"));
-    }
     out
 }
 
@@ -948,7 +980,7 @@ struct SpecifierRewriter<'a, 'b> {
     allocator: &'a Allocator,
     importer: &'b Path,
     aliases: &'b BTreeMap<String, String>,
-    resolver: &'b Resolver,
+    resolver: &'b Resolvers,
     ids: &'b mut PackageScope,
     source: &'b str,
     shown: &'b str,
@@ -975,8 +1007,9 @@ enum Unresolved {
 }
 
 impl<'a> SpecifierRewriter<'a, '_> {
-    /// Resolves one specifier to a canonical id (and records file dependencies).
-    fn resolve(&mut self, specifier: &str) -> Result<String, Unresolved> {
+    /// Resolves one specifier to a canonical id (and records file dependencies); `required`:
+    /// it is a `require`'s.
+    fn resolve(&mut self, specifier: &str, required: bool) -> Result<String, Unresolved> {
         if let Some(id) = self.aliases.get(specifier) {
             return Ok(id.clone());
         }
@@ -999,7 +1032,17 @@ impl<'a> SpecifierRewriter<'a, '_> {
             }
         }
         let dir = self.importer.parent().unwrap_or(Path::new("/"));
-        match self.resolver.resolve(dir, specifier) {
+        // An import of a package that ships only a `require` build still loads under pi's
+        // jiti: the require conditions are the import's fallback.
+        let resolved = if required {
+            self.resolver.require.resolve(dir, specifier)
+        } else {
+            self.resolver
+                .import
+                .resolve(dir, specifier)
+                .or_else(|e| self.resolver.require.resolve(dir, specifier).map_err(|_| e))
+        };
+        match resolved {
             Ok(resolution) => {
                 self.ids
                     .admit(self.importer, specifier, resolution.path())
@@ -1019,7 +1062,7 @@ impl<'a> SpecifierRewriter<'a, '_> {
         if self.error.is_some() {
             return;
         }
-        match self.resolve(literal.value.as_str()) {
+        match self.resolve(literal.value.as_str(), false) {
             Ok(id) => {
                 let id: &'a str = self.allocator.alloc_str(&id);
                 literal.value = id.into();
@@ -1078,7 +1121,7 @@ impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
                 if self.try_depth > 0 {
                     self.optional.insert(specifier.clone());
                 }
-                let target = match self.resolve(&specifier) {
+                let target = match self.resolve(&specifier, true) {
                     Ok(id) => Some(id),
                     // An optional dependency (`try { require("x") } catch {}`) throws
                     // MODULE_NOT_FOUND when it runs, as in Node.
@@ -1185,5 +1228,107 @@ mod pi_version_tests {
             written_for(&[("index.ts", old), ("package.json", package)]),
             Some(PiVersion::V1_6)
         );
+    }
+}
+
+#[cfg(test)]
+mod resolution_tests {
+    use super::*;
+
+    /// The ids of what bundling `index.ts` among `files` took in.
+    fn bundled(files: &[(&str, &str)]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let bundle = bundle(&dir.path().join("index.ts")).unwrap_or_else(|e| panic!("{e:?}"));
+        bundle.modules.into_iter().map(|m| m.id).collect()
+    }
+
+    const DUAL: &str = r#"{"name": "dual", "exports": {".": {
+        "require": {"default": "./index.cjs"}, "import": {"default": "./index.mjs"}}}}"#;
+
+    #[test]
+    fn an_import_takes_a_dual_packages_es_build_and_a_require_its_commonjs_build() {
+        let files = [
+            ("package.json", r#"{"name": "x", "type": "module"}"#),
+            ("node_modules/dual/package.json", DUAL),
+            (
+                "node_modules/dual/index.cjs",
+                "exports.format = () => 'cjs';\n",
+            ),
+            (
+                "node_modules/dual/index.mjs",
+                "export const format = () => 'esm';\n",
+            ),
+        ];
+        let imported = bundled(
+            &[
+                files.as_slice(),
+                &[(
+                    "index.ts",
+                    "import { format } from 'dual';\nexport default () => format;\n",
+                )],
+            ]
+            .concat(),
+        );
+        assert!(
+            imported.iter().any(|id| id.ends_with("dual/index.mjs")),
+            "{imported:?}"
+        );
+        assert!(
+            !imported.iter().any(|id| id.ends_with("dual/index.cjs")),
+            "{imported:?}"
+        );
+        let required = bundled(
+            &[
+                files.as_slice(),
+                &[(
+                    "index.ts",
+                    "const { format } = require('dual');\nexport default () => format;\n",
+                )],
+            ]
+            .concat(),
+        );
+        assert!(
+            required.iter().any(|id| id.ends_with("dual/index.cjs")),
+            "{required:?}"
+        );
+    }
+
+    #[test]
+    fn an_es_modules_require_gets_its_dependencies_and_a_missing_one_fails_only_when_called() {
+        let ids = bundled(&[
+            ("helper.cjs", "module.exports = { v: 1 };\n"),
+            (
+                "index.ts",
+                "import { join } from 'node:path';\nconst h = require('./helper.cjs');\nexport default () => [join, h, require('nope')];\n",
+            ),
+        ]);
+        assert!(ids.iter().any(|id| id.ends_with("/helper.cjs")), "{ids:?}");
+        // A module that declares its own `require` is left alone.
+        let own = bundled(&[(
+            "index.ts",
+            "import { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);\nexport default () => require('nope');\n",
+        )]);
+        assert_eq!(own.len(), 1, "{own:?}");
+    }
+
+    #[test]
+    fn an_import_of_a_package_with_only_a_require_build_still_resolves() {
+        let ids = bundled(&[
+            (
+                "node_modules/old/package.json",
+                r#"{"name": "old", "exports": {"require": "./main.js"}}"#,
+            ),
+            ("node_modules/old/main.js", "module.exports = { v: 1 };\n"),
+            (
+                "index.ts",
+                "import old from 'old';\nexport default () => old;\n",
+            ),
+        ]);
+        assert!(ids.iter().any(|id| id.ends_with("old/main.js")), "{ids:?}");
     }
 }
