@@ -71,7 +71,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-mcp-adapter",
         what: "MCP servers' tools as pi tools",
         monthly_downloads: 2082,
-        note: "Remains: its MCP client's stdio transport needs `node:stream`, which the guest does not have yet; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
+        note: "Remains: it builds since the guest has `node:stream`; loading needs the web-streams globals (its SSE parser extends `TransformStream`), which the guest does not have yet, and its stdio transport needs `child_process.spawn` with live stdio; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
         random_output: false,
     },
     Package {
