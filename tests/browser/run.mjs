@@ -479,6 +479,8 @@ test("new output follows a reader at the end and waits behind Jump to latest oth
 	});
 	assert((await distance()) < 50, `the transcript followed the output to its end (${await distance()} px left)`);
 	await send(page, "/later 1500");
+	// The server echoes the command; the reader scrolls up after that.
+	await waitFor(transcript(page).locator("li.msg-command", { hasText: "/later 1500" }), "the command is echoed");
 	await page.evaluate(() => {
 		document.getElementById("transcript").scrollTop = 0;
 	});
