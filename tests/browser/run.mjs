@@ -566,9 +566,15 @@ test("a terminal-only command, a refused prompt and a command echo are explained
 		const notice = transcript(page).locator("li.console-note", { hasText: "ctx.ui.custom() asks for a terminal component" });
 		await waitFor(notice, "ctx.ui.custom says why nothing was drawn");
 		assert((await notice.textContent()).startsWith("todo"), "the notice names the extension");
-		await send(page, "hello");
+		// Not `send`: the box empties and gets the refused message back faster than it can watch.
+		await page.getByLabel("Message or /command").fill("hello");
+		await page.getByRole("button", { name: "Send", exact: true }).click();
 		const refused = transcript(page).locator("li.note.tone-warning", { hasText: /model/i });
 		await waitFor(refused, "a prompt without a model is refused, as a warning");
+		await page.waitForFunction(() => document.getElementById("prompt-input").value === "hello", null, { timeout: STEP }).catch(() => {
+			throw new Failure("the refused message goes back into the message box");
+		});
+		assert((await notice.locator("details").count()) === 0, "a one-line console message reads as a plain note");
 		const order = () => page.evaluate(() => [...document.querySelectorAll("#transcript > li")].map((li) => (li.classList.contains("msg-command") ? "command" : li.classList.contains("console-note") ? "console" : li.classList.contains("msg-user") ? "user" : li.classList.contains("note") ? "note" : "other")));
 		const before = await order();
 		await page.reload();

@@ -21,6 +21,7 @@ const state = {
 	sessions: new Map(), // id -> SessionSummary
 	live: new Map(), // id -> { snapshot, busy }
 	current: null, // open session id
+	lastSent: null, // { sessionId, text } of the last message sent: put back if the host refuses it
 	rendered: new Set(), // entry ids rendered in the open transcript
 	commands: [], // commands of the open session
 	settings: { triggers: [] },
@@ -315,6 +316,13 @@ function handleEvent(name, data) {
 				state.errors.set(sessionId, list.slice(-50));
 			}
 			if (sessionId === state.current) appendTranscriptNote(note);
+			// A message the host refused (no model) goes back into an empty box: nothing typed is lost.
+			const input = $("prompt-input");
+			if (note.kind === "host" && data.event === "prompt" && state.lastSent?.sessionId === sessionId && sessionId === state.current && !input.value) {
+				input.value = state.lastSent.text;
+				fitComposer();
+				state.lastSent = null;
+			}
 			if (state.extensionsOpen) refreshExtensions();
 			break;
 		}
@@ -905,21 +913,26 @@ function appendTranscriptNote(note, { scroll = true } = {}) {
 	}
 }
 
-/** An extension's console warnings and errors: one folded note per run of them. */
+/** An extension's console warnings and errors: one note per run of them, folded once there is more than a line. */
 function appendConsole(extension, level, text, { scroll = true } = {}) {
 	const transcript = $("transcript");
 	let note = transcript.lastElementChild;
 	if (!note?.classList.contains("console-note") || note.dataset.extension !== extension) {
-		note = h("li", { class: "note console-note tone-warning", dataset: { extension } }, h("details", {}, h("summary", {}), h("pre", { class: "console-lines" })));
+		note = h("li", { class: "note console-note tone-warning", dataset: { extension } });
+		note.consoleLines = [];
 		transcript.append(note);
 	}
-	const lines = note.querySelector(".console-lines");
-	if (lines.childElementCount >= 200) lines.firstElementChild.remove();
-	lines.append(h("span", { class: `console-line ${level}`, text: `${text}\n` }));
+	note.consoleLines = [...note.consoleLines.slice(-199), { level, text }];
 	if (level === "error") note.classList.replace("tone-warning", "tone-error");
-	const count = lines.childElementCount;
+	const lines = note.consoleLines;
 	const first = text.split("\n", 1)[0].slice(0, 200);
-	note.querySelector("summary").textContent = count === 1 ? `${extension}: ${first}` : `${extension}: ${count} console messages, the last: ${first}`;
+	if (lines.length === 1 && first === text) note.replaceChildren(`${extension}: ${text}`);
+	else {
+		const open = !!note.querySelector("details")?.open;
+		const summary = lines.length === 1 ? `${extension}: ${first}` : `${extension}: ${lines.length} console messages, the last: ${first}`;
+		const body = h("pre", { class: "console-lines" }, ...lines.map((l) => h("span", { class: `console-line ${l.level}`, text: `${l.text}\n` })));
+		note.replaceChildren(h("details", { open }, h("summary", { text: summary }), body));
+	}
 	renderSessionEmpty();
 	if (scroll) scrollToEnd();
 }
@@ -1763,6 +1776,7 @@ async function submitComposer() {
 	// What was sent comes back: an extension's command as the server's echo (a note), anything
 	// else as the user's message (templates and skills expand into one).
 	const name = text.startsWith("/") ? text.slice(1).split(/\s/, 1)[0] : null;
+	state.lastSent = { sessionId, text };
 	scrollToEnd({ force: true });
 	try {
 		await sendPrompt(sessionId, text);
