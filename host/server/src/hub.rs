@@ -517,12 +517,12 @@ impl SessionHandle {
         self.shared.state.lock().unwrap().store.to_jsonl()
     }
 
-    /// The current branch's entries as clients see them.
     /// What the transcript shows between its entries (`UiState::notes`).
     pub fn notes(&self) -> Vec<Value> {
         self.ui.lock().unwrap().notes()
     }
 
+    /// The current branch's entries as clients see them.
     pub fn transcript(&self) -> Vec<Value> {
         let state = self.shared.state.lock().unwrap();
         state
@@ -548,13 +548,17 @@ impl SessionHandle {
         if self.is_closed() {
             return Err(PromptError::Closed);
         }
-        let immediate = {
+        // The extension whose command this is, if it is one, and whether it is a message
+        // for a run in progress, looked up under one lock.
+        let (extension_command, immediate) = {
             let state = self.shared.state.lock().unwrap();
-            state.agent.streaming
-                && !state.has_handlers("input")
-                && text
-                    .strip_prefix('/')
-                    .is_none_or(|t| state.command(t.split(' ').next().unwrap_or("")).is_none())
+            let command = text
+                .strip_prefix('/')
+                .and_then(|t| state.command(t.split(' ').next().unwrap_or("")))
+                .map(|c| c.extension_name.clone());
+            let immediate =
+                state.agent.streaming && !state.has_handlers("input") && command.is_none();
+            (command, immediate)
         };
         if immediate {
             return self
@@ -562,11 +566,6 @@ impl SessionHandle {
                 .queue_user_message(text, &[], behavior)
                 .map_err(PromptError::Busy);
         }
-        let extension_command = text.strip_prefix('/').and_then(|t| {
-            let state = self.shared.state.lock().unwrap();
-            let name = t.split(char::is_whitespace).next().unwrap_or("");
-            state.command(name).map(|c| c.extension_name.clone())
-        });
         if let Some(extension) = extension_command {
             // Shown before what the command does: events of a session leave in order.
             let mut ui = self.ui.lock().unwrap();
