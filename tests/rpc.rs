@@ -165,6 +165,8 @@ struct Launch<'a> {
     model: &'a str,
     /// Record the session in `Home::session_file` (otherwise in memory / `--no-session`).
     session: bool,
+    /// What pichamber grants the extensions (`--allow-run=sh`); pi grants everything.
+    grants: &'a [&'a str],
 }
 
 impl Default for Launch<'_> {
@@ -173,6 +175,7 @@ impl Default for Launch<'_> {
             extensions: &[],
             model: MODEL,
             session: false,
+            grants: &[],
         }
     }
 }
@@ -213,6 +216,9 @@ fn agent_args(side: Side, home: &Home, launch: &Launch) -> Vec<std::ffi::OsStrin
             if launch.session {
                 add(&"--session");
                 add(&home.session_file());
+            }
+            for grant in launch.grants {
+                add(grant);
             }
         }
     }
@@ -1803,6 +1809,51 @@ fn failing_command_is_reported_pi() {
 #[test]
 fn failing_command_is_reported_pichamber() {
     failing_command_is_reported(Side::Pichamber);
+}
+
+/// A program spawned with live stdio keeps running after the command that started it: later
+/// commands write to it, and its answers (and its end) reach the extension while the session
+/// is idle, as in pi.
+fn live_program(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["live-program.ts"],
+            grants: &["--allow-run=sh"],
+            ..Launch::default()
+        },
+    );
+    let is_notice = |e: &Value, text: &str| {
+        e["type"] == "extension_ui_request" && e["method"] == "notify" && e["message"] == text
+    };
+    for (command, answer) in [
+        ("/serve", None),
+        ("/say hello", Some("echo:hello")),
+        ("/say world", Some("echo:world")),
+        ("/stop", Some("server exited null SIGTERM")),
+    ] {
+        let mark = agent.mark();
+        let response = agent.request(json!({ "type": "prompt", "message": command }));
+        assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+        if let Some(answer) = answer
+            && !agent.since(mark).iter().any(|e| is_notice(e, answer))
+        {
+            agent.wait_for(answer, |e| is_notice(e, answer));
+        }
+    }
+}
+
+#[test]
+fn live_program_pi() {
+    live_program(Side::Pi);
+}
+
+#[test]
+fn live_program_pichamber() {
+    live_program(Side::Pichamber);
 }
 
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's

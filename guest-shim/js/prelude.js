@@ -60,7 +60,21 @@ const eventLoop = {
     pendingOps.delete(id);
     op.resolve(JSON.parse(outcomeJson));
   },
+  // What a spawned program sent: "stdout"/"stderr" with a Uint8Array, "exit" with {code,
+  // signal} when it exited, "closed" once its output ended too (the last).
+  programOutput(id, kind, data) {
+    const program = programs.get(id);
+    if (!program) return;
+    if (kind === "closed") programs.delete(id);
+    try {
+      program(kind, data);
+    } catch (err) {
+      hostCall("log", "error", `Uncaught error in a child process handler: ${errorStack(err) ?? errorText(err)}`);
+    }
+  },
 };
+// Programs running with live stdio, by host handle: the function their output goes to.
+const programs = new Map();
 globalThis.__pichamber_loop = eventLoop;
 
 // As in Node, a timer's delay is at least 1 ms (setTimeout(fn, 0) waits a millisecond); only
@@ -365,11 +379,32 @@ async function runBuiltinTool(tool, params, updateCallId, { cwd, signal } = {}) 
   if ("error" in outcome) throw new Error(outcome.error);
   return outcome.ok;
 }
+/**
+ * Starts a program with live stdio under the run capability (child_process.spawn); `onOutput`
+ * gets ("stdout" | "stderr", Uint8Array) as it arrives, ("exit", {code, signal}) when it
+ * exits, and ("closed") last, when its output has ended too. Returns its controls; throws the
+ * host's refusal.
+ */
+function spawnProgram(command, args, { cwd, env } = {}, onOutput) {
+  const native = globalThis.__programs;
+  const pairs = Object.entries(env ?? {})
+    .filter(([, value]) => value !== undefined)
+    .map(([name, value]) => [name, String(value)]);
+  const id = native.spawn(String(command), (args ?? []).map(String), cwd === undefined ? undefined : String(cwd), pairs);
+  programs.set(id, onOutput);
+  return {
+    id,
+    write: (bytes) => native.write(id, bytes),
+    closeStdin: () => native.closeStdin(id),
+    kill: (signal) => native.kill(id, signal),
+  };
+}
 /** fetch, carried out by the host: `{cancelled}`, `{error}` or `{ok: response}`. */
 const fetchOperation = (request, signal) => startOperation({ op: "fetch", ...request }, signal);
 globalThis.__pichamber_internal = {
   exec,
   execBlocking,
+  spawnProgram,
   builtinTools,
   runBuiltinTool,
   fetchOperation,

@@ -83,6 +83,7 @@ fn start_runtime() -> Result<Runtime, String> {
             qjs::JS_SetModuleLoaderFunc(rt, None, Some(load_module), std::ptr::null_mut());
         }
         hostcall::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        crate::programs::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
             .map_err(|e| js_error_text(&ctx, e))?;
@@ -197,6 +198,7 @@ pub fn poll() -> Option<u64> {
                         .and_then(|f| f.call::<_, ()>(()));
                     progressed = true;
                 }
+                progressed |= crate::programs::deliver(&ctx);
                 if !progressed {
                     while ctx.execute_pending_job() {}
                     break;
@@ -251,7 +253,7 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
             .and_then(|f| f.call(()))
             .map_err(|e| js_error_text(ctx, e))?;
         let (next_timer, pending_ops) = (state[0], state[1]);
-        if next_timer < 0.0 && pending_ops == 0.0 {
+        if next_timer < 0.0 && pending_ops == 0.0 && crate::programs::live() == 0 {
             return Err(
                 "the extension awaits a promise that nothing will ever settle (no timer or \
                  pending operation is left)"
@@ -268,10 +270,12 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
                     .map_err(|e| js_error_text(ctx, e))?;
             }
             None => {
+                // A timer is due, or a program sent something.
                 event_loop
                     .get::<_, Function>("fireTimers")
                     .and_then(|f| f.call::<_, ()>(()))
                     .map_err(|e| js_error_text(ctx, e))?;
+                crate::programs::deliver(ctx);
             }
         }
     }

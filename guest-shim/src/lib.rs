@@ -17,6 +17,7 @@ mod engine;
 mod fs;
 mod hostcall;
 mod modules;
+mod programs;
 mod zlib;
 
 use bindings::exports::pichamber::extension::guest::{

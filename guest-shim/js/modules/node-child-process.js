@@ -1,12 +1,14 @@
-// node:child_process for pichamber. Programs run through the host via
-// `globalThis.__pichamber_internal.exec(command, args, { cwd, timeout, signal })`, which
-// resolves to { stdout, stderr, code, killed } once the program has finished; the host decides
-// whether a program may run at all. Output therefore arrives in one piece ('data' fires once per
-// stream), and a child's stdin cannot be written. The synchronous variants block the extension
-// (not the host) until the program ends, through `__pichamber_internal.execBlocking`.
+// node:child_process for pichamber; the host decides whether a program may run at all.
+// `spawn` runs it with live stdio (`__pichamber_internal.spawnProgram`): stdin is a Writable,
+// stdout and stderr Readables fed as output arrives, signals reach the program. exec and
+// execFile collect the whole output (`__pichamber_internal.exec`, which resolves to
+// { stdout, stderr, code, killed } once the program has finished: 'data' fires once per
+// stream). The synchronous variants block the extension (not the host) until the program
+// ends, through `__pichamber_internal.execBlocking`.
 
 import { EventEmitter } from "pichamber:node/events";
 import { Buffer } from "pichamber:node/buffer";
+import { Readable, Writable } from "pichamber:node/stream";
 
 const customPromisify = Symbol.for("nodejs.util.promisify.custom");
 let nextPid = 1000;
@@ -297,6 +299,7 @@ export function spawn(command, args, options) {
     cmd = shellFor(opts);
     argv = ["-c", line];
   }
+  if (typeof globalThis.__pichamber_internal?.spawnProgram === "function") return spawnLive(cmd, argv, opts);
   const child = new ChildProcess();
   queueMicrotask(() => child.emit("spawn"));
   start(child, cmd, argv, opts).then(
@@ -318,6 +321,139 @@ export function spawn(command, args, options) {
     },
   );
   return child;
+}
+
+// Node's `stdio` option as three entries: "pipe", or null for a stream the child does not
+// share with the extension ("ignore", "inherit": the host's terminal is not the extension's).
+function stdioModes(stdio) {
+  const list = typeof stdio === "string" ? [stdio, stdio, stdio] : Array.isArray(stdio) ? stdio : [];
+  return [0, 1, 2].map((i) => {
+    const mode = list[i] ?? "pipe";
+    return mode === "pipe" || mode === "overlapped" ? "pipe" : null;
+  });
+}
+
+// How long a write waits before it is offered again when the host's queue for the program's
+// stdin is full (the program is not reading): Writable's own buffer holds the rest meanwhile.
+const STDIN_RETRY_MS = 5;
+
+function spawnLive(cmd, argv, opts) {
+  const child = new ChildProcess();
+  child.spawnfile = cmd;
+  child.spawnargs = [cmd, ...argv];
+  const [inMode, outMode, errMode] = stdioModes(opts.stdio);
+  let program = null;
+  let exited = false;
+
+  const feed = (bytes, callback) => {
+    if (exited) return callback(codeError("EPIPE", "write EPIPE"));
+    try {
+      program.write(bytes);
+      callback();
+    } catch (err) {
+      if (/not read yet/.test(err?.message)) setTimeout(() => feed(bytes, callback), STDIN_RETRY_MS);
+      else callback(codeError("EPIPE", err?.message ?? "write EPIPE"));
+    }
+  };
+  const stdin = new Writable({
+    decodeStrings: true,
+    write(chunk, encoding, callback) {
+      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk, encoding);
+      feed(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), callback);
+    },
+    final(callback) {
+      if (!exited) program?.closeStdin();
+      callback();
+    },
+    destroy(err, callback) {
+      if (!exited) program?.closeStdin();
+      callback(err);
+    },
+  });
+  const reader = () => new Readable({ read() {} });
+  const stdout = reader();
+  const stderr = reader();
+  child.stdin = inMode ? stdin : null;
+  child.stdout = outMode ? stdout : null;
+  child.stderr = errMode ? stderr : null;
+  child.stdio = [child.stdin, child.stdout, child.stderr];
+
+  // 'close' comes once the program exited and its piped streams are done, as in Node.
+  let openStreams = 1 + (outMode ? 1 : 0) + (errMode ? 1 : 0);
+  const streamDone = () => {
+    if (--openStreams === 0) child.emit("close", child.exitCode, child.signalCode);
+  };
+  for (const stream of [child.stdout, child.stderr]) stream?.once("close", streamDone);
+
+  const onOutput = (kind, data) => {
+    if (kind === "stdout" && outMode) stdout.push(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+    else if (kind === "stderr" && errMode) stderr.push(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+    else if (kind === "exit") {
+      exited = true;
+      child.exitCode = data.code ?? null;
+      child.signalCode = data.signal ?? null;
+      child.emit("exit", child.exitCode, child.signalCode);
+      if (!stdin.destroyed) stdin.destroy();
+    } else if (kind === "closed") {
+      for (const stream of [child.stdout, child.stderr]) {
+        if (!stream) continue;
+        stream.push(null);
+        // Node flushes what nobody reads, so 'close' does not wait for a reader.
+        if (!stream._readableState.readableListening) stream.resume();
+      }
+      streamDone();
+    }
+  };
+
+  try {
+    program = globalThis.__pichamber_internal.spawnProgram(cmd, argv, { cwd: opts.cwd, env: opts.env }, onOutput);
+  } catch (error) {
+    const err = error instanceof Error ? error : new Error(String(error));
+    err.code ??= /denied|refused/.test(err.message) ? "EACCES" : "ENOENT";
+    err.errno ??= err.code === "EACCES" ? -13 : -2;
+    err.syscall ??= `spawn ${cmd}`;
+    err.path ??= cmd;
+    err.spawnargs ??= argv;
+    exited = true;
+    child.pid = undefined;
+    queueMicrotask(() => {
+      child.emit("error", err);
+      child.emit("close", err.errno, null);
+      for (const stream of [child.stdin, child.stdout, child.stderr]) stream?.destroy();
+    });
+    return child;
+  }
+  child._program = program;
+  child.kill = (signal = "SIGTERM") => {
+    if (exited) return false;
+    const name = typeof signal === "number" ? signalName(signal) : String(signal);
+    const sent = program.kill(name);
+    if (sent) child.killed = true;
+    return sent;
+  };
+  const external = opts.signal;
+  if (external) {
+    const onAbort = () => {
+      if (child.kill(opts.killSignal ?? "SIGTERM")) child.emit("error", abortError(external));
+    };
+    if (external.aborted) queueMicrotask(onAbort);
+    else external.addEventListener?.("abort", onAbort, { once: true });
+  }
+  if (opts.timeout > 0) {
+    const timer = setTimeout(() => child.kill(opts.killSignal ?? "SIGTERM"), opts.timeout);
+    child.once("exit", () => clearTimeout(timer));
+  }
+  queueMicrotask(() => child.emit("spawn"));
+  return child;
+}
+
+const SIGNALS = { 1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 9: "SIGKILL", 10: "SIGUSR1", 12: "SIGUSR2", 15: "SIGTERM" };
+const signalName = (number) => SIGNALS[number] ?? `SIG${number}`;
+
+function codeError(code, message) {
+  const err = new Error(message);
+  err.code = code;
+  return err;
 }
 
 export function fork() {

@@ -33,13 +33,16 @@ pub struct Grants {
     pub secrets: Vec<crate::secrets::Secret>,
 }
 
-/// A program an extension asks to run (`pi.exec(command, args, { cwd, timeout })`).
+/// A program an extension asks to run (`pi.exec(command, args, { cwd, timeout })`,
+/// `child_process.spawn(command, args, { cwd, env })`).
 #[derive(Debug, Clone, Default)]
 pub struct ProgramRequest {
     pub command: String,
     pub args: Vec<String>,
     pub cwd: Option<String>,
     pub timeout_ms: Option<u32>,
+    /// Variables the extension sets, over the granted ones; see [`Grants::program_env`].
+    pub env: Vec<(String, String)>,
 }
 
 /// What a program run for an extension left: its capped output and how it ended.
@@ -120,10 +123,24 @@ impl Grants {
         confined_or_refused(prepared, self.allow_unconfined_run, program)
     }
 
-    /// The scrubbed environment a program runs with: a fixed PATH and the granted variables.
-    pub fn program_env(&self) -> Vec<(String, String)> {
+    /// The scrubbed environment a program runs with: a fixed PATH, the granted variables,
+    /// then what the extension set itself. PATH and the dynamic loader's variables (`LD_*`)
+    /// stay the host's whatever the extension sets: they decide which file a granted program
+    /// name runs and what it loads, which is the operator's grant, not the extension's.
+    pub fn program_env(&self, set: &[(String, String)]) -> Vec<(String, String)> {
         let mut env = vec![("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())];
         env.extend(self.env_pairs());
+        let settable = |name: &str, value: &str| {
+            !name.is_empty()
+                && name != "PATH"
+                && !name.starts_with("LD_")
+                && !name.contains(['=', '\0'])
+                && !value.contains('\0')
+        };
+        for (name, value) in set.iter().filter(|(n, v)| settable(n, v)) {
+            env.retain(|(n, _)| n != name);
+            env.push((name.clone(), value.clone()));
+        }
         env
     }
 
@@ -156,16 +173,16 @@ impl Grants {
         }
     }
 
-    /// Runs a granted program: no shell, scrubbed environment, confined to the grants (in a
-    /// granted tree or the session's folder), timeout, capped output.
-    pub async fn run_program(
+    /// A granted program, ready to start: no shell, scrubbed environment, confined to the
+    /// grants, in a granted tree or the session's folder, killed when its handle drops.
+    fn program_command(
         &self,
-        request: ProgramRequest,
-        default_cwd: String,
-    ) -> Result<ProgramOutput, String> {
+        request: &ProgramRequest,
+        default_cwd: &str,
+    ) -> Result<tokio::process::Command, String> {
         self.check_run(&request.command)?;
-        let cwd = PathBuf::from(request.cwd.unwrap_or_else(|| default_cwd.clone()));
-        self.check_program_cwd(&request.command, &cwd, Path::new(&default_cwd))?;
+        let cwd = PathBuf::from(request.cwd.as_deref().unwrap_or(default_cwd));
+        self.check_program_cwd(&request.command, &cwd, Path::new(default_cwd))?;
         let confinement = self.program_confinement(&request.command)?;
         let mut command = tokio::process::Command::new(&request.command);
         if let Some(confinement) = &confinement {
@@ -175,12 +192,36 @@ impl Grants {
             .args(&request.args)
             .current_dir(cwd)
             .env_clear()
-            .envs(self.program_env())
-            .stdin(Stdio::null())
+            .envs(self.program_env(&request.env))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        Ok(command)
+    }
+
+    /// Starts a granted program with live stdio (`child_process.spawn`): its stdin, stdout
+    /// and stderr are pipes the caller drives; it runs until it ends or the handle drops.
+    pub fn spawn_program(
+        &self,
+        request: &ProgramRequest,
+        default_cwd: &str,
+    ) -> Result<tokio::process::Child, String> {
+        let mut command = self.program_command(request, default_cwd)?;
+        command.stdin(Stdio::piped());
+        command
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", request.command))
+    }
+
+    /// Runs a granted program to its end ([`Self::program_command`]): timeout, capped output.
+    pub async fn run_program(
+        &self,
+        request: ProgramRequest,
+        default_cwd: String,
+    ) -> Result<ProgramOutput, String> {
+        let mut command = self.program_command(&request, &default_cwd)?;
         let mut child = command
+            .stdin(Stdio::null())
             .spawn()
             .map_err(|e| format!("exec {}: {e}", request.command))?;
         let mut stdout = child.stdout.take().unwrap();

@@ -183,22 +183,25 @@ pub async fn serve(
         let output = output.clone();
         async move {
             let mut session = session;
+            let shared = session.shared.clone();
             loop {
-                // Extension timers due while idle run too.
+                // Extension timers due while idle run too, and what their programs sent.
                 let next_timer = session.poll().await;
-                let item = match next_timer {
-                    Some(delay) => {
-                        match tokio::time::timeout(
-                            delay.max(Duration::from_millis(1)),
-                            queue.recv(),
-                        )
-                        .await
-                        {
-                            Ok(item) => item,
-                            Err(_) => continue,
+                let next = async {
+                    match next_timer {
+                        Some(delay) => {
+                            tokio::time::timeout(delay.max(Duration::from_millis(1)), queue.recv())
+                                .await
                         }
+                        None => Ok(queue.recv().await),
                     }
-                    None => queue.recv().await,
+                };
+                let item = tokio::select! {
+                    item = next => match item {
+                        Ok(item) => item,
+                        Err(_) => continue,
+                    },
+                    () = shared.activity.notified() => continue,
                 };
                 match item {
                     Some(Work::Command(id, command)) => {

@@ -169,6 +169,9 @@ pub trait ExtensionHost: Send + Sync {
 
     /// Asks the user (only when the session has UI and the dialog budget let it through).
     fn dialog(&self, request: UiRequest) -> BoxFuture<'static, DialogAnswer>;
+    /// Asks for the instance to be polled soon: work it left running (a program it spawned)
+    /// has something for it while no call runs.
+    fn wake(&self);
     /// Carries out `work` under `grants` (the instance's: they change when a user approves).
     fn work(
         &self,

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use pichamber_access::ProgramRequest;
 use serde_json::{Value, json};
 use wasmtime::Result;
 
@@ -15,8 +16,11 @@ use super::boundary::{
 use super::extension_host::{FlagSpec, HostWork, WorkDone};
 use super::instance::{ExtensionState, WallDeadlineExceeded};
 use super::latest::pichamber::extension::host::Host;
+use super::latest::pichamber::extension::programs as programs_api;
 use super::latest::pichamber::extension::types;
 use super::limits::{Exceeded, Kind};
+use super::operations::Waited;
+use super::programs::Output;
 use super::schema_cost::check_schema_cost;
 use super::ui::{DialogAnswer, UiRequest};
 use super::wit::{
@@ -738,26 +742,31 @@ impl Host for ExtensionState {
         if self.wall_used() > self.call_wall_timeout {
             return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
         }
-        let pending = self.operations.pending() > 0;
+        // A running program is pending work: its output or its end wakes the guest.
+        let programs = (self.programs.running() > 0).then(|| self.programs.arrival());
+        let woken = programs.as_deref();
+        let pending = self.operations.pending() > 0 || woken.is_some();
         let asked = timeout_ms.map(Duration::from_millis);
         // A zero timeout only collects what is done: running on, not waiting (a loop of
         // setImmediate must still meet the per-call limit).
         let waited = asked != Some(Duration::ZERO) && (asked.is_some() || pending);
-        let completion = if self.operations.person_pending() {
+        let waited_for = if self.operations.person_pending() {
             // A dialog is pending: a person answers in their own time (each dialog ends at
             // its own timeout), which is not charged to the call's wall budget.
             let started = Instant::now();
-            let completion = self.operations.wait(asked).await;
+            let waited_for = self.operations.wait(asked, woken).await;
             self.excluded += started.elapsed();
-            completion
+            waited_for
         } else {
             // Timers, programs and fetches wait as long as the wall budget allows.
             let left = self.wall_left();
             match asked {
-                Some(asked) if asked <= left => self.operations.wait(Some(asked)).await,
-                _ => match self.operations.wait(Some(left)).await {
-                    Some(completion) => Some(completion),
-                    None => return Err(WallDeadlineExceeded(self.call_wall_timeout).into()),
+                Some(asked) if asked <= left => self.operations.wait(Some(asked), woken).await,
+                _ => match self.operations.wait(Some(left), woken).await {
+                    Waited::TimedOut => {
+                        return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
+                    }
+                    other => other,
                 },
             }
         };
@@ -765,9 +774,84 @@ impl Host for ExtensionState {
             // Time spent waiting is not time spent running: restart the per-call clock.
             self.running_since = Instant::now();
         }
-        Ok(completion)
+        Ok(match waited_for {
+            Waited::Completed(completion) => Some(completion),
+            Waited::TimedOut | Waited::Woken => None,
+        })
     }
 }
+
+impl programs_api::Host for ExtensionState {
+    fn spawn(&mut self, request: programs_api::SpawnRequest) -> Result<Result<u32, String>> {
+        if let Err(e) = self.programs.check_room() {
+            return Ok(Err(e));
+        }
+        if request.args.len() > MAX_PROGRAM_ARGS
+            || request.env.len() > MAX_PROGRAM_ARGS
+            || request.command.len()
+                + request.args.iter().map(String::len).sum::<usize>()
+                + request
+                    .env
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>()
+                > MAX_JSON_BYTES
+        {
+            return Ok(Err(format!(
+                "spawn of '{}' refused: too many or too long arguments or variables",
+                truncate(&request.command, MAX_NAME_BYTES)
+            )));
+        }
+        let program = ProgramRequest {
+            command: request.command,
+            args: request.args,
+            cwd: request.cwd,
+            timeout_ms: None,
+            env: request.env,
+        };
+        let started = self
+            .grants
+            .spawn_program(&program, &self.host.facts().cwd)
+            .and_then(|child| self.programs.adopt(child));
+        Ok(started)
+    }
+
+    fn write(&mut self, program: u32, data: Vec<u8>) -> Result<Result<(), String>> {
+        Ok(self.programs.write(program, data))
+    }
+
+    fn close_stdin(&mut self, program: u32) -> Result<()> {
+        self.programs.close_stdin(program);
+        Ok(())
+    }
+
+    fn kill(&mut self, program: u32, signal: String) -> Result<bool> {
+        Ok(self.programs.kill(program, &signal))
+    }
+
+    fn take_output(&mut self) -> Result<Vec<programs_api::OutputItem>> {
+        use programs_api::{OutputItem, ProgramExit, ProgramOutput};
+        Ok(self
+            .programs
+            .take_output()
+            .into_iter()
+            .map(|(program, output)| OutputItem {
+                program,
+                output: match output {
+                    Output::Stdout(data) => ProgramOutput::Stdout(data),
+                    Output::Stderr(data) => ProgramOutput::Stderr(data),
+                    Output::Exit { code, signal } => {
+                        ProgramOutput::Exit(ProgramExit { code, signal })
+                    }
+                    Output::Closed => ProgramOutput::Closed,
+                },
+            })
+            .collect())
+    }
+}
+
+/// Most arguments (and, separately, variables) one spawned program may be given.
+const MAX_PROGRAM_ARGS: usize = 4096;
 
 /// Most headers one fetch may send, and the most bytes of one.
 const MAX_FETCH_HEADERS: usize = 256;

@@ -16,6 +16,7 @@ use super::boundary::MAX_JSON_BYTES;
 use super::extension_host::ExtensionHost;
 use super::limits::{Meter, Registry};
 use super::operations::Operations;
+use super::programs::Programs;
 use super::wasi::Determinism;
 use super::wit::{CompletionItem, LoadContext, ModuleSource};
 use super::{Guest, GuestPre};
@@ -68,6 +69,8 @@ pub struct ExtensionState {
     pub(super) has_ui: bool,
     pub(super) grants: Arc<Grants>,
     pub(super) operations: Operations,
+    /// Programs it runs with live stdio (`child_process.spawn`).
+    pub(super) programs: Programs,
     /// When the guest last started running (a call began, or `wait` returned).
     pub(super) running_since: Instant,
     call_timeout: Duration,
@@ -251,6 +254,10 @@ impl ExtensionInstance {
             host: host.clone(),
             grants: options.grants.clone(),
             operations: Operations::default(),
+            programs: Programs::new({
+                let host = host.clone();
+                Box::new(move || host.wake())
+            }),
             running_since: Instant::now(),
             call_timeout: options.call_timeout,
             call_started: Instant::now(),

@@ -15,6 +15,7 @@ mod host_api;
 mod instance;
 mod limits;
 mod operations;
+mod programs;
 pub mod schema_cost;
 mod since_v0_1_0;
 pub mod snapshot;

@@ -9,7 +9,16 @@ use std::time::Duration;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use futures::stream::{FuturesUnordered, StreamExt};
 
+use tokio::sync::Notify;
+
 use super::wit::{Completion, Outcome};
+
+/// How a [`Operations::wait`] ended.
+pub enum Waited {
+    Completed(Completion),
+    TimedOut,
+    Woken,
+}
 
 type Running = BoxFuture<'static, (u32, Result<Outcome, futures::future::Aborted>)>;
 
@@ -57,38 +66,54 @@ impl Operations {
         }
     }
 
-    /// The next completed operation, or `None` once `timeout` passed (at once when nothing is
-    /// pending and there is no timeout).
-    pub async fn wait(&mut self, timeout: Option<Duration>) -> Option<Completion> {
+    /// The next completed operation, or why there is none: `timeout` passed (at once when
+    /// nothing is pending and there is no timeout), or `woken` was notified (a program's
+    /// output arrived, which the guest collects itself). `woken` counts as pending work.
+    pub async fn wait(&mut self, timeout: Option<Duration>, woken: Option<&Notify>) -> Waited {
         if timeout == Some(Duration::ZERO) {
             // The guest's poll between calls: what is done now, without a timer, whose
             // resolution (a millisecond) would make every poll cost a whole tick.
-            return self.done_now();
+            return self.done_now().map_or(Waited::TimedOut, Waited::Completed);
         }
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-        loop {
-            if self.running.is_empty() {
-                if let Some(deadline) = deadline {
-                    tokio::time::sleep_until(deadline).await;
-                }
-                return None;
+        let wakeable = woken.is_some();
+        let woken = async {
+            match woken {
+                Some(notify) => notify.notified().await,
+                None => std::future::pending().await,
             }
-            let next = match deadline {
-                Some(deadline) => {
-                    match tokio::time::timeout_at(deadline, self.running.next()).await {
-                        Ok(next) => next,
-                        Err(_) => return None,
-                    }
+        };
+        tokio::pin!(woken);
+        loop {
+            let idle = self.running.is_empty();
+            if idle && deadline.is_none() && !wakeable {
+                return Waited::TimedOut;
+            }
+            let sleep = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
                 }
-                None => self.running.next().await,
+            };
+            let next = async {
+                if idle {
+                    std::future::pending().await
+                } else {
+                    self.running.next().await
+                }
+            };
+            let next = tokio::select! {
+                next = next => next,
+                () = sleep => return Waited::TimedOut,
+                () = &mut woken => return Waited::Woken,
             };
             match next {
                 Some((id, Ok(outcome))) => {
                     self.handles.remove(&id);
-                    return Some(Completion { id, outcome });
+                    return Waited::Completed(Completion { id, outcome });
                 }
                 Some((_, Err(_aborted))) => continue,
-                None => return None,
+                None => return Waited::TimedOut,
             }
         }
     }

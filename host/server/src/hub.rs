@@ -1706,17 +1706,24 @@ async fn own_session(
 ) {
     // Cluster mode: the name and title its record on NATS carries (for other nodes' lists).
     let mut recorded = (Value::Null, Value::Null);
+    let shared = session.shared.clone();
     loop {
         let next_timer = session.poll().await;
-        let item = match next_timer {
-            Some(delay) => {
-                match tokio::time::timeout(delay.max(Duration::from_millis(1)), queue.recv()).await
-                {
-                    Ok(item) => item,
-                    Err(_) => continue,
+        let next = async {
+            match next_timer {
+                Some(delay) => {
+                    tokio::time::timeout(delay.max(Duration::from_millis(1)), queue.recv()).await
                 }
+                None => Ok(queue.recv().await),
             }
-            None => queue.recv().await,
+        };
+        // An extension's program wrote or ended: poll again.
+        let item = tokio::select! {
+            item = next => match item {
+                Ok(item) => item,
+                Err(_) => continue,
+            },
+            () = shared.activity.notified() => continue,
         };
         match item {
             Some(Work::Wake) => {}

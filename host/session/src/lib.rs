@@ -216,6 +216,7 @@ impl Session {
             bash_abort: tokio::sync::watch::channel(false).0,
             retry_abort: tokio::sync::watch::channel(false).0,
             nested,
+            activity: tokio::sync::Notify::new(),
         });
         Self {
             shared,

@@ -901,6 +901,10 @@ impl ExtensionHost for ExtensionPort {
         .boxed()
     }
 
+    fn wake(&self) {
+        self.shared.activity.notify_one();
+    }
+
     fn work(
         &self,
         grants: &Arc<Grants>,
@@ -1047,6 +1051,7 @@ fn program_request(request: ExecRequest) -> ProgramRequest {
         args: request.args,
         cwd: request.cwd,
         timeout_ms: request.timeout_ms,
+        env: Vec::new(),
     }
 }
 

@@ -39,6 +39,9 @@ pub struct SessionShared {
     pub retry_abort: tokio::sync::watch::Sender<bool>,
     /// Nested tool calls (`ctx.executeTool`) on their way from ports to the session.
     pub nested: crate::nested::NestedCalls,
+    /// Notified when an extension has something to run between calls (a program it spawned
+    /// wrote or ended): whoever owns the session polls it ([`crate::Session::poll`]).
+    pub activity: tokio::sync::Notify,
 }
 
 impl SessionShared {

@@ -41,7 +41,7 @@ pub async fn run(
     };
     let options = ExecOptions {
         model_accepts_images: None,
-        env: Some(grants.program_env()),
+        env: Some(grants.program_env(&[])),
         confinement,
         pi,
         ..ExecOptions::default()
