@@ -264,6 +264,24 @@ lazyGlobal("atob", "pichamber:node/buffer", "atob");
 lazyGlobal("btoa", "pichamber:node/buffer", "btoa");
 lazyGlobal("URL", "pichamber:node/url", "URLPolyfill");
 lazyGlobal("URLSearchParams", "pichamber:node/url", "URLSearchParamsPolyfill");
+// WHATWG streams (node:stream/web), which npm packages use as globals (an SSE parser that
+// extends TransformStream, the MCP SDK's transports).
+for (const name of [
+  "ReadableStream",
+  "ReadableStreamDefaultReader",
+  "ReadableStreamDefaultController",
+  "WritableStream",
+  "WritableStreamDefaultWriter",
+  "WritableStreamDefaultController",
+  "TransformStream",
+  "TransformStreamDefaultController",
+  "ByteLengthQueuingStrategy",
+  "CountQueuingStrategy",
+  "TextEncoderStream",
+  "TextDecoderStream",
+]) {
+  lazyGlobal(name, "pichamber:web-streams", name);
+}
 // The engine has no Intl: Intl.Segmenter, which extensions use to measure text, is provided.
 lazyGlobal("Intl", "pichamber:intl", "Intl");
 // Node's name for the global object (code written for Node and browsers looks for `global`,
