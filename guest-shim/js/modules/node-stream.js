@@ -1,11 +1,12 @@
 // node:stream for pichamber: Readable, Writable, Duplex, Transform and PassThrough with Node's
 // events and backpressure (highWaterMark, push/write return values, 'drain'), paused and
 // flowing modes, pipe, async iteration, Readable.from, pipeline (streams, iterables and async
-// generator stages) and finished; stream/promises has the promise forms. Web streams are not
-// here: the guest has no ReadableStream for Readable.toWeb to return.
+// generator stages) and finished; stream/promises has the promise forms. Readable and Writable
+// convert to and from web streams (fromWeb/toWeb, over web-streams.js).
 import { Buffer } from "pichamber:node/buffer";
 import { EventEmitter } from "pichamber:node/events";
 import { StringDecoder } from "pichamber:node/string_decoder";
+import { ReadableStream, WritableStream, CountQueuingStrategy, ByteLengthQueuingStrategy } from "pichamber:web-streams";
 
 const tick = (fn, ...args) => process.nextTick(fn, ...args);
 
@@ -961,6 +962,188 @@ export function addAbortSignal(signal, stream) {
   else signal.addEventListener("abort", abort, { once: true });
   return stream;
 }
+
+// ---- web streams ------------------------------------------------------------------------------
+// Node's bridges between its streams and the WHATWG ones: each side's end, error and
+// backpressure reach the other.
+
+function abortError(cause) {
+  const err = new Error("The operation was aborted", cause === undefined ? undefined : { cause });
+  err.name = "AbortError";
+  err.code = "ABORT_ERR";
+  return err;
+}
+// A premature close seen from the web side is an abort, as in Node.
+const asWebError = (err) => (err?.code === "ERR_STREAM_PREMATURE_CLOSE" ? abortError(err) : err);
+
+function settleable() {
+  const d = {};
+  d.promise = new Promise((resolve, reject) => Object.assign(d, { resolve, reject }));
+  return d;
+}
+
+/** A ReadableStream of the Readable's chunks; a read pulls (resumes) it, a full queue pauses it. */
+Readable.toWeb = function toWeb(readable, options = {}) {
+  const objectMode = readable.readableObjectMode;
+  const highWaterMark = readable.readableHighWaterMark;
+  const strategy = options?.strategy ?? (objectMode ? new CountQueuingStrategy({ highWaterMark }) : new ByteLengthQueuingStrategy({ highWaterMark }));
+  let controller;
+  const onData = (chunk) => {
+    // A copy, as Node makes: the web side owns its bytes.
+    if (!objectMode && Buffer.isBuffer(chunk)) chunk = new Uint8Array(chunk);
+    controller.enqueue(chunk);
+    if (controller.desiredSize <= 0) readable.pause();
+  };
+  readable.on("data", onData);
+  const cleanup = finished(readable, (err) => {
+    cleanup();
+    readable.removeListener("data", onData);
+    if (err) controller.error(asWebError(err));
+    else controller.close();
+  });
+  return new ReadableStream(
+    {
+      start(c) {
+        controller = c;
+      },
+      pull() {
+        readable.resume();
+      },
+      cancel(reason) {
+        readable.destroy(reason);
+      },
+    },
+    strategy,
+  );
+};
+
+/** A Readable that reads the web stream (locking it); destroying it cancels the stream. */
+Readable.fromWeb = function fromWeb(stream, options = {}) {
+  if (!(stream instanceof ReadableStream)) {
+    throw codeError("ERR_INVALID_ARG_TYPE", 'The "readableStream" argument must be an instance of ReadableStream.', TypeError);
+  }
+  const { highWaterMark, encoding, objectMode = false, signal } = options ?? {};
+  const reader = stream.getReader();
+  let closed = false;
+  const readable = new Readable({
+    objectMode,
+    highWaterMark,
+    encoding,
+    signal,
+    read() {
+      reader.read().then(
+        ({ value, done }) => readable.push(done ? null : value),
+        (err) => readable.destroy(err),
+      );
+    },
+    destroy(err, cb) {
+      if (closed) return cb(err);
+      reader.cancel(err ?? undefined).then(
+        () => cb(err),
+        () => cb(err),
+      );
+    },
+  });
+  reader.closed.then(
+    () => {
+      closed = true;
+    },
+    (err) => {
+      closed = true;
+      readable.destroy(err);
+    },
+  );
+  return readable;
+};
+
+/** A WritableStream writing to the Writable; a write waits for 'drain' when the Writable is full. */
+Writable.toWeb = function toWeb(writable) {
+  const highWaterMark = writable.writableHighWaterMark;
+  let controller;
+  let drained; // what a write waits on while the Writable is over its highWaterMark
+  let ending; // what close() waits on until 'finish'
+  writable.on("drain", () => drained?.resolve());
+  const cleanup = finished(writable, (err) => {
+    cleanup();
+    writable.on("error", () => {});
+    if (err) {
+      err = asWebError(err);
+      drained?.reject(err);
+      ending?.reject(err);
+      controller.error(err);
+    } else if (ending) {
+      ending.resolve();
+    } else {
+      controller.error(abortError());
+    }
+  });
+  return new WritableStream(
+    {
+      start(c) {
+        controller = c;
+      },
+      write(chunk) {
+        if (writable.writableNeedDrain || !writable.write(chunk)) {
+          drained = settleable();
+          return drained.promise.finally(() => {
+            drained = undefined;
+          });
+        }
+      },
+      abort(reason) {
+        writable.destroy(reason);
+      },
+      close() {
+        if (ending || writable.writableEnded) return;
+        ending = settleable();
+        writable.end();
+        return ending.promise;
+      },
+    },
+    // Counted in chunks, as Node does: strings have no byteLength.
+    { highWaterMark },
+  );
+};
+
+/** A Writable that writes to the web stream (locking it); ending it closes the stream. */
+Writable.fromWeb = function fromWeb(stream, options = {}) {
+  if (!(stream instanceof WritableStream)) {
+    throw codeError("ERR_INVALID_ARG_TYPE", 'The "writableStream" argument must be an instance of WritableStream.', TypeError);
+  }
+  const { highWaterMark, decodeStrings = true, objectMode = false, signal } = options ?? {};
+  const writer = stream.getWriter();
+  let closed = false;
+  const writable = new Writable({
+    highWaterMark,
+    decodeStrings,
+    objectMode,
+    signal,
+    write(chunk, encoding, cb) {
+      writer.ready.then(() => writer.write(chunk)).then(() => cb(), cb);
+    },
+    final(cb) {
+      if (!closed) writer.close().then(() => cb(), cb);
+    },
+    destroy(err, cb) {
+      if (closed) return cb(err);
+      (err != null ? writer.abort(err) : writer.close()).then(
+        () => cb(err),
+        () => cb(err),
+      );
+    },
+  });
+  writer.closed.then(
+    () => {
+      closed = true;
+      if (!writable.writableEnded) writable.destroy(prematureClose());
+    },
+    (err) => {
+      closed = true;
+      writable.destroy(err);
+    },
+  );
+  return writable;
+};
 
 export const isReadable = (stream) => !!stream?.readable;
 export const isWritable = (stream) => !!stream?.writable;
