@@ -451,7 +451,8 @@ fn node_globals_and_import_meta_are_there() {
 
 /// node:zlib and node:readline run inside the guest (tests/fixtures/node/platform.ts): Node's
 /// own gzip and deflate output decodes, what the guest compresses decodes again, bad input
-/// and a bomb past `maxOutputLength` fail as in Node, and readline splits a file's lines.
+/// and a bomb past `maxOutputLength` fail as in Node, and readline splits a file's lines;
+/// node:stream and web streams work there too.
 #[test]
 fn zlib_readline_and_streams_work_inside_the_guest() {
     let dir = tempfile::tempdir().unwrap();
@@ -473,6 +474,8 @@ fn zlib_readline_and_streams_work_inside_the_guest() {
         "/readline lines.txt",
         "--command",
         "/stream",
+        "--command",
+        "/webstreams",
     ]);
     assert!(ok, "{stderr}");
     let entries = common::of_type(&events, "entry");
@@ -501,6 +504,20 @@ fn zlib_readline_and_streams_work_inside_the_guest() {
     assert_eq!(
         entries[2]["entry"]["data"],
         json!({ "seen": ["AA", "BB", "CC", "!"], "lines": ["one", "two"], "decoded": "|€" })
+    );
+    // Web streams in the guest: a TransformStream subclass after a TextDecoderStream fed
+    // characters cut in two, tee and pipeTo, Readable.fromWeb, a loop's break cancelling, a
+    // surrogate pair split across TextEncoderStream's chunks.
+    assert_eq!(
+        entries[3]["entry"]["data"],
+        json!({
+            "lines": ["data: héllo", "data: €uro", "last"],
+            "written": ["x", "y", "z"],
+            "viaNode": "xyz",
+            "cancelled": "yes",
+            "encoded": [240, 159, 152, 128],
+            "sameGlobal": true,
+        })
     );
 }
 
