@@ -452,7 +452,7 @@ fn node_globals_and_import_meta_are_there() {
 /// node:zlib and node:readline run inside the guest (tests/fixtures/node/platform.ts): Node's
 /// own gzip and deflate output decodes, what the guest compresses decodes again, bad input
 /// and a bomb past `maxOutputLength` fail as in Node, and readline splits a file's lines;
-/// node:stream and web streams work there too.
+/// node:stream, web streams and node:timers work there too.
 #[test]
 fn zlib_readline_and_streams_work_inside_the_guest() {
     let dir = tempfile::tempdir().unwrap();
@@ -476,6 +476,8 @@ fn zlib_readline_and_streams_work_inside_the_guest() {
         "/stream",
         "--command",
         "/webstreams",
+        "--command",
+        "/timers",
     ]);
     assert!(ok, "{stderr}");
     let entries = common::of_type(&events, "entry");
@@ -517,6 +519,20 @@ fn zlib_readline_and_streams_work_inside_the_guest() {
             "cancelled": "yes",
             "encoded": [240, 159, 152, 128],
             "sameGlobal": true,
+        })
+    );
+    // Timers return Node's Timeout handles (pi-mcp-adapter unrefs its health check), and
+    // node:timers/promises waits, yields interval ticks and rejects on abort.
+    assert_eq!(
+        entries[4]["entry"]["data"],
+        json!({
+            "fired": ["once", "tick", "tick", "once"],
+            "chained": true,
+            "idIsNumber": true,
+            "value": "slept",
+            "aborted": "AbortError ABORT_ERR",
+            "ticks": [7, 7, 7],
+            "immediate": "function",
         })
     );
 }

@@ -78,20 +78,65 @@ const programs = new Map();
 globalThis.__pichamber_loop = eventLoop;
 
 // As in Node, a timer's delay is at least 1 ms (setTimeout(fn, 0) waits a millisecond); only
-// setImmediate runs as soon as the loop turns.
+// setImmediate runs as soon as the loop turns. The handle is Node's Timeout (or Immediate):
+// ref/unref (kept for hasRef: an extension's loop lives as long as its session, so neither
+// holds anything open), refresh, and its id as its primitive value (`+timer`, clearTimeout(id)).
+class Timeout {
+  #id;
+  #entry;
+  #ref = true;
+  constructor(entry, id) {
+    this.#entry = entry;
+    this.#id = id;
+  }
+  ref() {
+    this.#ref = true;
+    return this;
+  }
+  unref() {
+    this.#ref = false;
+    return this;
+  }
+  hasRef() {
+    return this.#ref;
+  }
+  /** Starts the delay again from now, even after the timer fired. */
+  refresh() {
+    this.#entry.due = Date.now() + this.#entry.delay;
+    timers.set(this.#id, this.#entry);
+    return this;
+  }
+  close() {
+    timers.delete(this.#id);
+    return this;
+  }
+  [Symbol.toPrimitive]() {
+    return this.#id;
+  }
+}
+class Immediate extends Timeout {
+  refresh() {
+    return this;
+  }
+}
 function addTimer(fn, ms, args, repeat, least = 1) {
   if (typeof fn !== "function") throw new TypeError("The callback must be a function");
-  const delay = Math.max(least, Number(ms) || 0);
+  // Node's range: a delay past 2^31 - 1 ms (or not a number) becomes the least one.
+  let delay = Math.max(least, Number(ms) || 0);
+  if (delay > 2147483647) delay = least;
   const id = nextTimerId++;
-  timers.set(id, { fn, args, due: Date.now() + delay, interval: repeat ? delay : undefined });
-  return id;
+  const entry = { fn, args, delay, due: Date.now() + delay, interval: repeat ? delay : undefined };
+  timers.set(id, entry);
+  return least ? new Timeout(entry, id) : new Immediate(entry, id);
 }
+const clearTimer = (handle) => {
+  if (handle instanceof Timeout) handle.close();
+  else if (typeof handle === "number" || typeof handle === "string") timers.delete(Number(handle));
+};
 globalThis.setTimeout = (fn, ms, ...args) => addTimer(fn, ms, args, false);
 globalThis.setInterval = (fn, ms, ...args) => addTimer(fn, ms, args, true);
-globalThis.clearTimeout = (id) => void timers.delete(typeof id === "object" && id ? id.id : id);
-globalThis.clearInterval = globalThis.clearTimeout;
 globalThis.setImmediate = (fn, ...args) => addTimer(fn, 0, args, false, 0);
-globalThis.clearImmediate = globalThis.clearTimeout;
+globalThis.clearTimeout = globalThis.clearInterval = globalThis.clearImmediate = clearTimer;
 if (typeof globalThis.queueMicrotask !== "function") {
   globalThis.queueMicrotask = (fn) => void Promise.resolve().then(fn);
 }
