@@ -71,7 +71,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-mcp-adapter",
         what: "MCP servers' tools as pi tools",
         monthly_downloads: 2082,
-        note: "Remains: it builds since the guest has `node:stream`; loading needs the web-streams globals (its SSE parser extends `TransformStream`), which the guest does not have yet, and its stdio transport needs `child_process.spawn` with live stdio; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
+        note: "Its stdio MCP servers work: tests/thirdparty.rs calls one through its `mcp` tool, as in pi. Remains: `/mcp` opens a terminal panel (`ctx.ui.custom()`) and awaits its closing, which no RPC client can do: pi never answers that prompt (nor exits after it), pichamber reports the command as awaiting a promise nothing will settle and goes on; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
         random_output: false,
     },
     Package {
@@ -183,8 +183,9 @@ The "first difference" column ends with what investigating it found.
 Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose
 `require` returns the built-in modules and fails with `MODULE_NOT_FOUND` for anything else, as
 optional-dependency probes expect), `@earendil-works/pi-ai/compat` (the old root API of pi-ai,
-which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Intl`) and Node's
-`global`. Versions are the newest the registry offered when picked, except pi-subagents
+which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Intl`), Node's
+`global`, and for pi-mcp-adapter web streams, `child_process.spawn` with live stdio and Node's
+timer handles. Versions are the newest the registry offered when picked, except pi-subagents
 (0.67 asks for pi-ai 0.80 or later), pi-web-access (0.10.7, the last built against
 `@mariozechner/pi-*`, pi 0.73.1's own packages) and pi-mcp-adapter (2.12.1, before a native
 keyring dependency).
@@ -500,6 +501,98 @@ fn third_party_table() {
              it (and commit it)."
         );
     }
+}
+
+/// pi-mcp-adapter end to end: the project's `.mcp.json` names a stdio MCP server
+/// (tests/fixtures/mcp/echo-server.mjs, run by node); the model connects through the
+/// adapter's `mcp` tool, then calls the server's tool twice. Both sides print and send the
+/// same, and the second answer counts two calls: one long-lived server process, spoken to
+/// over live pipes, served both.
+#[test]
+fn mcp_adapter_calls_a_stdio_server() {
+    scenario::name_the_version();
+    assert!(
+        scenario::pi_command().is_some(),
+        "real pi is missing: run tests/setup.sh"
+    );
+    let name = "pi-mcp-adapter";
+    let dir = node_modules().join(name);
+    assert!(
+        dir.join("package.json").exists(),
+        "{name} is not installed: run `npm ci --prefix tests/thirdparty`"
+    );
+    let server = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let config =
+        json!({ "mcpServers": { "echo": { "command": "node", "args": ["echo-server.mjs"] } } });
+    let call = |arguments: Value| json!({ "toolCalls": [{ "name": "mcp", "arguments": arguments }], "usage": { "input": 10, "output": 5 } });
+    let text = |text: &str| json!({ "text": text, "usage": { "input": 10, "output": 5 } });
+    let script = json!({ "turns": [
+        call(json!({ "connect": "echo" })), text("Connected."),
+        call(json!({ "tool": "echo_echo", "args": { "text": "hi" } })), text("Done."),
+        call(json!({ "tool": "echo_echo", "args": { "text": "again" } })), text("Done."),
+    ]});
+    let prompt = |label: &str, text: &str| scenario::Step {
+        label: label.into(),
+        action: scenario::Action::Prompt(text.into()),
+    };
+    let steps = vec![
+        scenario::Step {
+            label: "load".into(),
+            action: scenario::Action::Startup,
+        },
+        prompt("connect", "Connect to the echo server."),
+        prompt("call", "Echo hi."),
+        prompt("call again", "Echo again."),
+    ];
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    scenario::use_private_binary(&root);
+    let run = |kind: Kind, side: &str| {
+        let side_root = root.join(format!("side-{side}"));
+        let workspace = side_root.join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        // The project's own server, inside the workspace: pichamber's programs read only what
+        // is granted.
+        std::fs::copy(&server, workspace.join("echo-server.mjs")).unwrap();
+        std::fs::write(workspace.join(".mcp.json"), config.to_string()).unwrap();
+        let record = scenario::run_side(kind, &dir, side_root.clone(), &script, &steps);
+        keep_log("mcp-echo", side, &record);
+        (record, paths_for(&side_root, name))
+    };
+    let (pi, pi_paths) = run(Kind::Pi, "pi");
+    let (ours, our_paths) = run(Kind::Pichamber, "pichamber");
+
+    // What the server answered reaches the model, on both sides.
+    for (record, side) in [(&pi, "pi"), (&ours, "pichamber")] {
+        let results: Vec<String> = record
+            .requests
+            .iter()
+            .filter_map(|(_, body)| body["messages"].as_array()?.last().cloned())
+            .filter(|m| m["role"] == "tool")
+            .map(|m| match &m["content"] {
+                Value::String(text) => text.clone(),
+                blocks => common::text_of(blocks),
+            })
+            .collect();
+        for expected in ["echo_echo", "echo #1: hi", "echo #2: again"] {
+            assert!(
+                results.iter().any(|r| r.contains(expected)),
+                "{side}: no tool result says {expected:?}: {results:#?}\nstderr: {}",
+                record.stderr
+            );
+        }
+    }
+    let differences = normalise::compare(&pi, &pi_paths, &ours, &our_paths);
+    assert!(
+        differences.is_empty(),
+        "pichamber differs from pi:\n{}",
+        differences
+            .iter()
+            .map(|(label, d)| format!("{label}: {d}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// A package listing several extensions is loaded entry by entry; one listing a single

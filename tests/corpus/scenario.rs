@@ -360,6 +360,8 @@ fn extra_grants(example: &str) -> &'static [&'static str] {
     match example {
         "file-trigger.ts" => &["--allow-write", "/tmp"],
         "truncated-tool.ts" => &["--allow-run", "rg"],
+        // The MCP servers it starts (tests/thirdparty.rs's echo server runs under node).
+        "pi-mcp-adapter" => &["--allow-run", "node"],
         _ => &[],
     }
 }
