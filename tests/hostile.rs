@@ -424,6 +424,10 @@ fn symlinks_planted_in_a_granted_tree_do_not_lead_out_of_it() {
     std::os::unix::fs::symlink(sb.canary_path(), granted.join("link-file")).unwrap();
     std::os::unix::fs::symlink("../outside/canary.txt", granted.join("link-relative")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", granted.join("link-passwd")).unwrap();
+    std::fs::create_dir(granted.join("sub")).unwrap();
+    std::fs::write(granted.join("sub/kept.txt"), "kept").unwrap();
+    std::os::unix::fs::symlink("sub", granted.join("link-sub")).unwrap();
+    std::os::unix::fs::symlink("link-loop", granted.join("link-loop")).unwrap();
     let run = run_pichamber(&[
         &fixture("fs-symlink.ts"),
         &bystander(),
@@ -449,13 +453,24 @@ fn symlinks_planted_in_a_granted_tree_do_not_lead_out_of_it() {
         "mkdir-through-dir-link",
         "delete-through-dir-link",
         "copy-through-link",
+        "readlink",
+        "realpath-out",
+        "realpath-dir-out",
     ] {
         assert_eq!(report[attempt]["code"], "EACCES", "{attempt}: {report}");
     }
     // Planting links is not offered at all.
-    for attempt in ["plant-symlink", "plant-hardlink", "readlink"] {
+    for attempt in ["plant-symlink", "plant-hardlink"] {
         assert_eq!(report[attempt]["code"], "ENOSYS", "{attempt}: {report}");
     }
+    // A link that stays inside is read and resolved, as in Node.
+    assert_eq!(report["readlink-inside"], json!({ "ok": "sub" }));
+    assert_eq!(report["readlink-not-a-link"]["code"], "EINVAL", "{report}");
+    assert_eq!(
+        report["realpath-inside"],
+        json!({ "ok": granted.join("sub/kept.txt").canonicalize().unwrap().to_string_lossy() })
+    );
+    assert_eq!(report["realpath-loop"]["code"], "ELOOP", "{report}");
     assert!(!granted.join("my-link").exists() && !granted.join("copied.txt").exists());
     sb.assert_outside_untouched();
     run.assert_absent(&sb.canary);

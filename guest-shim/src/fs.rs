@@ -144,11 +144,83 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
             .map(|()| Value::Null)
             .map_err(fail),
         "copyFile" => fs::copy(&path, a.str(1)).map(|_| Value::Null).map_err(fail),
-        "realpath" => fs::canonicalize(&path)
+        "realpath" => real_path(&path).map(Value::String).map_err(|e| match e.raw_os_error() {
+            Some(ELOOP) => format!("ELOOP: too many symbolic links encountered, realpath '{path}'"),
+            _ => link_error(fail(e)),
+        }),
+        "readlink" => fs::read_link(&path)
             .map(|p| Value::String(p.to_string_lossy().into_owned()))
-            .map_err(fail),
+            .map_err(|e| match e.raw_os_error() {
+                Some(EINVAL) => format!("EINVAL: invalid argument, readlink '{path}'"),
+                _ => link_error(fail(e)),
+            }),
         other => Err(format!("ENOSYS: fs.{other} is not supported")),
     }
+}
+
+/// WASI's errnos, as std reports them: "invalid argument" (readlink of what is not a link)
+/// and "too many symbolic links".
+const EINVAL: i32 = 28;
+const ELOOP: i32 = 32;
+/// Symbolic links followed in one resolution before giving up, as Linux's limit.
+const MAX_LINKS: usize = 40;
+
+/// `realpath` within the grants: every symbolic link on the way is followed, component by
+/// component. Libc's realpath starts at `/` and so fails unless every ancestor of a grant is
+/// granted too; here a folder the guest cannot see is taken as it is named when it holds a
+/// grant, since the host opens its grants by their canonical paths (no link among those).
+fn real_path(path: &str) -> std::io::Result<String> {
+    let mut pending: Vec<String> = path.split('/').rev().map(str::to_owned).collect();
+    let mut resolved = String::new();
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        match part.as_str() {
+            "" | "." => continue,
+            ".." => {
+                resolved.truncate(resolved.rfind('/').unwrap_or(0));
+                continue;
+            }
+            _ => {}
+        }
+        let next = format!("{resolved}/{part}");
+        match fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(std::io::Error::from_raw_os_error(ELOOP));
+                }
+                let target = fs::read_link(&next)?;
+                let target = target.to_string_lossy();
+                if target.starts_with('/') {
+                    resolved.clear();
+                }
+                pending.extend(target.split('/').rev().map(str::to_owned));
+            }
+            Ok(_) => resolved = next,
+            Err(_) if holds_a_grant(&next) => resolved = next,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(if resolved.is_empty() { "/".into() } else { resolved })
+}
+
+/// A link refused inside a grant: WASI gives a link's target only when it is relative and stays
+/// inside the granted directory, so say that rather than a bare EACCES.
+fn link_error(text: String) -> String {
+    if text.starts_with("EACCES") && !text.contains(" — ") {
+        format!(
+            "{text} — a symbolic link on the way points outside the granted directories, or by an absolute path, which an extension does not follow"
+        )
+    } else {
+        text
+    }
+}
+
+/// Whether `folder` is a grant's ancestor (hidden from the guest, yet certainly a folder).
+fn holds_a_grant(folder: &str) -> bool {
+    grants()
+        .iter()
+        .any(|g| g.path.starts_with(&format!("{folder}/")))
 }
 
 /// Refuses a path that names something other than a regular file or a folder (a FIFO, a

@@ -508,9 +508,11 @@ export function truncateSync(path, len = 0) {
   hostCall("writeFile", [abs, Array.from(out), false], "open", shown);
 }
 
-export function readlinkSync(path) {
-  const [shown] = toPath(path);
-  throw fsError("ENOSYS", "function not implemented", "readlink", shown);
+export function readlinkSync(path, options) {
+  const opts = getOptions(options);
+  const [shown, abs] = toPath(path);
+  const target = hostCall("readlink", [abs], "readlink", shown);
+  return opts.encoding === "buffer" ? Buffer.from(target) : target;
 }
 
 export function symlinkSync(target, path) {
