@@ -21,7 +21,6 @@ mod wire;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -36,7 +35,7 @@ pub(crate) fn note(text: &str) {
     eprintln!("{}", pichamber_session::terminal::escape(text));
 }
 
-use pichamber_session::{EventSink, PiVersion, Session, SessionEvent};
+use pichamber_session::{EventSink, Idle, PiVersion, Session, SessionEvent};
 
 /// Where protocol lines go; one line is written whole.
 pub struct Output {
@@ -183,25 +182,12 @@ pub async fn serve(
         let output = output.clone();
         async move {
             let mut session = session;
-            let shared = session.shared.clone();
             loop {
                 // Extension timers due while idle run too, and what their programs sent.
-                let next_timer = session.poll().await;
-                let next = async {
-                    match next_timer {
-                        Some(delay) => {
-                            tokio::time::timeout(delay.max(Duration::from_millis(1)), queue.recv())
-                                .await
-                        }
-                        None => Ok(queue.recv().await),
-                    }
-                };
-                let item = tokio::select! {
-                    item = next => match item {
-                        Ok(item) => item,
-                        Err(_) => continue,
-                    },
-                    () = shared.activity.notified() => continue,
+                let item = match session.idle(&mut queue).await {
+                    Idle::Work(item) => Some(item),
+                    Idle::Closed => None,
+                    Idle::Poll => continue,
                 };
                 match item {
                     Some(Work::Command(id, command)) => {

@@ -26,8 +26,8 @@ use pichamber_session::events::{DialogAnswer, RUNTIME, UiRequest};
 use pichamber_session::state::AgentRequest;
 use pichamber_session::store::{SessionStore, SyncPolicy};
 use pichamber_session::{
-    AgentSettings, DialogResponder, EventSink, PiVersion, Session, SessionConfig, SessionEvent,
-    SessionShared,
+    AgentSettings, DialogResponder, EventSink, Idle, PiVersion, Session, SessionConfig,
+    SessionEvent, SessionShared,
 };
 
 /// `extension.*` events a user's log keeps for clients that reconnect.
@@ -1706,24 +1706,12 @@ async fn own_session(
 ) {
     // Cluster mode: the name and title its record on NATS carries (for other nodes' lists).
     let mut recorded = (Value::Null, Value::Null);
-    let shared = session.shared.clone();
     loop {
-        let next_timer = session.poll().await;
-        let next = async {
-            match next_timer {
-                Some(delay) => {
-                    tokio::time::timeout(delay.max(Duration::from_millis(1)), queue.recv()).await
-                }
-                None => Ok(queue.recv().await),
-            }
-        };
-        // An extension's program wrote or ended: poll again.
-        let item = tokio::select! {
-            item = next => match item {
-                Ok(item) => item,
-                Err(_) => continue,
-            },
-            () = shared.activity.notified() => continue,
+        // Extension timers due while idle run too, and what their programs sent.
+        let item = match session.idle(&mut queue).await {
+            Idle::Work(item) => Some(item),
+            Idle::Closed => None,
+            Idle::Poll => continue,
         };
         match item {
             Some(Work::Wake) => {}

@@ -143,6 +143,16 @@ pub struct Session {
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
 const MAX_BUS_DELIVERIES: usize = 1000;
 
+/// What ended an owner loop's wait ([`Session::idle`]).
+pub enum Idle<T> {
+    /// The next item of the queue.
+    Work(T),
+    /// The queue's senders are all gone.
+    Closed,
+    /// A timer fell due or an extension was active: poll again.
+    Poll,
+}
+
 impl Session {
     pub fn new(runtime: Arc<Runtime>, config: SessionConfig) -> Self {
         let mut config = config;
@@ -847,6 +857,37 @@ impl Session {
         }
         self.flush_bus().await;
         next.map(std::time::Duration::from_millis)
+    }
+
+    /// The owner loop's wait between commands: polls the extensions, then waits for the next
+    /// item of `queue`, an extension timer falling due or an extension's activity (a program's
+    /// output), whichever comes first.
+    pub async fn idle<T>(
+        &mut self,
+        queue: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+    ) -> Idle<T> {
+        let next_timer = self.poll().await;
+        let shared = self.shared.clone();
+        let next = async {
+            match next_timer {
+                Some(delay) => {
+                    tokio::time::timeout(
+                        delay.max(std::time::Duration::from_millis(1)),
+                        queue.recv(),
+                    )
+                    .await
+                }
+                None => Ok(queue.recv().await),
+            }
+        };
+        tokio::select! {
+            item = next => match item {
+                Ok(Some(item)) => Idle::Work(item),
+                Ok(None) => Idle::Closed,
+                Err(_) => Idle::Poll,
+            },
+            () = shared.activity.notified() => Idle::Poll,
+        }
     }
 
     pub fn shutdown_requested(&self) -> bool {
