@@ -482,3 +482,16 @@ export default function (pi: any) {
     assert_ne!(a["random"], b["random"]);
     assert_ne!(a["uuid"], b["uuid"]);
 }
+
+/// `--audit` lists the model keys an extension asks for, with the flag that grants them.
+#[test]
+fn audit_lists_a_requested_model_key() {
+    let fixtures = common::repo().join("tests/fixtures/check");
+    let (code, stdout, stderr) = check(&["--audit", "../grants/model-key.ts"], &fixtures);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("capabilities: modelKey mock")
+            && stdout.contains("(grant with --allow-model-key=mock)"),
+        "{stdout}"
+    );
+}

@@ -1390,3 +1390,66 @@ fn the_binary_answers_to_pis_name_with_pis_command_line() {
         stderr(&out)
     );
 }
+
+/// A provider's API key reaches an extension only under `--allow-model-key=PROVIDER`; without
+/// it both of `ctx.modelRegistry`'s ways to read it are refused naming that flag.
+#[test]
+fn a_model_key_is_read_only_when_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models.json");
+    std::fs::write(
+        &models,
+        json!({ "providers": { "mock": {
+            "baseUrl": "http://127.0.0.1:9/v1",
+            "api": "openai-completions",
+            "apiKey": "test-key",
+            "headers": { "X-Team": "blue" },
+            "models": [{ "id": "mock-model" }],
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let keys = |grant: &[&str]| {
+        let mut args = vec![
+            common::path("tests/fixtures/grants/model-key.ts"),
+            "--models".into(),
+            models.to_string_lossy().into_owned(),
+        ];
+        args.extend(grant.iter().map(|g| g.to_string()));
+        args.extend(["--command".into(), "/keys".into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, events, stderr) = common::run_json(&args);
+        assert!(ok, "{stderr}");
+        common::of_type(&events, "entry")[0]["entry"]["data"].clone()
+    };
+    let refused = keys(&[]);
+    let error = refused["key"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("--allow-model-key=mock"), "{refused}");
+    assert_eq!(refused["auth"]["ok"], json!(false), "{refused}");
+    assert!(
+        refused["auth"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--allow-model-key=mock")),
+        "{refused}"
+    );
+    let granted = keys(&["--allow-model-key=mock"]);
+    assert_eq!(
+        granted,
+        json!({
+            "key": { "ok": "test-key" },
+            "auth": { "ok": true, "apiKey": "test-key", "headers": { "X-Team": "blue" } },
+            "unknown": { "ok": true },
+        })
+    );
+    // Another provider's grant gives nothing.
+    let other = keys(&["--allow-model-key=openai"]);
+    assert!(other["key"]["error"].is_string(), "{other}");
+    // The flag checks what it is given.
+    let out = common::pichamber(&["run", "x.ts", "--allow-model-key=open ai"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a provider name"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

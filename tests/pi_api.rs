@@ -7,8 +7,9 @@
 //! the clamped thinking level); the MCP server registry; `ui_prompt_start` / `ui_prompt_end`;
 //! `provider_stream_event`; `before_provider_headers`; `context_with_system`; the proposals of
 //! `turn_end` and `agent_before_settle`. Differences by design are asserted as
-//! such: pi hands an extension the provider's API key (`getApiKeyAndHeaders`) and lets it
-//! replace the request's `authorization`, pichamber does neither.
+//! such: pi hands an extension the provider's API key (`getApiKeyAndHeaders`), pichamber
+//! only under `--allow-model-key`; pi lets it replace the request's `authorization`,
+//! pichamber does not.
 
 mod common;
 
@@ -224,7 +225,15 @@ fn prompt_once(
 
 fn drive_router(side: Side, root: &Path) -> Vec<Value> {
     with_mock(script(), |base_url| {
-        let mut rpc = Rpc::start(side, root, base_url, &["router.ts"]);
+        // Granted the key, as a user would for an extension that reads it (tests/cli.rs has
+        // the refusal without the grant).
+        let mut rpc = Rpc::start_with(
+            side,
+            root,
+            base_url,
+            &["router.ts"],
+            &["--allow-model-key=mock"],
+        );
         rpc.send(json!({"type": "prompt", "message": "/catalog"}));
         rpc.read_until(|l| notify_starting(l, "complete "), "answer of complete()");
         rpc.respond(json!({"type": "get_available_models"}));
@@ -361,9 +370,9 @@ fn model_registry_and_virtual_models_behave_as_pi_1_6_does() {
         "{actual:#}"
     );
     assert_eq!(actual["answers"][1]["text"], "second answer", "{actual:#}");
-    // By design: the key stays on the host.
-    assert_eq!(auth_note(&pi), json!({"ok": true}));
-    assert_eq!(auth_note(&ours), json!({"ok": false}));
+    // Granted, the key reaches the extension as in pi.
+    assert_eq!(auth_note(&pi), json!({"ok": true, "apiKey": "test-key"}));
+    assert_eq!(auth_note(&ours), auth_note(&pi));
 }
 
 /// What the MCP fixtures learn, with each extension's path (pi's file path, pichamber's

@@ -742,8 +742,20 @@ const sessionManager = {
 const catalog = () => hostCall("getModels");
 const sameModel = (a, provider, id) => a.provider === provider && a.id === id;
 const catalogEntry = (model) => model && catalog().find((e) => sameModel(e.model, model.provider, model.id));
-const CREDENTIALS_STAY_ON_HOST =
-  "pichamber keeps provider credentials on the host: an extension calls a model with ctx.modelRegistry.complete() and never reads its key";
+// Reading a provider's key is a capability (--allow-model-key=PROVIDER): the host refuses
+// it otherwise, naming the flag. Model calls need no grant: the host makes them.
+const credentials = (provider, modelId) => hostCall("getApiKey", String(provider), modelId === undefined ? null : String(modelId));
+async function apiKeyAndHeaders(model) {
+  try {
+    const { apiKey, headers } = credentials(model?.provider, model?.id);
+    const auth = { ok: true };
+    if (apiKey != null) auth.apiKey = apiKey;
+    if (Object.keys(headers).length) auth.headers = headers;
+    return auth;
+  } catch (err) {
+    return { ok: false, error: errorText(err) };
+  }
+}
 
 async function completeModel(model, context, options) {
   if (!model || typeof model !== "object") throw new TypeError("ctx.modelRegistry.complete(model, context): model must be a Model");
@@ -800,8 +812,8 @@ const modelRegistry = {
     catalog().some((e) => e.model.provider === provider && e.configured) ? { configured: true, source: "models_json_key" } : { configured: false },
   getProviderDisplayName: (provider) => String(provider),
   isUsingOAuth: () => false,
-  getApiKeyAndHeaders: async () => ({ ok: false, error: CREDENTIALS_STAY_ON_HOST }),
-  getApiKeyForProvider: async () => undefined,
+  getApiKeyAndHeaders: apiKeyAndHeaders,
+  getApiKeyForProvider: async (provider) => credentials(provider).apiKey ?? undefined,
   getProviderAuth: async () => undefined,
   complete: completeModel,
   stream: messageStream,

@@ -1,6 +1,7 @@
 //! What an extension may touch outside its sandbox. Deny by default: no directory, program or
 //! environment variable is reachable unless the operator granted it (`--allow-read=PATH`,
-//! `--allow-write=PATH`, `--allow-run=PROG`, `--allow-env=VAR`). Directories are WASI preopens
+//! `--allow-write=PATH`, `--allow-run=PROG`, `--allow-env=VAR`, `--allow-model-key=PROVIDER`).
+//! Directories are WASI preopens
 //! mounted at their host path so `path.resolve(ctx.cwd, p)` keeps working; programs are run by
 //! the host, never through a shell unless `sh` itself was granted, confined to the same grants
 //! (see [`crate::sandbox`]); where the kernel cannot confine them they are refused unless the
@@ -24,6 +25,9 @@ pub struct Grants {
     /// Hosts `fetch` may reach (`example.com`, `*.example.com`, with an optional `:port`).
     /// Granted programs may connect to their TCP ports (443 and 80 when none is named).
     pub net: Vec<String>,
+    /// Model providers whose API key `ctx.modelRegistry` hands the extension. Without it the
+    /// host still calls models for the extension with the key; only reading it is granted.
+    pub model_keys: Vec<String>,
     /// Run granted programs even where the kernel cannot confine them to the grants (no
     /// Landlock): they then have the user's full authority. Without it they are refused
     /// there. Where the kernel can confine, programs are confined whatever this says.
@@ -75,6 +79,19 @@ impl Grants {
             }
         }
         pairs
+    }
+
+    /// Whether the extension may read `provider`'s API key; the refusal names the flag.
+    pub fn check_model_key(&self, provider: &str) -> Result<(), String> {
+        if self.model_keys.iter().any(|p| p == provider) {
+            Ok(())
+        } else if crate::request::is_provider_name(provider) {
+            Err(format!(
+                "the API key of provider \"{provider}\" is not granted to this extension (grant it with --allow-model-key={provider}); models are called for it without one: ctx.modelRegistry.complete()"
+            ))
+        } else {
+            Err(format!("{provider:?} is not a provider name"))
+        }
     }
 
     fn check_run(&self, program: &str) -> Result<(), String> {

@@ -18,7 +18,7 @@ pub mod secrets;
 pub use approvals::ApprovalStore;
 pub use grants::{EXEC_DEFAULT_TIMEOUT, EXEC_MAX_OUTPUT, Grants, ProgramOutput, ProgramRequest};
 pub use policy::{Access, Assessment, Ceiling, Refusal};
-pub use request::{Item, Kind, Requests};
+pub use request::{Item, Kind, Requests, is_provider_name};
 
 /// For runs without the GUI (nothing to approve with): what extension `name` requests (its
 /// manifest's `capabilities`) that `grants` do not give, and the flags that would, or `None`

@@ -122,6 +122,7 @@ impl Grants {
                 .net
                 .iter()
                 .any(|g| crate::net::pattern_covers(g, &item.value)),
+            Kind::ModelKey => self.model_keys.contains(&item.value),
         }
     }
 
@@ -133,6 +134,7 @@ impl Grants {
             (Kind::Run, _) => self.run.push(item.value.clone()),
             (Kind::Env, _) => self.env.push(item.value.clone()),
             (Kind::Net, _) => self.net.push(item.value.clone()),
+            (Kind::ModelKey, _) => self.model_keys.push(item.value.clone()),
             _ => {}
         }
     }
@@ -147,7 +149,12 @@ impl Grants {
             .chain(self.write.iter().map(|p| path_item(Kind::Write, p)))
             .chain(self.run.iter().map(|v| Item::new(Kind::Run, v.clone())))
             .chain(self.env.iter().map(|v| Item::new(Kind::Env, v.clone())))
-            .chain(self.net.iter().map(|v| Item::new(Kind::Net, v.clone())));
+            .chain(self.net.iter().map(|v| Item::new(Kind::Net, v.clone())))
+            .chain(
+                self.model_keys
+                    .iter()
+                    .map(|v| Item::new(Kind::ModelKey, v.clone())),
+            );
         items
             .filter(|item| !policy.covers(item, cwd))
             .map(|item| item.flag())

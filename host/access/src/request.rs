@@ -25,10 +25,20 @@ pub enum Kind {
     Run,
     Env,
     Net,
+    /// A model provider's API key, handed to the extension (`ctx.modelRegistry`).
+    #[serde(rename = "modelKey")]
+    ModelKey,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Read, Kind::Write, Kind::Run, Kind::Env, Kind::Net];
+    pub const ALL: [Kind; 6] = [
+        Kind::Read,
+        Kind::Write,
+        Kind::Run,
+        Kind::Env,
+        Kind::Net,
+        Kind::ModelKey,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -37,6 +47,7 @@ impl Kind {
             Kind::Run => "run",
             Kind::Env => "env",
             Kind::Net => "net",
+            Kind::ModelKey => "modelKey",
         }
     }
 
@@ -48,6 +59,7 @@ impl Kind {
             Kind::Run => "--allow-run",
             Kind::Env => "--allow-env",
             Kind::Net => "--allow-net",
+            Kind::ModelKey => "--allow-model-key",
         }
     }
 }
@@ -118,6 +130,9 @@ pub struct Requests {
     /// Hosts `fetch` may reach (`example.com`, `*.example.com`, optional `:port`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<String>,
+    /// Model providers whose API key the extension reads (`openai`).
+    #[serde(default, rename = "modelKey", skip_serializing_if = "Vec::is_empty")]
+    pub model_key: Vec<String>,
     /// Why, in a sentence shown with the approval prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -127,7 +142,7 @@ impl Requests {
     /// Parses and checks a `pichamber.capabilities` value.
     pub fn parse(value: &Value) -> Result<Self, String> {
         let requests: Self = serde_json::from_value(value.clone()).map_err(|e| {
-            format!("{e} (expected {{ \"read\"?, \"write\"?, \"run\"?, \"env\"?, \"net\"?: [strings], \"reason\"?: string }})")
+            format!("{e} (expected {{ \"read\"?, \"write\"?, \"run\"?, \"env\"?, \"net\"?, \"modelKey\"?: [strings], \"reason\"?: string }})")
         })?;
         requests.check()?;
         Ok(requests)
@@ -200,6 +215,7 @@ impl Requests {
             Kind::Run => &self.run,
             Kind::Env => &self.env,
             Kind::Net => &self.net,
+            Kind::ModelKey => &self.model_key,
         }
     }
 
@@ -310,8 +326,22 @@ fn check_value(kind: Kind, value: &str) -> Result<(), &'static str> {
                 return Err("is not a host (example.com, *.example.com, optional :port)");
             }
         }
+        Kind::ModelKey => {
+            if !is_provider_name(value) {
+                return Err("is not a provider name (letters, digits, . _ -)");
+            }
+        }
     }
     Ok(())
+}
+
+/// A model provider's name as pi's models.json keys them (`openai`, `google-vertex`).
+pub fn is_provider_name(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 64
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
 }
 
 #[cfg(test)]
@@ -322,15 +352,20 @@ mod tests {
     #[test]
     fn requests_are_checked_and_listed_in_order() {
         let r = Requests::parse(&json!({
-            "net": ["api.github.com"], "run": ["git", "git"], "read": ["."], "reason": "git status cards"
+            "modelKey": ["openai"], "net": ["api.github.com"], "run": ["git", "git"], "read": ["."], "reason": "git status cards"
         }))
         .unwrap();
         let items: Vec<String> = r.items().iter().map(Item::to_string).collect();
-        assert_eq!(items, ["read .", "run git", "net api.github.com"]);
+        assert_eq!(
+            items,
+            ["read .", "run git", "net api.github.com", "modelKey openai"]
+        );
+        assert!(r.flags().ends_with("--allow-model-key=openai"));
+        assert!(Requests::parse(&json!({ "modelKey": ["open ai"] })).is_err());
         assert_eq!(r.items()[1].flag(), "--allow-run=git");
         assert_eq!(
             r.to_value(),
-            json!({ "read": ["."], "run": ["git", "git"], "net": ["api.github.com"], "reason": "git status cards" })
+            json!({ "read": ["."], "run": ["git", "git"], "net": ["api.github.com"], "modelKey": ["openai"], "reason": "git status cards" })
         );
         assert_eq!(Requests::parse(&json!({})).unwrap().to_value(), json!({}));
     }

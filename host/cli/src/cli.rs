@@ -365,13 +365,17 @@ struct GrantArgs {
     /// optional `:port`); nothing else reaches the network.
     #[arg(long, value_name = "HOST", value_delimiter = ',')]
     allow_net: Vec<String>,
+    /// Let the extension read this model provider's API key (`ctx.modelRegistry`'s
+    /// getApiKeyForProvider); without it, models are still called for the extension.
+    #[arg(long, value_name = "PROVIDER", value_delimiter = ',', value_parser = parse_provider)]
+    allow_model_key: Vec<String>,
     /// Give the extension the secret in the environment variable NAME by reference: it sees
     /// a placeholder, and its fetch to HOST carries the value (NAME=HOST, repeatable).
     #[arg(long, value_name = "NAME=HOST", value_parser = parse_secret)]
     secret: Vec<pichamber_access::secrets::Secret>,
     /// Grant nothing: the default without any --allow-* flag, said explicitly (refused
     /// together with one).
-    #[arg(long, conflicts_with_all = ["allow_read", "allow_write", "allow_run", "allow_env", "allow_net", "secret"])]
+    #[arg(long, conflicts_with_all = ["allow_read", "allow_write", "allow_run", "allow_env", "allow_net", "allow_model_key", "secret"])]
     deny_all: bool,
     /// With the GUI (`pichamber run EXT` without steps), what an extension requests beyond
     /// these grants is offered for approval in the page; with --no-prompt it is not, and the
@@ -848,6 +852,7 @@ fn instance_options(args: &SessionArgs) -> InstanceOptions {
             run: args.grants.allow_run.clone(),
             env: args.grants.allow_env.clone(),
             net: args.grants.allow_net.clone(),
+            model_keys: args.grants.allow_model_key.clone(),
             secrets: args.grants.secret.clone(),
             allow_unconfined_run: args.grants.allow_unconfined_run,
         }),
@@ -1055,6 +1060,16 @@ fn parse_grant_folder(text: &str) -> Result<PathBuf, String> {
         Err(e) => Err(format!(
             "cannot open {text} ({e}): give a folder you can read"
         )),
+    }
+}
+
+fn parse_provider(text: &str) -> Result<String, String> {
+    if pichamber_access::is_provider_name(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not a provider name: give the provider as models.json names it (openai, anthropic, google-vertex)"
+        ))
     }
 }
 

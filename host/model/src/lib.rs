@@ -121,6 +121,14 @@ impl ModelClient {
         }
     }
 
+    /// The API key and request headers a request carries (a scripted model has none).
+    pub fn credentials(&self) -> (Option<String>, Vec<(String, String)>) {
+        match self {
+            ModelClient::Scripted(_) => (None, Vec::new()),
+            ModelClient::OpenAi(m) => (m.config().api_key.clone(), m.config().headers.clone()),
+        }
+    }
+
     /// Why a request cannot authenticate, and what to set: pi's first sentence, then the
     /// environment variable the key is read from (or models.json's `apiKey` when the provider
     /// reads none).

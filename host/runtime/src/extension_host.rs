@@ -143,6 +143,14 @@ pub trait ExtensionHost: Send + Sync {
     fn set_model(&self, model: Value) -> bool;
     /// `ctx.modelRegistry`'s catalog: `[{model, configured}]`, virtual models included.
     fn models(&self) -> Value;
+    /// The API key (none when not configured, or no such model) and request headers of
+    /// `provider`'s model `model_id` (its first one when none is named). The caller has
+    /// checked the extension's grant.
+    fn credentials(
+        &self,
+        provider: &str,
+        model_id: Option<&str>,
+    ) -> (Option<String>, Vec<(String, String)>);
     fn thinking_level(&self) -> String;
     fn set_thinking_level(&self, level: String) -> Result<(), String>;
     fn emit_bus_event(&self, channel: String, data: String);

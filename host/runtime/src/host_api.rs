@@ -15,6 +15,7 @@ use super::boundary::{
 };
 use super::extension_host::{FlagSpec, HostWork, WorkDone};
 use super::instance::{ExtensionState, WallDeadlineExceeded};
+use super::latest::pichamber::extension::credentials as credentials_api;
 use super::latest::pichamber::extension::host::Host;
 use super::latest::pichamber::extension::programs as programs_api;
 use super::latest::pichamber::extension::types;
@@ -778,6 +779,20 @@ impl Host for ExtensionState {
             Waited::Completed(completion) => Some(completion),
             Waited::TimedOut | Waited::Woken => None,
         })
+    }
+}
+
+impl credentials_api::Host for ExtensionState {
+    fn api_key(
+        &mut self,
+        provider: String,
+        model_id: Option<String>,
+    ) -> Result<Result<credentials_api::ProviderCredentials, String>> {
+        if let Err(refused) = self.grants.check_model_key(&provider) {
+            return Ok(Err(truncate(&refused, 1024)));
+        }
+        let (key, headers) = self.host.credentials(&provider, model_id.as_deref());
+        Ok(Ok(credentials_api::ProviderCredentials { key, headers }))
     }
 }
 

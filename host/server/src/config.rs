@@ -77,6 +77,9 @@ pub struct GrantConfig {
     /// Hosts its `fetch` may reach (as `--allow-net`).
     #[serde(default)]
     pub net: Vec<String>,
+    /// Model providers whose API key it may read (as `--allow-model-key`).
+    #[serde(default)]
+    pub model_keys: Vec<String>,
     /// Run its granted programs unconfined where the kernel cannot confine them (as
     /// `--allow-unconfined-run`).
     #[serde(default)]
@@ -94,6 +97,7 @@ impl From<&GrantConfig> for Grants {
             run: g.run.clone(),
             env: g.env.clone(),
             net: g.net.clone(),
+            model_keys: g.model_keys.clone(),
             allow_unconfined_run: g.unconfined_run,
             secrets: g
                 .secrets

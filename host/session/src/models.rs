@@ -399,6 +399,26 @@ impl Session {
         })
     }
 
+    /// A catalog model's credentials (`ctx.modelRegistry.getApiKeyForProvider`, for an
+    /// extension granted them): `provider`'s model `model_id`, or its first one; none for a
+    /// model the catalog lacks, as pi answers.
+    pub(crate) fn registry_credentials(
+        shared: &super::state::SessionShared,
+        provider: &str,
+        model_id: Option<&str>,
+    ) -> (Option<String>, Vec<(String, String)>) {
+        shared
+            .catalog
+            .all()
+            .iter()
+            .find(|m| {
+                let info = m.info();
+                info["provider"] == provider && model_id.is_none_or(|id| info["id"] == id)
+            })
+            .map(|m| m.credentials())
+            .unwrap_or_default()
+    }
+
     /// `ctx.modelRegistry`'s catalog: every model with whether it has credentials, then the
     /// virtual models (which need none).
     pub(crate) fn registry_models(shared: &super::state::SessionShared) -> Value {

@@ -354,6 +354,14 @@ impl ExtensionHost for ExtensionPort {
         crate::Session::registry_models(&self.shared)
     }
 
+    fn credentials(
+        &self,
+        provider: &str,
+        model_id: Option<&str>,
+    ) -> (Option<String>, Vec<(String, String)>) {
+        crate::Session::registry_credentials(&self.shared, provider, model_id)
+    }
+
     fn flag(&self, name: &str) -> Option<Value> {
         self.shared
             .state
