@@ -1856,6 +1856,45 @@ fn live_program_pichamber() {
     live_program(Side::Pichamber);
 }
 
+/// Names an import asks for and its module lacks are undefined, as under pi's loader: the
+/// extension loads, and only calling one fails.
+fn missing_imports_are_undefined(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["missing-import.ts"],
+            ..Launch::default()
+        },
+    );
+    let mark = agent.mark();
+    let response = agent.request(json!({ "type": "prompt", "message": "/imports" }));
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    for text in [
+        "imports: undefined function helped undefined",
+        "call: TypeError",
+    ] {
+        let is_notice = |e: &Value| {
+            e["type"] == "extension_ui_request" && e["method"] == "notify" && e["message"] == text
+        };
+        if !agent.since(mark).iter().any(is_notice) {
+            agent.wait_for(text, is_notice);
+        }
+    }
+}
+
+#[test]
+fn missing_imports_are_undefined_pi() {
+    missing_imports_are_undefined(Side::Pi);
+}
+
+#[test]
+fn missing_imports_are_undefined_pichamber() {
+    missing_imports_are_undefined(Side::Pichamber);
+}
+
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
 fn prompt_during_run_is_refused(side: Side) {

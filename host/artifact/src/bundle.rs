@@ -75,6 +75,9 @@ pub struct Bundle {
     /// The pi release the extension was written for, by the scope of the pi packages its
     /// modules import or its package.json depends on (see `pichamber_pi`).
     pub pi_version: Option<PiVersion>,
+    /// What the build changed that its user should hear of (imports of names a module does
+    /// not export, now `undefined`).
+    pub warnings: Vec<String>,
 }
 
 /// One module of the bundle.
@@ -372,6 +375,8 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         });
     }
 
+    let warnings = crate::missing_imports::fill_missing(&mut modules);
+
     // A single file is its own extension even inside a package; a package or folder is named
     // after package.json's name.
     let package = if layout.single_file {
@@ -417,6 +422,7 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         name,
         input: std::path::absolute(input).unwrap_or_else(|_| input.to_path_buf()),
         root: layout.root.clone(),
+        warnings,
     })
 }
 

@@ -10,6 +10,7 @@
 
 pub mod bundle;
 pub mod manifest_entries;
+mod missing_imports;
 mod package_scope;
 pub mod source_map;
 
@@ -390,6 +391,7 @@ mod tests {
             version: Some("1.2.3".into()),
             input: "/src/demo".into(),
             root: "/src/demo".into(),
+            warnings: Vec::new(),
         };
         let artifact = Artifact::from_bundle(&bundle);
         let back = Artifact::from_bytes(&artifact.to_bytes().unwrap()).unwrap();

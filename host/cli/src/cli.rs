@@ -478,6 +478,9 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    for warning in &bundle.warnings {
+        esay!("warning: {warning}");
+    }
     let artifact = Artifact::from_bundle(&bundle);
     let output = args
         .output

@@ -30,6 +30,9 @@ pub fn load_artifact(path: &Path) -> Result<Artifact> {
             .with_context(|| format!("{} is not a pichamber extension", path.display()));
     }
     let bundle = bundle::bundle(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for warning in &bundle.warnings {
+        tracing::warn!("{warning}");
+    }
     Ok(Artifact::from_bundle(&bundle))
 }
 
