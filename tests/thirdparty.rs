@@ -536,9 +536,13 @@ fn mcp_adapter_calls_a_stdio_server() {
         action: scenario::Action::Prompt(text.into()),
     };
     let steps = vec![
+        // With no tool metadata cached yet, the adapter connects at start-up to learn the
+        // server's tools; the step lasts until it says it has.
         scenario::Step {
             label: "load".into(),
-            action: scenario::Action::Startup,
+            action: scenario::Action::StartupUntilNotice(
+                "MCP: 1 servers connected (1 tools)".into(),
+            ),
         },
         prompt("connect", "Connect to the echo server."),
         prompt("call", "Echo hi."),

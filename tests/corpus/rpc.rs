@@ -262,6 +262,29 @@ impl Side {
         }
     }
 
+    /// [`Side::settle`], again until a line `seen` accepts has arrived in this step (work a
+    /// side starts on its own, such as an extension connecting at start-up, ends when it
+    /// ends, not after a fixed quiet time).
+    pub fn settle_until(&mut self, seen: impl Fn(&Value) -> bool) {
+        let deadline = Instant::now() + STEP_DEADLINE;
+        loop {
+            self.settle();
+            let found = {
+                let inner = self.shared.inner.lock().unwrap();
+                inner.lines[self.taken..].iter().any(&seen)
+            };
+            if found || self.stuck {
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.stuck = true;
+                self.note(json!({ "type": "<timeout>", "waitingFor": "a line" }));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Everything recorded since the previous call, the harness's polls left out; a new
     /// step's dialog count starts at zero.
     pub fn take(&mut self) -> Vec<Value> {

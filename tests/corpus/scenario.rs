@@ -277,6 +277,10 @@ pub fn minimal_value(schema: &Value, name: &str) -> Value {
 pub enum Action {
     /// Wait for the side to finish starting.
     Startup,
+    /// Wait for the side to finish starting and to notify this text (tests/thirdparty.rs's
+    /// own scenarios; the corpus's never do).
+    #[allow(dead_code)]
+    StartupUntilNotice(String),
     Request(Value),
     Prompt(String),
 }
@@ -460,6 +464,11 @@ pub fn run_side_with(
     for (index, step) in steps.iter().enumerate() {
         match &step.action {
             Action::Startup => {}
+            Action::StartupUntilNotice(text) => side.settle_until(|l| {
+                l["type"] == "extension_ui_request"
+                    && l["method"] == "notify"
+                    && l["message"] == *text
+            }),
             Action::Request(command) => {
                 side.request(command.clone());
             }
