@@ -144,10 +144,14 @@ pub fn call(op: &str, a: &Args) -> Result<Value, String> {
             .map(|()| Value::Null)
             .map_err(fail),
         "copyFile" => fs::copy(&path, a.str(1)).map(|_| Value::Null).map_err(fail),
-        "realpath" => real_path(&path).map(Value::String).map_err(|e| match e.raw_os_error() {
-            Some(ELOOP) => format!("ELOOP: too many symbolic links encountered, realpath '{path}'"),
-            _ => link_error(fail(e)),
-        }),
+        "realpath" => real_path(&path)
+            .map(Value::String)
+            .map_err(|e| match e.raw_os_error() {
+                Some(ELOOP) => {
+                    format!("ELOOP: too many symbolic links encountered, realpath '{path}'")
+                }
+                _ => link_error(fail(e)),
+            }),
         "readlink" => fs::read_link(&path)
             .map(|p| Value::String(p.to_string_lossy().into_owned()))
             .map_err(|e| match e.raw_os_error() {
@@ -201,7 +205,11 @@ fn real_path(path: &str) -> std::io::Result<String> {
             Err(e) => return Err(e),
         }
     }
-    Ok(if resolved.is_empty() { "/".into() } else { resolved })
+    Ok(if resolved.is_empty() {
+        "/".into()
+    } else {
+        resolved
+    })
 }
 
 /// A link refused inside a grant: WASI gives a link's target only when it is relative and stays

@@ -182,15 +182,14 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
         "getModels" => Ok(parse(&host::get_models())),
         "getApiKey" => {
             use crate::bindings::pichamber::extension::credentials;
-            credentials::api_key(&a.str(0), a.opt_str(1).as_deref())
-                .map(|c| {
-                    let headers: serde_json::Map<String, Value> = c
-                        .headers
-                        .into_iter()
-                        .map(|(name, value)| (name, Value::String(value)))
-                        .collect();
-                    json!({ "apiKey": c.key, "headers": headers })
-                })
+            credentials::api_key(&a.str(0), a.opt_str(1).as_deref()).map(|c| {
+                let headers: serde_json::Map<String, Value> = c
+                    .headers
+                    .into_iter()
+                    .map(|(name, value)| (name, Value::String(value)))
+                    .collect();
+                json!({ "apiKey": c.key, "headers": headers })
+            })
         }
         "registerMcpServer" => unit(host::register_mcp_server(&a.str(0), &a.json(1))),
         "unregisterMcpServer" => {
