@@ -34,6 +34,31 @@ test("Response bodies read as Node's", async () => {
   assert.equal(await Response.json({ b: 2 }).text(), await globalThis.Response.json({ b: 2 }).text());
 });
 
+test("Response.body streams the bytes as Node's does, and reading it uses the body up", async () => {
+  const outcome = async (make) => {
+    const r = make();
+    const log = [r.body === null ? "no body" : "body", r.bodyUsed];
+    if (r.body) {
+      const chunks = [];
+      for await (const chunk of r.body) chunks.push(chunk instanceof Uint8Array, Buffer.from(chunk).toString());
+      log.push(chunks, r.bodyUsed);
+      log.push(await r.text().then((t) => t, (e) => e.constructor.name));
+      log.push((() => { try { r.clone(); return "cloned"; } catch (e) { return e.constructor.name; } })());
+    }
+    return log;
+  };
+  for (const [name, body] of [["text", "héllo"], ["empty", ""], ["null", null], ["bytes", new Uint8Array([104, 105])]]) {
+    assert.deepEqual(await outcome(() => new Response(body)), await outcome(() => new globalThis.Response(body)), name);
+  }
+  // A body locked by a reader cannot be read as text either.
+  const mine = new Response("x");
+  const real = new globalThis.Response("x");
+  mine.body.getReader();
+  real.body.getReader();
+  await assert.rejects(mine.text(), TypeError);
+  await assert.rejects(real.text(), TypeError);
+});
+
 test("fetch hands the host one request and builds the response from its answer", async () => {
   const internal = globalThis.__pichamber_internal;
   let seen;

@@ -72,7 +72,11 @@ function bodyBytes(body) {
 
 export class Response {
   #bytes;
+  #hasBody;
+  #read = false;
+  #stream = null;
   constructor(body, init = {}) {
+    this.#hasBody = body != null;
     this.#bytes = bodyBytes(body) ?? Buffer.alloc(0);
     this.status = init.status ?? 200;
     this.statusText = init.statusText ?? "";
@@ -81,12 +85,29 @@ export class Response {
     this.url = init.url ?? "";
     this.redirected = init.redirected ?? false;
     this.type = "basic";
-    this.bodyUsed = false;
-    this.body = null;
+  }
+  // The body as a stream (the global ReadableStream, loaded on first use): the whole body in
+  // one chunk, as it arrived from the host. Reading it uses the body up, as text() does.
+  get body() {
+    if (!this.#hasBody) return null;
+    if (!this.#stream) {
+      const bytes = this.#bytes;
+      this.#stream = new globalThis.ReadableStream({
+        pull: (controller) => {
+          this.#read = true;
+          if (bytes.length) controller.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+          controller.close();
+        },
+      });
+    }
+    return this.#stream;
+  }
+  get bodyUsed() {
+    return this.#read;
   }
   #consume() {
-    if (this.bodyUsed) throw new TypeError("Body is unusable: Body has already been read");
-    this.bodyUsed = true;
+    if (this.#read || this.#stream?.locked) throw new TypeError("Body is unusable: Body has already been read");
+    this.#read = true;
     return this.#bytes;
   }
   async text() {
@@ -103,9 +124,9 @@ export class Response {
     return new Uint8Array(await this.arrayBuffer());
   }
   clone() {
-    if (this.bodyUsed) throw new TypeError("Response.clone: Body has already been consumed.");
+    if (this.bodyUsed || this.#stream?.locked) throw new TypeError("Response.clone: Body has already been consumed.");
     const { status, statusText, headers, url, redirected } = this;
-    return new Response(this.#bytes, { status, statusText, headers, url, redirected });
+    return new Response(this.#hasBody ? this.#bytes : null, { status, statusText, headers, url, redirected });
   }
   static json(data, init = {}) {
     const headers = new Headers(init.headers);
