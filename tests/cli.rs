@@ -513,6 +513,7 @@ fn zlib_readline_and_streams_work_inside_the_guest() {
     assert_eq!(
         entries[3]["entry"]["data"],
         json!({
+            "streamed": ["", "€\u{feff}", ""],
             "lines": ["data: héllo", "data: €uro", "last"],
             "written": ["x", "y", "z"],
             "viaNode": "xyz",

@@ -301,6 +301,71 @@ const lazyGlobal = (name, id, exportName) => {
     set: settle,
   });
 };
+// The engine's TextDecoder decodes whole inputs only. This one adds `{stream: true}`: the bytes
+// of a UTF-8 character cut at a chunk's end wait for the next call, and only the stream's
+// first BOM is dropped, as the WHATWG decoder does. Other encodings decode chunk by chunk.
+const EngineTextDecoder = globalThis.TextDecoder;
+if (typeof EngineTextDecoder === "function") {
+  // How many bytes at the end of `bytes` begin a character the next chunk completes.
+  const incompleteUtf8Tail = (bytes) => {
+    const n = bytes.length;
+    for (let back = 1; back <= Math.min(3, n); back++) {
+      const b = bytes[n - back];
+      if ((b & 0xc0) === 0x80) continue; // a continuation byte: its lead is further back
+      const length = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 && b < 0xf0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 1;
+      return length > back ? back : 0;
+    }
+    return 0;
+  };
+  const asBytes = (input) => {
+    if (input === undefined) return new Uint8Array(0);
+    if (input instanceof ArrayBuffer) return new Uint8Array(input);
+    if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+    throw new TypeError('The "input" argument must be an instance of ArrayBuffer or ArrayBufferView');
+  };
+  globalThis.TextDecoder = class TextDecoder {
+    #engine;
+    #fatal;
+    #ignoreBOM;
+    #pending = new Uint8Array(0);
+    #atStart = true;
+    constructor(label = "utf-8", options = {}) {
+      this.#fatal = !!options?.fatal;
+      this.#ignoreBOM = !!options?.ignoreBOM;
+      // The BOM is dropped here (once per stream), not by the engine per call.
+      this.#engine = new EngineTextDecoder(label, { fatal: !!options?.fatal, ignoreBOM: true });
+    }
+    get encoding() {
+      return this.#engine.encoding;
+    }
+    get fatal() {
+      return this.#fatal;
+    }
+    get ignoreBOM() {
+      return this.#ignoreBOM;
+    }
+    decode(input, options) {
+      const stream = !!options?.stream;
+      let bytes = asBytes(input);
+      if (this.#pending.length) {
+        const joined = new Uint8Array(this.#pending.length + bytes.length);
+        joined.set(this.#pending);
+        joined.set(bytes, this.#pending.length);
+        bytes = joined;
+      }
+      const keep = stream && this.encoding === "utf-8" ? incompleteUtf8Tail(bytes) : 0;
+      this.#pending = bytes.slice(bytes.length - keep);
+      let text = this.#engine.decode(bytes.subarray(0, bytes.length - keep));
+      if (this.#atStart && text) {
+        this.#atStart = false;
+        if (!this.#ignoreBOM && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+      }
+      // The end of a stream: the next call starts another.
+      if (!stream) this.#atStart = true;
+      return text;
+    }
+  };
+}
 lazyGlobal("Buffer", "pichamber:node/buffer", "Buffer");
 lazyGlobal("fetch", "pichamber:fetch", "fetch");
 lazyGlobal("Headers", "pichamber:fetch", "Headers");

@@ -1602,54 +1602,11 @@ export class TextEncoderStream {
 Object.defineProperty(TextEncoderStream.prototype, Symbol.toStringTag, { value: "TextEncoderStream", configurable: true });
 
 /** How many bytes at the end of `bytes` begin a UTF-8 sequence that the next chunk completes. */
-function incompleteUtf8Tail(bytes) {
-  const n = bytes.length;
-  for (let back = 1; back <= Math.min(3, n); back++) {
-    const b = bytes[n - back];
-    if ((b & 0xc0) === 0x80) continue; // a continuation byte: its lead is further back
-    const length = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 && b < 0xf0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 1;
-    return length > back ? back : 0;
-  }
-  return 0;
-}
-
 const asBytes = (chunk) => {
   if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
   if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
   throw new TypeError('The "chunk" argument must be an ArrayBuffer or an ArrayBufferView');
 };
-
-/**
- * UTF-8 decoding across chunk boundaries. The guest's TextDecoder has no `{stream: true}`, so
- * the bytes of a character cut in two wait here for the rest; each decode sees whole characters.
- */
-class Utf8StreamDecoder {
-  #decoder;
-  #ignoreBOM;
-  #pending = new Uint8Array(0);
-  #atStart = true;
-  constructor(fatal, ignoreBOM) {
-    // The BOM is handled here (only the stream's first one goes), not per chunk.
-    this.#decoder = new TextDecoder("utf-8", { fatal, ignoreBOM: true });
-    this.#ignoreBOM = ignoreBOM;
-  }
-  decode(chunk, { stream }) {
-    let bytes = chunk;
-    if (this.#pending.length) {
-      bytes = new Uint8Array(this.#pending.length + chunk.length);
-      bytes.set(this.#pending);
-      bytes.set(chunk, this.#pending.length);
-    }
-    const keep = stream ? incompleteUtf8Tail(bytes) : 0;
-    this.#pending = bytes.slice(bytes.length - keep);
-    let text = this.#decoder.decode(bytes.subarray(0, bytes.length - keep));
-    if (this.#atStart && text) {
-      this.#atStart = false;
-      if (!this.#ignoreBOM && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    }
-    return text;
-  }
-}
 
 /** UTF-8 bytes in, strings out. Other encodings only where the engine's TextDecoder has them. */
 export class TextDecoderStream {
@@ -1660,12 +1617,12 @@ export class TextDecoderStream {
   constructor(label = "utf-8", options = {}) {
     const fatal = !!options?.fatal;
     const ignoreBOM = !!options?.ignoreBOM;
-    // Validates the label the way TextDecoder does (RangeError for an unknown one).
-    const probe = new TextDecoder(label, { fatal, ignoreBOM });
-    this.#encoding = probe.encoding;
+    // Validates the label the way TextDecoder does (RangeError for an unknown one), and keeps
+    // a character cut between chunks for the next one.
+    const decoder = new TextDecoder(label, { fatal, ignoreBOM });
+    this.#encoding = decoder.encoding;
     this.#fatal = fatal;
     this.#ignoreBOM = ignoreBOM;
-    const decoder = probe.encoding === "utf-8" ? new Utf8StreamDecoder(fatal, ignoreBOM) : probe;
     this.#transform = new TransformStream({
       transform(chunk, controller) {
         const text = decoder.decode(asBytes(chunk), { stream: true });
