@@ -358,16 +358,20 @@ mod tests {
     use std::process::Stdio;
     use std::time::Duration;
 
-    fn start(programs: &mut Programs, script: &str) -> u32 {
-        let child = tokio::process::Command::new("sh")
-            .args(["-c", script])
+    /// `program` with piped stdio, as the grants start one.
+    fn spawn(program: &str, args: &[&str]) -> Child {
+        tokio::process::Command::new(program)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .unwrap();
-        programs.adopt(child).unwrap()
+            .unwrap()
+    }
+
+    fn start(programs: &mut Programs, script: &str) -> u32 {
+        programs.adopt(spawn("sh", &["-c", script])).unwrap()
     }
 
     /// Everything a program sends until it is closed, taken as the guest takes it.
@@ -499,14 +503,7 @@ mod tests {
         let mut programs = Programs::new(Box::new(|| {}));
         let pids: Vec<u32> = (0..MAX_PROGRAMS)
             .map(|_| {
-                let child = tokio::process::Command::new("sleep")
-                    .arg("30")
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .unwrap();
+                let child = spawn("sleep", &["30"]);
                 let pid = child.id().unwrap();
                 programs.adopt(child).unwrap();
                 pid
