@@ -429,7 +429,7 @@ fn compatibility_table() {
     assert!(!names.is_empty(), "no example selected");
 
     let base = tempfile::tempdir().unwrap();
-    scenario::use_private_binary(base.path());
+    let _binary = scenario::use_private_binary();
     let builtins = scenario::builtin_tools(base.path().canonicalize().unwrap().join("builtins"));
     let mut outcomes = table::in_parallel(&names, threads, |name| {
         let outcome = run_example(name, &builtins, pi_vs_pi);

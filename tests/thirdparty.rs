@@ -442,7 +442,7 @@ fn third_party_table() {
 
     let started = Instant::now();
     let base = tempfile::tempdir().unwrap();
-    scenario::use_private_binary(base.path());
+    let _binary = scenario::use_private_binary();
     let builtins = scenario::builtin_tools(base.path().canonicalize().unwrap().join("builtins"));
     let mut outcomes = table::in_parallel(&names, threads, |name| {
         let outcome = run_package(name, &builtins);
@@ -551,7 +551,7 @@ fn mcp_adapter_calls_a_stdio_server() {
 
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
-    scenario::use_private_binary(&root);
+    let _binary = scenario::use_private_binary();
     let run = |kind: Kind, side: &str| {
         let side_root = root.join(format!("side-{side}"));
         let workspace = side_root.join("workspace");

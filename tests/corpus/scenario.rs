@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use pichamber_model::Script;
 use pichamber_model::mock_server::{self, MockServer};
@@ -37,20 +37,35 @@ const HELLO_ANSWER: &str = "Hello! How can I help?";
 /// Model answers left for commands that start agent turns of their own.
 const FILLERS: usize = 8;
 
-/// The pichamber binary the run uses: a private copy of the one cargo built for this test,
-/// so another build replacing it mid-run (several worktrees share a target dir) cannot
-/// change or break the run.
-static BIN: OnceLock<PathBuf> = OnceLock::new();
+/// A private copy of the pichamber binary cargo built for this test, so another build
+/// replacing it mid-run (several worktrees share a target dir) cannot change or break the
+/// run. The tests running at once share one copy; it goes when the last of them ends.
+pub struct PrivateBinary {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
 
-/// Copies the binary into `dir` and uses the copy from now on.
-pub fn use_private_binary(dir: &Path) {
-    let copy = dir.join("pichamber");
-    std::fs::copy(common::bin(), &copy).expect("copy the pichamber binary");
-    let _ = BIN.set(copy);
+static PRIVATE: Mutex<Weak<PrivateBinary>> = Mutex::new(Weak::new());
+
+/// The private copy (made on first use); every side started while it is held runs it.
+pub fn use_private_binary() -> Arc<PrivateBinary> {
+    let mut slot = PRIVATE.lock().unwrap();
+    if let Some(existing) = slot.upgrade() {
+        return existing;
+    }
+    let dir = tempfile::tempdir().expect("temp dir for the binary");
+    let path = dir.path().join("pichamber");
+    std::fs::copy(common::bin(), &path).expect("copy the pichamber binary");
+    let binary = Arc::new(PrivateBinary { _dir: dir, path });
+    *slot = Arc::downgrade(&binary);
+    binary
 }
 
 pub fn bin() -> PathBuf {
-    BIN.get().cloned().unwrap_or_else(common::bin)
+    match PRIVATE.lock().unwrap().upgrade() {
+        Some(binary) => binary.path.clone(),
+        None => common::bin(),
+    }
 }
 
 /// Runs the pichamber binary with the test's compile cache.
