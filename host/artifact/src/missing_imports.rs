@@ -191,6 +191,8 @@ fn import_statement(source: &str, kept: &[&Binding]) -> String {
     }
 }
 
+/// An IdentifierName, which an import specifier may spell bare even when it is a reserved
+/// word (`import { class as c }`); unlike bundle.rs's `is_identifier`, which names bindings.
 fn is_identifier_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
