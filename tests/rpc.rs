@@ -501,6 +501,16 @@ impl Agent {
         &self.out[mark..]
     }
 
+    /// Waits for an extension's `notify` of `text`, unless it came already after `mark`.
+    fn await_notice(&mut self, mark: usize, text: &str) {
+        let is_notice = |e: &Value| {
+            e["type"] == "extension_ui_request" && e["method"] == "notify" && e["message"] == text
+        };
+        if !self.since(mark).iter().any(is_notice) {
+            self.wait_for(text, is_notice);
+        }
+    }
+
     fn tail(&self, n: usize) -> String {
         let from = self.out.len().saturating_sub(n);
         self.out[from..]
@@ -1826,9 +1836,6 @@ fn live_program(side: Side) {
             ..Launch::default()
         },
     );
-    let is_notice = |e: &Value, text: &str| {
-        e["type"] == "extension_ui_request" && e["method"] == "notify" && e["message"] == text
-    };
     for (command, answer) in [
         ("/serve", None),
         ("/say hello", Some("echo:hello")),
@@ -1838,10 +1845,8 @@ fn live_program(side: Side) {
         let mark = agent.mark();
         let response = agent.request(json!({ "type": "prompt", "message": command }));
         assert_eq!(response["success"], json!(true), "{side:?}: {response}");
-        if let Some(answer) = answer
-            && !agent.since(mark).iter().any(|e| is_notice(e, answer))
-        {
-            agent.wait_for(answer, |e| is_notice(e, answer));
+        if let Some(answer) = answer {
+            agent.await_notice(mark, answer);
         }
     }
 }
@@ -1876,12 +1881,7 @@ fn missing_imports_are_undefined(side: Side) {
         "imports: undefined function helped undefined",
         "call: TypeError",
     ] {
-        let is_notice = |e: &Value| {
-            e["type"] == "extension_ui_request" && e["method"] == "notify" && e["message"] == text
-        };
-        if !agent.since(mark).iter().any(is_notice) {
-            agent.wait_for(text, is_notice);
-        }
+        agent.await_notice(mark, text);
     }
 }
 
