@@ -1895,6 +1895,41 @@ fn missing_imports_are_undefined_pichamber() {
     missing_imports_are_undefined(Side::Pichamber);
 }
 
+/// A package's extensions reach each other over `pi.events` with what they pass as it is:
+/// a reply function crosses and is called synchronously (pichamber loads a package's
+/// extensions into one instance: SECURITY.md, the isolation unit).
+fn package_extensions_pass_functions(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["paired-package"],
+            ..Launch::default()
+        },
+    );
+    for (question, answer) in [
+        ("/ask tea", "answer #1 to tea (reply is a function)"),
+        ("/ask coffee", "answer #2 to coffee (reply is a function)"),
+    ] {
+        let mark = agent.mark();
+        let response = agent.request(json!({ "type": "prompt", "message": question }));
+        assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+        agent.await_notice(mark, answer);
+    }
+}
+
+#[test]
+fn package_extensions_pass_functions_pi() {
+    package_extensions_pass_functions(Side::Pi);
+}
+
+#[test]
+fn package_extensions_pass_functions_pichamber() {
+    package_extensions_pass_functions(Side::Pichamber);
+}
+
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
 fn prompt_during_run_is_refused(side: Side) {

@@ -1316,19 +1316,39 @@ async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
   }
 }
 
+async function runFactory(id) {
+  const namespace = await import(id);
+  const factory = namespace.default;
+  if (typeof factory !== "function") {
+    throw new Error("The extension has no default export function (export default function (pi) { ... })");
+  }
+  loading = true;
+  try {
+    await factory(pi);
+  } finally {
+    loading = false;
+  }
+  return null;
+}
+
 globalThis.__pichamber = {
   load: envelope(async (entry, contextJson) => {
     applyLoadContext(JSON.parse(contextJson));
-    const namespace = await import(entry);
-    const factory = namespace.default;
-    if (typeof factory !== "function") {
-      throw new Error("The extension has no default export function (export default function (pi) { ... })");
-    }
-    loading = true;
-    try {
-      await factory(pi);
-    } finally {
-      loading = false;
+    // A package's several extensions come as a JSON array of ids: their factories run in
+    // order in this instance, so what they pass each other over pi.events stays as it is
+    // (functions too). A failure names the extension and fails the package as a whole.
+    if (!entry.startsWith("[")) return runFactory(entry);
+    for (const id of JSON.parse(entry)) {
+      try {
+        await runFactory(id);
+      } catch (err) {
+        const where = id.replace(/^\/ext\//, "");
+        if (err instanceof Error) {
+          err.message = `${where}: ${err.message}`;
+          throw err;
+        }
+        throw new Error(`${where}: ${errorText(err)}`);
+      }
     }
     return null;
   }),

@@ -57,9 +57,9 @@ impl std::error::Error for BuildError {}
 /// One bundled extension.
 #[derive(Debug, Clone)]
 pub struct Bundle {
-    /// Canonical id of the entry module.
-    pub entry: String,
-    /// Modules in dependency-discovery order, entry first.
+    /// Canonical ids of the entry modules: one, or a package's several in pi's load order.
+    pub entries: Vec<String>,
+    /// Modules in dependency-discovery order, entries first.
     pub modules: Vec<BundledModule>,
     /// The package the entry belongs to, when there is one.
     pub package: Option<PackageInfo>,
@@ -133,9 +133,9 @@ fn virtual_aliases() -> BTreeMap<String, String> {
         .aliases
 }
 
-/// Where the extension's entry is and what its id root is.
+/// Where the extension's entries are (one, or a package's several) and what its id root is.
 struct Layout {
-    entry: PathBuf,
+    entries: Vec<PathBuf>,
     root: PathBuf,
     package: Option<PackageInfo>,
     /// The extension is a single file (named after the file, as pi names it), not a package.
@@ -191,7 +191,7 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
             if d.join("package.json").is_file() {
                 let package = read_package(d)?;
                 return Ok(Layout {
-                    entry: input.clone(),
+                    entries: vec![input.clone()],
                     root: d.to_path_buf(),
                     package,
                     single_file: true,
@@ -200,7 +200,7 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
             package_dir = d.parent();
         }
         return Ok(Layout {
-            entry: input.clone(),
+            entries: vec![input.clone()],
             root: dir,
             package: None,
             single_file: true,
@@ -212,54 +212,11 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
         .and_then(|p| p.pi.as_ref())
         .and_then(|p| p.extensions.clone())
     {
-        let patterned = extensions
-            .iter()
-            .any(|e| manifest_entries::is_glob(e) || manifest_entries::is_override(e));
-        if patterned {
-            return package_entry_from_patterns(input, package, &extensions);
-        }
-        match extensions.as_slice() {
-            [one] => {
-                let entry = input.join(one);
-                let entry = if entry.is_dir() {
-                    index_file(&entry).unwrap_or(entry)
-                } else {
-                    entry
-                };
-                if !entry.is_file() {
-                    return Err(plain_error(
-                        &input.join("package.json"),
-                        format!("pi.extensions lists \"{one}\", which does not exist"),
-                    ));
-                }
-                return Ok(Layout {
-                    entry,
-                    root: input,
-                    package,
-                    single_file: false,
-                });
-            }
-            [] => {
-                return Err(plain_error(
-                    &input.join("package.json"),
-                    "pi.extensions is empty",
-                ));
-            }
-            many => {
-                return Err(plain_error(
-                    &input.join("package.json"),
-                    format!(
-                        "pi.extensions lists {} extensions; build each one on its own, e.g. `pichamber build {}`",
-                        many.len(),
-                        input.join(&many[0]).display()
-                    ),
-                ));
-            }
-        }
+        return package_layout(input, package, &extensions);
     }
     match index_file(&input) {
         Some(entry) => Ok(Layout {
-            entry,
+            entries: vec![entry],
             root: input,
             package,
             single_file: false,
@@ -271,51 +228,55 @@ fn locate(input: &Path) -> Result<Layout, BuildError> {
     }
 }
 
-/// A package whose `pi.extensions` has globs or overrides builds when they name exactly one
-/// extension; otherwise the error lists what they name, each to be built on its own.
-fn package_entry_from_patterns(
+/// A package's extensions as pi finds them in `pi.extensions`: plain entries in order, globs
+/// expanded, overrides applied, a folder read as its index file. They all go into one
+/// artifact (the package is the isolation unit: SECURITY.md).
+fn package_layout(
     input: PathBuf,
     package: Option<PackageInfo>,
     extensions: &[String],
 ) -> Result<Layout, BuildError> {
     let entries: Vec<&str> = extensions.iter().map(String::as_str).collect();
-    let files: Vec<PathBuf> = manifest_entries::expand(&input, &entries)
+    let manifest = input.join("package.json");
+    if entries.is_empty() {
+        return Err(plain_error(&manifest, "pi.extensions is empty"));
+    }
+    if let Some(missing) = entries
+        .iter()
+        .filter(|e| !manifest_entries::is_glob(e) && !manifest_entries::is_override(e))
+        .find(|e| !manifest_entries::normalize_join(&input, e).exists())
+    {
+        return Err(plain_error(
+            &manifest,
+            format!("pi.extensions lists \"{missing}\", which does not exist"),
+        ));
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for file in manifest_entries::expand(&input, &entries)
         .into_iter()
         .filter_map(|p| if p.is_dir() { index_file(&p) } else { Some(p) })
         .filter(|p| p.is_file())
-        .collect();
+    {
+        if !files.contains(&file) {
+            files.push(file);
+        }
+    }
     let files = manifest_entries::apply_overrides(files, &entries, &input);
-    let manifest = input.join("package.json");
-    match files.as_slice() {
-        [entry] => Ok(Layout {
-            entry: entry.clone(),
-            root: input,
-            package,
-            single_file: false,
-        }),
-        [] => Err(plain_error(
+    if files.is_empty() {
+        return Err(plain_error(
             &manifest,
             format!(
                 "pi.extensions ({}) names no extension file that exists",
                 entries.join(", ")
             ),
-        )),
-        many => {
-            let names: Vec<String> = many
-                .iter()
-                .map(|p| p.strip_prefix(&input).unwrap_or(p).display().to_string())
-                .collect();
-            Err(plain_error(
-                &manifest,
-                format!(
-                    "pi.extensions names {} extensions ({}); build each one on its own, e.g. `pichamber build {}`",
-                    many.len(),
-                    names.join(", "),
-                    many[0].display()
-                ),
-            ))
-        }
+        ));
     }
+    Ok(Layout {
+        entries: files,
+        root: input,
+        package,
+        single_file: false,
+    })
 }
 
 fn index_file(dir: &Path) -> Option<PathBuf> {
@@ -351,8 +312,8 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let resolver = Resolvers::new();
 
     let mut ids = PackageScope::new(&layout.root);
-    let entry_id = ids.module_id(&layout.entry);
-    let mut queue = VecDeque::from([layout.entry.clone()]);
+    let entries: Vec<String> = layout.entries.iter().map(|e| ids.module_id(e)).collect();
+    let mut queue: VecDeque<PathBuf> = layout.entries.iter().cloned().collect();
     let mut done: HashMap<PathBuf, ()> = HashMap::new();
     let mut modules = Vec::new();
     let mut pi_versions: Vec<PiVersion> = Vec::new();
@@ -388,7 +349,7 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         .as_ref()
         .and_then(|p| p.name.clone())
         .or_else(|| {
-            (!layout.single_file && layout.entry.file_stem().is_some_and(|s| s == "index"))
+            (!layout.single_file && layout.entries[0].file_stem().is_some_and(|s| s == "index"))
                 .then(|| {
                     layout
                         .root
@@ -399,8 +360,8 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         })
         .unwrap_or_else(|| {
             // `x/index.ts` is named after its folder (a package's several entries often are).
-            let stem = layout.entry.file_stem().map(|s| s.to_string_lossy());
-            let folder = layout.entry.parent().and_then(Path::file_name);
+            let stem = layout.entries[0].file_stem().map(|s| s.to_string_lossy());
+            let folder = layout.entries[0].parent().and_then(Path::file_name);
             match (stem, folder) {
                 (Some(s), Some(f)) if s == "index" => f.to_string_lossy().into_owned(),
                 (Some(s), _) => s.into_owned(),
@@ -414,7 +375,7 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     }
     Ok(Bundle {
         pi_version: PiVersion::newest_said(pi_versions),
-        entry: entry_id,
+        entries,
         modules,
         version: package.as_ref().and_then(|p| p.version.clone()),
         package,
@@ -426,8 +387,8 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     })
 }
 
-/// What the extension asks for: package.json's `pichamber.capabilities`, or the entry file's
-/// `// pichamber.capabilities: {...}` line (one place, not both).
+/// What the extension asks for: package.json's `pichamber.capabilities`, or an entry file's
+/// `// pichamber.capabilities: {...}` line (one place, not both; in one entry of a package).
 fn requested_capabilities(
     layout: &Layout,
     package: Option<&PackageInfo>,
@@ -436,16 +397,32 @@ fn requested_capabilities(
     let declared = package
         .and_then(|p| p.pichamber.as_ref())
         .and_then(|p| p.get("capabilities"));
-    let source = std::fs::read_to_string(&layout.entry).unwrap_or_default();
-    let inline = Requests::from_inline(&source).map_err(|(line, message)| BuildError {
-        file: layout.entry.display().to_string(),
-        line,
-        column: 1,
-        message,
-    })?;
+    let mut inline: Option<(&PathBuf, Requests)> = None;
+    for entry in &layout.entries {
+        let source = std::fs::read_to_string(entry).unwrap_or_default();
+        let found = Requests::from_inline(&source).map_err(|(line, message)| BuildError {
+            file: entry.display().to_string(),
+            line,
+            column: 1,
+            message,
+        })?;
+        match (found, &inline) {
+            (Some(_), Some((first, _))) => {
+                return Err(plain_error(
+                    entry,
+                    format!(
+                        "capabilities are requested in a comment here and in {}; a package asks once, in package.json (pichamber.capabilities)",
+                        first.display()
+                    ),
+                ));
+            }
+            (Some(requests), None) => inline = Some((entry, requests)),
+            (None, _) => {}
+        }
+    }
     match (declared, inline) {
-        (Some(_), Some(_)) => Err(plain_error(
-            &layout.entry,
+        (Some(_), Some((entry, _))) => Err(plain_error(
+            entry,
             "capabilities are requested both in package.json (pichamber.capabilities) and in a comment here; keep one",
         )),
         (Some(value), None) => Requests::parse(value).map_err(|e| {
@@ -454,7 +431,7 @@ fn requested_capabilities(
                 format!("pichamber.capabilities: {e}"),
             )
         }),
-        (None, inline) => Ok(inline.unwrap_or_default()),
+        (None, inline) => Ok(inline.map(|(_, r)| r).unwrap_or_default()),
     }
 }
 
@@ -1336,5 +1313,76 @@ mod resolution_tests {
             ),
         ]);
         assert!(ids.iter().any(|id| id.ends_with("old/main.js")), "{ids:?}");
+    }
+
+    fn package(files: &[(&str, &str)]) -> (tempfile::TempDir, Result<Bundle, BuildError>) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let built = bundle(dir.path());
+        (dir, built)
+    }
+
+    #[test]
+    fn a_packages_extensions_build_into_one_bundle_in_pis_order() {
+        let manifest = r#"{"name": "trio", "pi": {"extensions": ["./z.ts", "./extensions/*.ts", "!**/old.ts"]}}"#;
+        let top = "import { shared } from \"./lib/shared.ts\";\nexport default () => shared;\n";
+        let ext = "import { shared } from \"../lib/shared.ts\";\nexport default () => shared;\n";
+        let (_dir, built) = package(&[
+            ("package.json", manifest),
+            ("z.ts", top),
+            ("extensions/b.ts", ext),
+            ("extensions/a.ts", ext),
+            ("extensions/old.ts", ext),
+            ("lib/shared.ts", "export const shared = 1;\n"),
+        ]);
+        let built = built.unwrap();
+        assert_eq!(
+            built.entries,
+            ["/ext/z.ts", "/ext/extensions/a.ts", "/ext/extensions/b.ts"]
+        );
+        assert_eq!(built.name, "trio");
+        // What the extensions share is one module of the bundle.
+        let ids: Vec<&str> = built.modules.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(
+            ids.iter().filter(|id| **id == "/ext/lib/shared.ts").count(),
+            1
+        );
+        assert!(!ids.contains(&"/ext/extensions/old.ts"));
+    }
+
+    #[test]
+    fn a_package_entry_that_is_missing_or_asks_twice_fails_the_build_and_says_where() {
+        let (_dir, built) = package(&[
+            (
+                "package.json",
+                r#"{"pi": {"extensions": ["./a.ts", "./gone.ts"]}}"#,
+            ),
+            ("a.ts", "export default () => {};\n"),
+        ]);
+        let error = built.unwrap_err();
+        assert!(error.file.ends_with("package.json"), "{error}");
+        assert!(
+            error
+                .message
+                .contains("\"./gone.ts\", which does not exist"),
+            "{error}"
+        );
+
+        let asks = "// pichamber.capabilities: {\"read\": [\"/data\"]}\nexport default () => {};\n";
+        let (_dir, built) = package(&[
+            (
+                "package.json",
+                r#"{"pi": {"extensions": ["./a.ts", "./b.ts"]}}"#,
+            ),
+            ("a.ts", asks),
+            ("b.ts", asks),
+        ]);
+        let error = built.unwrap_err();
+        assert!(error.file.ends_with("b.ts"), "{error}");
+        assert!(error.message.contains("a package asks once"), "{error}");
     }
 }

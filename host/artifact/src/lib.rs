@@ -42,7 +42,12 @@ pub struct Manifest {
     pub name: String,
     pub version: Option<String>,
     pub wit_version: String,
+    /// The entry module (a package's first extension).
     pub entry: String,
+    /// A package's extensions, in pi's load order, when it has more than one: they load into
+    /// one instance (the package is the isolation unit). Absent in artifacts of one extension.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
     /// sha256 of the module map, so a report can say exactly which build ran.
     pub source_hash: String,
     /// sha256 of the component part, so a run finds its compiled code without reading it.
@@ -55,6 +60,18 @@ pub struct Manifest {
     /// imports name none, and in artifacts built before pichamber recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pi_version: Option<pichamber_pi::PiVersion>,
+}
+
+impl Manifest {
+    /// What the guest's `load` is given: the entry module's id, or a package's extensions as
+    /// a JSON array of ids (wit/v0.2.0, `guest.load`).
+    pub fn load_entry(&self) -> String {
+        if self.extensions.is_empty() {
+            self.entry.clone()
+        } else {
+            serde_json::to_string(&self.extensions).expect("ids serialise")
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,7 +140,12 @@ impl Artifact {
             name: bundle.name.clone(),
             version: bundle.version.clone(),
             wit_version: WIT_VERSION.into(),
-            entry: bundle.entry.clone(),
+            entry: bundle.entries[0].clone(),
+            extensions: if bundle.entries.len() > 1 {
+                bundle.entries.clone()
+            } else {
+                Vec::new()
+            },
             source_hash: format!("sha256:{}", hex(&Sha256::digest(&modules_json))),
             component_hash: Some(format!("sha256:{GUEST_SHIM_SHA256}")),
             capabilities: bundle.requested_capabilities.clone(),
@@ -379,7 +401,7 @@ mod tests {
     fn sections_round_trip_and_code_part_is_the_shim() {
         let bundle = Bundle {
             pi_version: None,
-            entry: "/ext/index.ts".into(),
+            entries: vec!["/ext/index.ts".into()],
             modules: vec![crate::bundle::BundledModule {
                 id: "/ext/index.ts".into(),
                 code: "export default () => {}".into(),

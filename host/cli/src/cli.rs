@@ -1600,11 +1600,23 @@ fn print_inspection(report: &Value) {
         "  source hash:  {}",
         m["sourceHash"].as_str().unwrap_or("?")
     );
-    say!(
-        "  modules:      {} (entry {})",
-        m["modules"],
-        m["entry"].as_str().unwrap_or("?")
-    );
+    match m["extensions"].as_array() {
+        Some(entries) => say!(
+            "  modules:      {} ({} extensions, loaded in this order into one instance: {})",
+            m["modules"],
+            entries.len(),
+            entries
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => say!(
+            "  modules:      {} (entry {})",
+            m["modules"],
+            m["entry"].as_str().unwrap_or("?")
+        ),
+    }
     say!(
         "  capabilities: {}",
         pichamber_access::Requests::describe_manifest(&m["capabilities"])

@@ -312,8 +312,8 @@ impl ExtensionInstance {
             memory_limit: self.options.memory_limit as u64,
             pi_version: facts.pi_version,
         };
-        let entry = &artifact.manifest.entry;
-        let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, entry, &context))?;
+        let entry = artifact.manifest.load_entry();
+        let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, &entry, &context))?;
         loaded.map_err(|e| self.guest_error(e))
     }
 

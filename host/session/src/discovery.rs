@@ -54,22 +54,20 @@ fn is_extension_file(name: &str) -> bool {
     name.ends_with(".ts") || name.ends_with(".js")
 }
 
-/// A folder's entry points: the paths its package.json `pi.extensions` lists that exist, else
-/// index.ts / index.js. Globs are not expanded here: pi's loader reads these entries as plain
-/// paths (only a package, [`resolve_source`], expands them).
+/// A folder's extensions: the folder itself when its package.json `pi.extensions` lists a
+/// path that exists (built and loaded as one unit: SECURITY.md, "the package is the isolation
+/// unit"), else its index.ts / index.js. Globs are not expanded here: pi's loader reads these
+/// entries as plain paths (only a package, [`package_entries`], expands them).
 fn folder_entries(dir: &Path) -> Option<Vec<PathBuf>> {
-    if let Some(manifest) = pi_manifest(dir) {
-        let entries: Vec<PathBuf> = manifest["extensions"]
+    if let Some(manifest) = pi_manifest(dir)
+        && manifest["extensions"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
-            .map(|p| dir.join(p))
-            .filter(|p| p.exists())
-            .collect();
-        if !entries.is_empty() {
-            return Some(entries);
-        }
+            .any(|p| dir.join(p).exists())
+    {
+        return Some(vec![dir.to_path_buf()]);
     }
     ["index.ts", "index.js"]
         .iter()
@@ -78,12 +76,12 @@ fn folder_entries(dir: &Path) -> Option<Vec<PathBuf>> {
         .map(|p| vec![p])
 }
 
-/// An installed package's extensions: what its manifest names (globs expanded), else its
-/// folder's entry points.
+/// An installed package: itself when its manifest names extensions (globs expanded), one unit
+/// as in [`folder_entries`]; else its folder's entry points.
 fn package_entries(dir: &Path) -> Option<Vec<PathBuf>> {
     pi_manifest(dir)
-        .map(|manifest| manifest_files(dir, &manifest, "extensions"))
-        .filter(|entries| !entries.is_empty())
+        .filter(|manifest| !manifest_files(dir, manifest, "extensions").is_empty())
+        .map(|_| vec![dir.to_path_buf()])
         .or_else(|| folder_entries(dir))
 }
 
@@ -357,20 +355,13 @@ pub fn resolve_source(path: &Path) -> PackageSource {
     }
     let mut found = PackageSource::default();
     if let Some(manifest) = pi_manifest(path) {
+        // The package is one extension however many files pi.extensions names (they load
+        // into one instance); when they name nothing, still the package, so that its build
+        // says what is wrong.
         let listed = manifest["extensions"].as_array().map_or(0, Vec::len);
-        let single_literal = listed == 1
-            && manifest["extensions"][0]
-                .as_str()
-                .is_some_and(|e| !manifest_entries::is_glob(e));
-        let extensions = manifest_files(path, &manifest, "extensions");
-        // One plain entry: the package itself (it is built as one extension, named after it);
-        // entries that name nothing: the package too, so that its build says what is wrong;
-        // otherwise each file is an extension of its own, as pi loads them.
-        found.extensions = match extensions.len() {
-            1 if single_literal => vec![path.to_path_buf()],
-            0 if listed > 0 => vec![path.to_path_buf()],
-            _ => extensions,
-        };
+        if listed > 0 {
+            found.extensions = vec![path.to_path_buf()];
+        }
         found.prompts = manifest_files(path, &manifest, "prompts");
         found.skills = manifest_files(path, &manifest, "skills");
         return found;
@@ -549,8 +540,7 @@ mod tests {
                 "agent/extensions/a.js",
                 "agent/extensions/b.ts",
                 "agent/extensions/folder/index.ts",
-                "agent/extensions/pkg/./src/one.ts",
-                "agent/extensions/pkg/./src/two.ts",
+                "agent/extensions/pkg",
                 "elsewhere/x.ts",
             ]
         );
@@ -593,13 +583,10 @@ mod tests {
             write(&pkg.join(f), "");
         }
         write(&pkg.join("prompts/review.md"), "");
+        // The package is one extension, whose build reads its entries (tested in the bundler).
         let found = resolve_source(pkg);
-        let names: Vec<_> = found
-            .extensions
-            .iter()
-            .map(|p| p.strip_prefix(pkg).unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["extensions/a.ts", "extensions/b.ts"]);
+        assert_eq!(found.extensions, [pkg.to_path_buf()]);
+        assert_eq!(package_entries(pkg), Some(vec![pkg.to_path_buf()]));
         assert_eq!(found.prompts, [pkg.join("prompts/review.md")]);
 
         // A pattern that matches nothing leaves the package, whose build says so.
