@@ -1,10 +1,10 @@
 //! The compatibility harness on pi extensions that others publish on npm: each package pinned
 //! in tests/thirdparty/package.json (installed by `npm ci --prefix tests/thirdparty`, which
 //! tests/run.sh does) goes through the scenario of tests/corpus.rs (tests/corpus/scenario.rs):
-//! real pi loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`); pichamber
-//! builds the package (`pichamber build PACKAGE_DIR`: all of its `pi.extensions` in one
-//! artifact), then loads the same folder (`pichamber rpc -e PACKAGE_DIR`). The outcome is written to
-//! docs/THIRD_PARTY.md.
+//! real pi, of the version the package was written for, loads the installed package folder
+//! (`pi --mode rpc -e PACKAGE_DIR`); pichamber builds the package (`pichamber build
+//! PACKAGE_DIR`: all of its `pi.extensions` in one artifact), then loads the same folder
+//! (`pichamber rpc -e PACKAGE_DIR`). The outcome is written to docs/THIRD_PARTY.md.
 //!
 //! The test fails when the committed docs/THIRD_PARTY.md differs from what it generates;
 //! `UPDATE_THIRD_PARTY=1` rewrites it. For working on it: `THIRD_PARTY_ONLY=pi-aliases,...`
@@ -26,6 +26,7 @@ mod table;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::oracle::Pi;
 use normalise::Paths;
 use scenario::{Kind, Record};
 use serde_json::{Value, json};
@@ -78,7 +79,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-prompt-template-model",
         what: "prompt templates that pick their model",
         monthly_downloads: 746,
-        note: "Calls `ctx.isProjectTrusted()`, which pi 0.73.1 lacks too (both fail to start it); pichamber's engine (QuickJS) words the TypeError without the callee's name.",
+        note: "Calls `ctx.isProjectTrusted()`, which pi 1.6.0 added: under pi 0.73.1 (`--pi-version 0.73.1`) both fail to start it.",
         random_output: false,
     },
     Package {
@@ -109,6 +110,8 @@ const PACKAGES: &[Package] = &[
 struct Outcome {
     name: String,
     version: String,
+    /// The pi it is compared with: the one it was written for.
+    pi: Pi,
     builds: bool,
     loads: bool,
     same: bool,
@@ -145,18 +148,18 @@ installs their peer dependencies, such as the `@earendil-works/pi-*` packages th
 import). Picked by downloads, among real extensions (a `pi.extensions` entry) that are not
 TUI games; "downloads/month" is the npm registry's figure when they were picked.
 
-Each goes through the scenario of [COMPATIBILITY.md](COMPATIBILITY.md), unchanged: real pi
-0.73.1 loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`), pichamber builds
-the package (`pichamber build PACKAGE_DIR`: all of its `pi.extensions`, into one artifact)
-and loads the same folder (`pichamber rpc -e PACKAGE_DIR`: its extensions, in one instance
-as the package is pichamber's isolation unit, and its skills and prompt templates, as pi
-does), each against a mock model serving the same script, and what
-both print and send to the model is compared step by step after the same normalisation.
-pichamber runs with the same grants as for pi's examples (the workspace and pi's agent folder
-writable, git and a shell allowed, HOME visible); nothing is granted to reach the network.
-Most of these packages import `@earendil-works/pi-*`, so pichamber would follow pi 1.6.0 for
-them (README, "Which pi"); compared with pi 0.73.1 here, pichamber is told to follow 0.73.1
-(`--pi-version 0.73.1`). Comparing them with pi 1.6.0 instead is tracked in issue 15.
+Each goes through the scenario of [COMPATIBILITY.md](COMPATIBILITY.md), unchanged, against
+the real pi it was written for ("written for": pi 0.73.1 for a package that depends on
+`@mariozechner/pi-*`, or whose sources import it when package.json names no pi package, else
+pi 1.6.0; pichamber is not told, it finds the same on its own, README "Which pi"). Real pi
+loads the installed package folder (`pi --mode rpc -e PACKAGE_DIR`); pichamber builds the
+package (`pichamber build PACKAGE_DIR`: all of its `pi.extensions`, into one artifact) and
+loads the same folder (`pichamber rpc -e PACKAGE_DIR`: its extensions, in one instance as
+the package is pichamber's isolation unit, and its skills and prompt templates, as pi does),
+each against a mock model serving the same script, and what both print and send to the model
+is compared step by step after the same normalisation. pichamber runs with the same grants
+as for pi's examples (the workspace and pi's agent folder writable, git and a shell allowed,
+HOME visible); nothing is granted to reach the network.
 The "first difference" column ends with what investigating it found.
 
 Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose
@@ -180,8 +183,8 @@ fn report(outcomes: &[Outcome]) -> String {
     out += &format!(
         "**{total} packages: {builds} build, {loads} load, {same} behave the same as in pi.**\n\n"
     );
-    out += "| package | what it does | downloads/month | builds | loads | same behaviour | exercised | first difference |\n";
-    out += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    out += "| package | what it does | downloads/month | written for | builds | loads | same behaviour | exercised | first difference |\n";
+    out += "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for o in outcomes {
         let package = PACKAGES.iter().find(|p| p.name == o.name);
         let exercised = format!(
@@ -200,11 +203,12 @@ fn report(outcomes: &[Outcome]) -> String {
             };
         }
         out += &format!(
-            "| {}@{} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {}@{} | {} | {} | pi {} | {} | {} | {} | {} | {} |\n",
             o.name,
             o.version,
             package.map_or("", |p| p.what),
             package.map_or(0, |p| p.monthly_downloads),
+            o.pi.version(),
             yes_no(o.builds),
             yes_no(o.loads),
             yes_no(o.same),
@@ -257,15 +261,81 @@ fn keep_log(name: &str, side: &str, record: &Record) {
     .unwrap();
 }
 
-fn run_package(name: &str, builtins: &[Value]) -> Outcome {
-    let started = Instant::now();
+/// The pi a package was written for, by the scope of the pi packages it depends on or, when
+/// its package.json names none, its sources import: `@mariozechner/pi-*` is pi 0.73.1's,
+/// `@earendil-works/pi-*` (and a package that names neither) current pi's. pichamber is not
+/// told: it must find the same on its own.
+fn written_for(dir: &Path, installed: &Value) -> Pi {
+    let dependencies: Vec<String> = ["peerDependencies", "dependencies", "devDependencies"]
+        .iter()
+        .filter_map(|kind| installed[kind].as_object())
+        .flat_map(|deps| deps.keys().cloned())
+        .collect();
+    let says = |text: &str| -> Option<Pi> {
+        match (
+            text.contains("@earendil-works/pi-"),
+            text.contains("@mariozechner/pi-"),
+        ) {
+            (true, _) => Some(Pi::V1_6),
+            (false, true) => Some(Pi::V0_73),
+            (false, false) => None,
+        }
+    };
+    says(&dependencies.join(" "))
+        .or_else(|| {
+            let mut sources = Vec::new();
+            source_files(dir, &mut sources);
+            let text: Vec<String> = sources
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(f).ok())
+                .collect();
+            says(&text.join("\n"))
+        })
+        .unwrap_or(Pi::V1_6)
+}
+
+/// A package's own .ts / .js files (not its node_modules).
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if entry.file_name() != "node_modules" {
+                source_files(&path, out);
+            }
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "ts" || e == "js" || e == "mts" || e == "mjs")
+        {
+            out.push(path);
+        }
+    }
+}
+
+fn run_package(name: &str, builtins: &[(Pi, Vec<Value>)]) -> Outcome {
     let dir = node_modules().join(name);
     let installed: Value = std::fs::read_to_string(dir.join("package.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
+    let pi = written_for(&dir, &installed);
+    let builtins = builtins
+        .iter()
+        .find_map(|(v, tools)| (*v == pi).then_some(tools.as_slice()))
+        .unwrap_or_default();
+    scenario::with_version(pi, || compare_package(name, &dir, &installed, pi, builtins))
+}
+
+fn compare_package(
+    name: &str,
+    dir: &Path,
+    installed: &Value,
+    pi: Pi,
+    builtins: &[Value],
+) -> Outcome {
+    let started = Instant::now();
     let mut outcome = Outcome {
         name: name.to_owned(),
+        pi,
         version: installed["version"]
             .as_str()
             .unwrap_or("(not installed)")
@@ -306,17 +376,17 @@ fn run_package(name: &str, builtins: &[Value]) -> Outcome {
     outcome.builds = true;
 
     // 2. Discovery, then the scenario on both sides.
-    let found = scenario::discover(&dir, root.join("discover"), builtins);
+    let found = scenario::discover(dir, root.join("discover"), builtins);
     outcome.commands = found.commands.len();
     outcome.tools = found.tools.len();
     let (steps, script) = scenario::scenario(&found);
     let pi_root = root.join("side1");
-    let pi = scenario::run_side(Kind::Pi, &dir, pi_root.clone(), &script, &steps);
+    let pi = scenario::run_side(Kind::Pi, dir, pi_root.clone(), &script, &steps);
     keep_log(name, "pi", &pi);
     let our_root = root.join("side2");
     // Like pi, pichamber loads the package folder: its extensions (in one instance), and its
     // skills and prompt templates.
-    let ours = scenario::run_side(Kind::Pichamber, &dir, our_root.clone(), &script, &steps);
+    let ours = scenario::run_side(Kind::Pichamber, dir, our_root.clone(), &script, &steps);
     keep_log(name, "pichamber", &ours);
 
     // 3. Classify, as tests/corpus.rs does.
@@ -374,13 +444,13 @@ fn run_package(name: &str, builtins: &[Value]) -> Outcome {
 
 #[test]
 fn third_party_table() {
-    // They are compared with pi 0.73.1, which most of them were not written for (they import
-    // @earendil-works, for which pichamber follows 1.6.0): pichamber is told to follow 0.73.1.
-    scenario::name_the_version();
-    assert!(
-        scenario::pi_command().is_some(),
-        "real pi is missing: run tests/setup.sh"
-    );
+    for pi in Pi::ALL {
+        assert!(
+            pi.command().is_some(),
+            "real pi {} is missing: run tests/setup.sh",
+            pi.version()
+        );
+    }
     for package in PACKAGES {
         assert!(
             pinned_version(package.name).is_some(),
@@ -415,7 +485,18 @@ fn third_party_table() {
     let started = Instant::now();
     let base = tempfile::tempdir().unwrap();
     let _binary = scenario::use_private_binary();
-    let builtins = scenario::builtin_tools(base.path().canonicalize().unwrap().join("builtins"));
+    // pi's own tools, left out of the tool steps: each version's.
+    let builtins: Vec<(Pi, Vec<Value>)> = Pi::ALL
+        .iter()
+        .map(|&pi| {
+            let root = base.path().canonicalize().unwrap();
+            let root = root.join(format!("builtins-{}", pi.version()));
+            (
+                pi,
+                scenario::with_version(pi, || scenario::builtin_tools(root)),
+            )
+        })
+        .collect();
     let mut outcomes = table::in_parallel(&names, threads, |name| {
         let outcome = run_package(name, &builtins);
         eprintln!(

@@ -88,8 +88,27 @@ pub fn name_the_version() {
     NAME_THE_VERSION.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The version of pi the corpus runs: `CORPUS_PI=1.6.0` for current pi, 0.73.1 otherwise.
+thread_local! {
+    /// The pi this thread's scenarios compare with, when a harness picks it per extension.
+    static VERSION_HERE: std::cell::Cell<Option<Pi>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's scenarios comparing with `pi` (the third-party harness
+/// compares each package with the pi it was written for).
+#[allow(dead_code)]
+pub fn with_version<T>(pi: Pi, f: impl FnOnce() -> T) -> T {
+    let before = VERSION_HERE.with(|v| v.replace(Some(pi)));
+    let out = f();
+    VERSION_HERE.with(|v| v.set(before));
+    out
+}
+
+/// The version of pi the corpus runs: the one [`with_version`] picked, else `CORPUS_PI=1.6.0`
+/// for current pi, 0.73.1 otherwise.
 pub fn version() -> Pi {
+    if let Some(pi) = VERSION_HERE.with(std::cell::Cell::get) {
+        return pi;
+    }
     match std::env::var("CORPUS_PI").as_deref() {
         Ok("1.6.0") | Ok("1.6") => Pi::V1_6,
         _ => Pi::V0_73,
