@@ -3586,3 +3586,46 @@ fn a_secret_by_reference_reaches_only_its_host_and_never_the_extension() {
     );
     run.assert_absent(&secret);
 }
+
+#[test]
+fn workers_are_bounded_like_their_extension_and_start_no_workers() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("worker-abuse.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--call-timeout",
+        "1",
+        "--tool",
+        "worker_abuse",
+        "--args",
+        "{}",
+        "--tool",
+        "bystander_echo",
+        "--args",
+        r#"{"text":"after the workers"}"#,
+    ]);
+    let result = run.tool_results("worker_abuse");
+    let text = common::text_of(&result[0]["content"]);
+    // A worker that never yields is stopped by the extension's own per-call limit; the
+    // extension hears of it as Node reports a worker's uncaught error.
+    assert!(
+        text.contains("spin: error ran for more than 1.0s without yielding")
+            && text.contains("--call-timeout=SECONDS); exit 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nested: message a worker may not start workers inside pichamber; exit 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("flood: 8 started, then too many workers running (limit 8)"),
+        "{text}"
+    );
+    run.assert_bystander_tool_served();
+    assert_eq!(
+        common::text_of(&run.tool_results("bystander_echo")[0]["content"]),
+        "bystander ok: after the workers"
+    );
+}

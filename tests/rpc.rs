@@ -1930,6 +1930,48 @@ fn package_extensions_pass_functions_pichamber() {
     package_extensions_pass_functions(Side::Pichamber);
 }
 
+/// node:worker_threads (tests/fixtures/rpc/workers.ts): a bundled module worker gets its
+/// workerData and echoes messages with their structured-clone types, an uncaught error in it
+/// is an `error` then `exit 1`, a script worker ends on its own with 0, terminate gives 1, and
+/// a function cannot be posted. The lines are Node's own (the pi side).
+fn workers(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["workers.ts"],
+            ..Launch::default()
+        },
+    );
+    let mark = agent.mark();
+    let response = agent.request(json!({ "type": "prompt", "message": "/workers" }));
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    for line in [
+        r#"data: message {"workerData":{"n":2,"when":"1970-01-01T00:00:00.000Z","big":"10n","nothing":"undefined"},"kinds":{"n":"Number","when":"Date","big":"BigInt","nothing":"undefined"},"isMainThread":false}"#,
+        r#"echo: message {"echoed":{"text":"hi","tags":{"set":["a","b"]},"bytes":{"bytes":[1,2]}},"kinds":{"text":"String","tags":"Set","bytes":"Uint8Array"}}"#,
+        "clone: DataCloneError",
+        "boom: error boom from the worker",
+        "then: exit 1",
+        r#"script: message {"doubled":42,"isMainThread":false}"#,
+        "script then: exit 0",
+        "terminate: 1",
+    ] {
+        agent.await_notice(mark, line);
+    }
+}
+
+#[test]
+fn workers_pi() {
+    workers(Side::Pi);
+}
+
+#[test]
+fn workers_pichamber() {
+    workers(Side::Pichamber);
+}
+
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
 fn prompt_during_run_is_refused(side: Side) {

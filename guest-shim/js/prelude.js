@@ -72,9 +72,32 @@ const eventLoop = {
       hostCall("log", "error", `Uncaught error in a child process handler: ${errorStack(err) ?? errorText(err)}`);
     }
   },
+  // What a worker (or, in a worker, the parent: handle 0) sent: "message" with JSON text,
+  // "error" with the text of what it threw, "exit" with its code (the last).
+  workerEvent(id, kind, payload) {
+    const listener = workerListeners.get(id);
+    if (!listener) return;
+    if (kind === "exit") workerListeners.delete(id);
+    try {
+      listener(kind, payload);
+    } catch (err) {
+      if (workerRun) workerRun.fail(err);
+      else hostCall("log", "error", `Uncaught error in a worker handler: ${errorStack(err) ?? errorText(err)}`);
+    }
+  },
+  // Nothing is left to wait for: in a worker, its run ends (true); elsewhere nothing to do.
+  idle() {
+    if (!workerRun) return false;
+    workerRun.finish();
+    return true;
+  },
 };
 // Programs running with live stdio, by host handle: the function their output goes to.
 const programs = new Map();
+// Workers by host handle (0: in a worker, its parent): the function their events go to.
+const workerListeners = new Map();
+// In a worker: its run, which ends when nothing is left to do or something goes uncaught.
+let workerRun = null;
 globalThis.__pichamber_loop = eventLoop;
 
 // As in Node, a timer's delay is at least 1 ms (setTimeout(fn, 0) waits a millisecond); only
@@ -527,12 +550,28 @@ function spawnProgram(command, args, { cwd, env } = {}, onOutput) {
     kill: (signal) => native.kill(id, signal),
   };
 }
+/**
+ * Starts a worker (node:worker_threads) from a bundled module id or script text with
+ * `dataJson` as its workerData; `onEvent` gets ("message", json), ("error", text) and
+ * ("exit", code), the last. Returns its handle; throws the host's refusal.
+ */
+function startWorker(kind, text, dataJson, onEvent) {
+  const id = globalThis.__workers.start(kind, String(text), dataJson);
+  workerListeners.set(id, onEvent);
+  return id;
+}
 /** fetch, carried out by the host: `{cancelled}`, `{error}` or `{ok: response}`. */
 const fetchOperation = (request, signal) => startOperation({ op: "fetch", ...request }, signal);
 globalThis.__pichamber_internal = {
   exec,
   execBlocking,
   spawnProgram,
+  startWorker,
+  postToWorker: (id, json) => globalThis.__workers.post(id, json),
+  terminateWorker: (id) => globalThis.__workers.terminate(id),
+  // In a worker: { data (JSON text), threadId, onParentMessage(listener), listen(on), post };
+  // null in the extension.
+  worker: null,
   builtinTools,
   runBuiltinTool,
   fetchOperation,
@@ -1316,6 +1355,43 @@ async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
   }
 }
 
+/**
+ * A worker's run (see wit `workers`): its module (or script) evaluated with no `pi`, then its
+ * event loop turning until nothing is left to wait for (the engine's `idle`), or until an
+ * error nobody caught ends it.
+ */
+async function runWorker({ worker, data, threadId }) {
+  let finish;
+  let fail;
+  const ended = new Promise((resolve, reject) => {
+    finish = resolve;
+    fail = reject;
+  });
+  workerRun = { finish: () => finish(), fail: (err) => fail(err) };
+  globalThis.__pichamber_internal.worker = {
+    data,
+    threadId,
+    // The parent's messages (JSON text) go to `listener`.
+    onParentMessage(listener) {
+      workerListeners.set(0, (kind, payload) => {
+        if (kind === "message") listener(payload);
+      });
+    },
+    // Whether the worker waits for its parent's messages (its port is listened to).
+    listen: (on) => globalThis.__workers.listen(!!on),
+    post: (json) => globalThis.__workers.post(0, json),
+  };
+  if ("module" in worker) {
+    await import(worker.module);
+  } else {
+    // `new Worker(code, { eval: true })`: a script, with require for the built-in modules.
+    const run = new Function("require", "__filename", "__dirname", String(worker.script));
+    run(requireModule("pichamber:node/module").createRequire("/ext/[worker eval]"), "[worker eval]", ".");
+  }
+  await ended;
+  return null;
+}
+
 async function runFactory(id) {
   const namespace = await import(id);
   const factory = namespace.default;
@@ -1334,6 +1410,7 @@ async function runFactory(id) {
 globalThis.__pichamber = {
   load: envelope(async (entry, contextJson) => {
     applyLoadContext(JSON.parse(contextJson));
+    if (entry.startsWith("{")) return runWorker(JSON.parse(entry));
     // A package's several extensions come as a JSON array of ids: their factories run in
     // order in this instance, so what they pass each other over pi.events stays as it is
     // (functions too). A failure names the extension and fails the package as a whole.

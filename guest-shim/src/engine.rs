@@ -84,6 +84,7 @@ fn start_runtime() -> Result<Runtime, String> {
         }
         hostcall::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         crate::programs::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        crate::workers::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
             .map_err(|e| js_error_text(&ctx, e))?;
@@ -199,6 +200,7 @@ pub fn poll() -> Option<u64> {
                     progressed = true;
                 }
                 progressed |= crate::programs::deliver(&ctx);
+                progressed |= crate::workers::deliver(&ctx);
                 if !progressed {
                     while ctx.execute_pending_job() {}
                     break;
@@ -253,7 +255,19 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
             .and_then(|f| f.call(()))
             .map_err(|e| js_error_text(ctx, e))?;
         let (next_timer, pending_ops) = (state[0], state[1]);
-        if next_timer < 0.0 && pending_ops == 0.0 && crate::programs::live() == 0 {
+        if next_timer < 0.0
+            && pending_ops == 0.0
+            && crate::programs::live() == 0
+            && crate::workers::live() == 0
+        {
+            // A worker with nothing left to do ends here: the prelude settles its run.
+            let settled: bool = event_loop
+                .get::<_, Function>("idle")
+                .and_then(|f| f.call(()))
+                .unwrap_or(false);
+            if settled {
+                continue;
+            }
             return Err(
                 "the extension awaits a promise that nothing will ever settle (no timer or \
                  pending operation is left)"
@@ -270,12 +284,13 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
                     .map_err(|e| js_error_text(ctx, e))?;
             }
             None => {
-                // A timer is due, or a program sent something.
+                // A timer is due, or a program or worker sent something.
                 event_loop
                     .get::<_, Function>("fireTimers")
                     .and_then(|f| f.call::<_, ()>(()))
                     .map_err(|e| js_error_text(ctx, e))?;
                 crate::programs::deliver(ctx);
+                crate::workers::deliver(ctx);
             }
         }
     }

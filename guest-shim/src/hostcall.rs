@@ -303,8 +303,8 @@ fn wait_for(id: u32) -> Result<Value, String> {
                 return Ok(parse(&crate::engine::outcome_json(done.outcome)));
             }
             Some(other) => EARLY.with(|early| early.borrow_mut().push_back(other)),
-            // A spawned program sent something: it waits for the event loop.
-            None if crate::programs::live() > 0 => {}
+            // A spawned program or a worker sent something: it waits for the event loop.
+            None if crate::programs::live() > 0 || crate::workers::live() > 0 => {}
             None => return Err(format!("operation {id} is not pending")),
         }
     }

@@ -18,6 +18,7 @@ mod fs;
 mod hostcall;
 mod modules;
 mod programs;
+mod workers;
 mod zlib;
 
 use bindings::exports::pichamber::extension::guest::{

@@ -17,6 +17,7 @@ import * as path from "pichamber:node/path";
 import * as processModule from "pichamber:node/process";
 import * as url from "pichamber:node/url";
 import * as util from "pichamber:node/util";
+import * as worker_threads from "pichamber:node/worker_threads";
 
 const BUILTINS = {
   buffer,
@@ -34,6 +35,7 @@ const BUILTINS = {
   process: processModule,
   url,
   util,
+  worker_threads,
 };
 
 /** The built-in modules available (without the `node:` prefix), as Node lists them. */

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use crate::manifest_entries;
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
-    Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, Program,
-    StringLiteral, TryStatement,
+    Argument, CallExpression, Expression, ImportExpression, ModuleDeclaration, NewExpression,
+    Program, StringLiteral, TryStatement,
 };
 use oxc_ast_visit::{VisitMut, walk_mut};
 use oxc_codegen::Codegen;
@@ -1134,6 +1134,29 @@ impl<'a> VisitMut<'a> for SpecifierRewriter<'a, '_> {
         walk_mut::walk_call_expression(self, it);
     }
 
+    /// `new Worker(new URL("./worker.mjs", import.meta.url))`: the worker's file is part of
+    /// the extension, bundled like an import, and named by its id (node:worker_threads starts
+    /// it by that id).
+    fn visit_new_expression(&mut self, it: &mut NewExpression<'a>) {
+        let is_worker = match &it.callee {
+            Expression::Identifier(id) => id.name == "Worker",
+            Expression::StaticMemberExpression(member) => member.property.name == "Worker",
+            _ => false,
+        };
+        if is_worker
+            && let Some(Argument::NewExpression(url)) = it.arguments.first_mut()
+            && matches!(&url.callee, Expression::Identifier(id) if id.name == "URL")
+            && url.arguments.len() == 2
+            && matches!(&url.arguments[1], Argument::StaticMemberExpression(m)
+                if m.property.name == "url" && matches!(&m.object, Expression::ImportMeta(_)))
+            && let Some(Argument::StringLiteral(literal)) = url.arguments.first_mut()
+            && literal.value.starts_with('.')
+        {
+            self.rewrite(literal);
+        }
+        walk_mut::walk_new_expression(self, it);
+    }
+
     fn visit_try_statement(&mut self, it: &mut TryStatement<'a>) {
         self.try_depth += 1;
         self.visit_block_statement(&mut it.block);
@@ -1384,5 +1407,30 @@ mod resolution_tests {
         let error = built.unwrap_err();
         assert!(error.file.ends_with("b.ts"), "{error}");
         assert!(error.message.contains("a package asks once"), "{error}");
+    }
+
+    #[test]
+    fn a_workers_module_named_by_url_is_bundled_and_named_by_its_id() {
+        let (_dir, built) = package(&[
+            (
+                "index.ts",
+                "import { Worker } from \"node:worker_threads\";\n\
+                 export default () => new Worker(new URL(\"./work/w.ts\", import.meta.url));\n",
+            ),
+            (
+                "work/w.ts",
+                "import { parentPort } from \"node:worker_threads\";\nparentPort?.postMessage(1);\n",
+            ),
+        ]);
+        let built = built.unwrap();
+        let ids: Vec<&str> = built.modules.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["/ext/index.ts", "/ext/work/w.ts"]);
+        assert!(
+            built.modules[0]
+                .code
+                .contains("new URL(\"/ext/work/w.ts\", import.meta.url)"),
+            "{}",
+            built.modules[0].code
+        );
     }
 }

@@ -19,6 +19,7 @@ use super::latest::pichamber::extension::credentials as credentials_api;
 use super::latest::pichamber::extension::host::Host;
 use super::latest::pichamber::extension::programs as programs_api;
 use super::latest::pichamber::extension::types;
+use super::latest::pichamber::extension::workers as workers_api;
 use super::limits::{Exceeded, Kind};
 use super::operations::Waited;
 use super::programs::Output;
@@ -743,8 +744,10 @@ impl Host for ExtensionState {
         if self.wall_used() > self.call_wall_timeout {
             return Err(WallDeadlineExceeded(self.call_wall_timeout).into());
         }
-        // A running program is pending work: its output or its end wakes the guest.
-        let programs = (self.programs.running() > 0).then(|| self.programs.arrival());
+        // A running program or worker (in a worker: its parent) is pending work: what it
+        // sends, or its end, wakes the guest (programs and workers share one notification).
+        let live = self.programs.running() > 0 || self.workers.pending();
+        let programs = live.then(|| self.programs.arrival());
         let woken = programs.as_deref();
         let pending = self.operations.pending() > 0 || woken.is_some();
         let asked = timeout_ms.map(Duration::from_millis);
@@ -793,6 +796,67 @@ impl credentials_api::Host for ExtensionState {
         }
         let (key, headers) = self.host.credentials(&provider, model_id.as_deref());
         Ok(Ok(credentials_api::ProviderCredentials { key, headers }))
+    }
+}
+
+impl workers_api::Host for ExtensionState {
+    fn start(
+        &mut self,
+        source: workers_api::WorkerSource,
+        data: String,
+    ) -> Result<Result<u32, String>> {
+        if data.len() > MAX_JSON_BYTES {
+            return Ok(Err(format!(
+                "workerData is {} bytes of JSON; the limit is {MAX_JSON_BYTES}",
+                data.len()
+            )));
+        }
+        let source = match source {
+            workers_api::WorkerSource::Module(id) => super::workers::Source::Module(id),
+            workers_api::WorkerSource::Script(code) => {
+                if code.len() > MAX_JSON_BYTES {
+                    return Ok(Err(format!(
+                        "the worker's script is {} bytes; the limit is {MAX_JSON_BYTES}",
+                        code.len()
+                    )));
+                }
+                super::workers::Source::Script(code)
+            }
+        };
+        Ok(self.workers.start(source, data))
+    }
+
+    fn post(&mut self, worker: u32, message: String) -> Result<Result<(), String>> {
+        if message.len() > MAX_JSON_BYTES {
+            return Ok(Err(format!(
+                "the message is {} bytes of JSON; the limit is {MAX_JSON_BYTES}",
+                message.len()
+            )));
+        }
+        Ok(self.workers.post(worker, message))
+    }
+
+    fn terminate(&mut self, worker: u32) -> Result<()> {
+        self.workers.terminate(worker);
+        Ok(())
+    }
+
+    fn take_events(&mut self) -> Result<Vec<workers_api::WorkerEventItem>> {
+        use super::workers::Event;
+        use workers_api::{WorkerEvent, WorkerEventItem};
+        Ok(self
+            .workers
+            .take_events()
+            .into_iter()
+            .map(|(worker, event)| WorkerEventItem {
+                worker,
+                event: match event {
+                    Event::Message(text) => WorkerEvent::Message(text),
+                    Event::Error(text) => WorkerEvent::Error(truncate(&text, 16 << 10)),
+                    Event::Exit(code) => WorkerEvent::Exit(code),
+                },
+            })
+            .collect())
     }
 }
 

@@ -19,6 +19,7 @@ use super::operations::Operations;
 use super::programs::Programs;
 use super::wasi::Determinism;
 use super::wit::{CompletionItem, LoadContext, ModuleSource};
+use super::workers::{self, Inbox, ParentLink, Workers};
 use super::{Guest, GuestPre};
 use pichamber_access::Grants;
 use pichamber_artifact::Artifact;
@@ -71,6 +72,8 @@ pub struct ExtensionState {
     pub(super) operations: Operations,
     /// Programs it runs with live stdio (`child_process.spawn`).
     pub(super) programs: Programs,
+    /// Its worker threads, or in a worker, the link to its parent.
+    pub(super) workers: Workers,
     /// When the guest last started running (a call began, or `wait` returned).
     pub(super) running_since: Instant,
     call_timeout: Duration,
@@ -238,8 +241,37 @@ impl ExtensionInstance {
         host: &Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
     ) -> Result<(Store<ExtensionState>, Guest), CallError> {
+        Self::instantiate_as(pre, artifact, host, options, None).await
+    }
+
+    /// [`Self::instantiate`], for a worker when `worker` gives its inbox and parent.
+    async fn instantiate_as(
+        pre: &GuestPre,
+        artifact: &Artifact,
+        host: &Arc<dyn ExtensionHost>,
+        options: &InstanceOptions,
+        worker: Option<(Arc<Inbox>, ParentLink)>,
+    ) -> Result<(Store<ExtensionState>, Guest), CallError> {
         let wasi = super::wasi::wasi_ctx(&options.grants, options.determinism.as_ref())
             .map_err(|e| CallError::Trap(format!("{e:#}")))?;
+        let wake: Arc<dyn Fn() + Send + Sync> = {
+            let host = host.clone();
+            Arc::new(move || host.wake())
+        };
+        // One notification for programs and workers, so that one `wait` wakes for either.
+        let (workers, arrived) = match worker {
+            Some((inbox, parent)) => {
+                let arrived = inbox.arrival();
+                (Workers::in_worker(inbox, parent), arrived)
+            }
+            None => {
+                let arrived = Arc::new(tokio::sync::Notify::new());
+                let wake = wake.clone();
+                let inbox = Inbox::new(arrived.clone(), Box::new(move || wake()));
+                let spawn = worker_spawner(pre, artifact, host, options);
+                (Workers::new(inbox, spawn), arrived)
+            }
+        };
         let state = ExtensionState {
             wasi,
             table: ResourceTable::new(),
@@ -254,10 +286,8 @@ impl ExtensionInstance {
             host: host.clone(),
             grants: options.grants.clone(),
             operations: Operations::default(),
-            programs: Programs::new({
-                let host = host.clone();
-                Box::new(move || host.wake())
-            }),
+            programs: Programs::with_arrival(arrived, Box::new(move || wake())),
+            workers,
             running_since: Instant::now(),
             call_timeout: options.call_timeout,
             call_started: Instant::now(),
@@ -293,26 +323,8 @@ impl ExtensionInstance {
 
     /// Runs the factory: the extension's modules load and it registers what it offers.
     async fn load(&mut self) -> Result<(), CallError> {
-        let artifact = self.artifact.clone();
-        let modules: Vec<ModuleSource> = artifact
-            .modules
-            .iter()
-            .map(|m| ModuleSource {
-                id: m.id.clone(),
-                source: m.source.clone(),
-            })
-            .collect();
-        let facts = self.host.facts();
-        let context = LoadContext {
-            extension_name: artifact.manifest.name.clone(),
-            cwd: facts.cwd,
-            mode: facts.mode,
-            has_ui: facts.has_ui,
-            env: self.options.grants.env_pairs(),
-            memory_limit: self.options.memory_limit as u64,
-            pi_version: facts.pi_version,
-        };
-        let entry = artifact.manifest.load_entry();
+        let (modules, context) = load_inputs(&self.artifact, &self.host, &self.options);
+        let entry = self.artifact.manifest.load_entry();
         let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, &entry, &context))?;
         loaded.map_err(|e| self.guest_error(e))
     }
@@ -609,6 +621,114 @@ impl ExtensionInstance {
                 Err(CallError::Trap(format!("{message}{}", self.policy())))
             }
         }
+    }
+}
+
+/// What `load` is given: the extension's modules and the facts of its session.
+fn load_inputs(
+    artifact: &Artifact,
+    host: &Arc<dyn ExtensionHost>,
+    options: &InstanceOptions,
+) -> (Vec<ModuleSource>, LoadContext) {
+    let modules = artifact
+        .modules
+        .iter()
+        .map(|m| ModuleSource {
+            id: m.id.clone(),
+            source: m.source.clone(),
+        })
+        .collect();
+    let facts = host.facts();
+    let context = LoadContext {
+        extension_name: artifact.manifest.name.clone(),
+        cwd: facts.cwd,
+        mode: facts.mode,
+        has_ui: facts.has_ui,
+        env: options.grants.env_pairs(),
+        memory_limit: options.memory_limit as u64,
+        pi_version: facts.pi_version,
+    };
+    (modules, context)
+}
+
+/// The longest a worker may live: it runs as long as it has work, not within one call's
+/// wall budget (its CPU time between waits is still bounded as a call's is).
+const WORKER_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How the extension's instance starts workers: each a fresh instance of the same component
+/// with the same grants and limits, on a task of its own.
+fn worker_spawner(
+    pre: &GuestPre,
+    artifact: &Artifact,
+    host: &Arc<dyn ExtensionHost>,
+    options: &InstanceOptions,
+) -> workers::Spawn {
+    let (pre, artifact, host, options) = (
+        pre.clone(),
+        Arc::new(artifact.clone()),
+        host.clone(),
+        options.clone(),
+    );
+    Arc::new(move |source, data, inbox, link| {
+        let (pre, artifact, host, options) =
+            (pre.clone(), artifact.clone(), host.clone(), options.clone());
+        Box::pin(async move {
+            let parent = link.parent.clone();
+            let id = link.id;
+            let ended =
+                run_worker(&pre, &artifact, &host, &options, source, data, inbox, link).await;
+            if let Err(error) = ended {
+                let _ = parent.deliver(id, workers::Event::Error(error));
+                let _ = parent.deliver(id, workers::Event::Exit(1));
+            } else {
+                let _ = parent.deliver(id, workers::Event::Exit(0));
+            }
+        })
+    })
+}
+
+/// Runs one worker to its end: its module (or script) evaluated with no factory, its event
+/// loop turning until nothing is left or its parent terminates it.
+#[allow(clippy::too_many_arguments)]
+async fn run_worker(
+    pre: &GuestPre,
+    artifact: &Artifact,
+    host: &Arc<dyn ExtensionHost>,
+    options: &InstanceOptions,
+    source: workers::Source,
+    data: String,
+    inbox: Arc<Inbox>,
+    link: ParentLink,
+) -> Result<(), String> {
+    let thread_id = link.id;
+    let (mut store, bindings) =
+        ExtensionInstance::instantiate_as(pre, artifact, host, options, Some((inbox, link)))
+            .await
+            .map_err(|e| e.to_string())?;
+    let (modules, context) = load_inputs(artifact, host, options);
+    let source = match source {
+        workers::Source::Module(id) => serde_json::json!({ "module": id }),
+        workers::Source::Script(code) => serde_json::json!({ "script": code }),
+    };
+    // workerData stays the JSON text it was posted as: node:worker_threads decodes it.
+    let entry =
+        serde_json::json!({ "worker": source, "data": data, "threadId": thread_id }).to_string();
+    {
+        let state = store.data_mut();
+        let now = Instant::now();
+        state.running_since = now;
+        state.call_started = now;
+        state.call_wall_timeout = WORKER_LIFETIME;
+    }
+    store.set_epoch_deadline(1);
+    let source_maps = store.data().source_maps.clone();
+    match bindings
+        .call_load(&mut store, &modules, &entry, &context)
+        .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(source_maps.remap(&message)),
+        Err(trap) => Err(describe_trap(&trap)),
     }
 }
 

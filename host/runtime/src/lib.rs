@@ -21,6 +21,7 @@ mod since_v0_1_0;
 pub mod snapshot;
 pub mod ui;
 mod wasi;
+mod workers;
 
 use std::borrow::Cow;
 use std::collections::HashMap;

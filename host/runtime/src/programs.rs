@@ -88,13 +88,20 @@ pub struct Programs {
 
 impl Programs {
     /// `wake_session` asks the session to poll the instance (output arrived between calls).
+    #[cfg(test)]
     pub fn new(wake_session: Box<dyn Fn() + Send + Sync>) -> Self {
+        Self::with_arrival(Arc::new(Notify::new()), wake_session)
+    }
+
+    /// [`Programs::new`] notifying `arrived` (shared with the instance's workers, so that one
+    /// `wait` wakes for either).
+    pub fn with_arrival(arrived: Arc<Notify>, wake_session: Box<dyn Fn() + Send + Sync>) -> Self {
         Self {
             next: 0,
             running: HashMap::new(),
             inbox: Arc::new(Inbox {
                 queue: Mutex::new(VecDeque::new()),
-                arrived: Arc::new(Notify::new()),
+                arrived,
                 session_asked: AtomicBool::new(false),
                 wake_session,
             }),
