@@ -1972,6 +1972,47 @@ fn workers_pichamber() {
     workers(Side::Pichamber);
 }
 
+/// node:vm (tests/fixtures/rpc/vm.ts): a context's object provides its globals and gets what
+/// a script defines, its built-ins are its own, an async script settles in the caller, an
+/// error crosses back from the other realm, and this realm's eval. The lines are Node's own.
+fn vm_contexts(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["vm.ts"],
+            ..Launch::default()
+        },
+    );
+    let mark = agent.mark();
+    let response = agent.request(json!({ "type": "prompt", "message": "/vm" }));
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    for line in [
+        "sync: 12 y=6",
+        "isContext: true false",
+        "fresh: undefined,function,false",
+        "async: 7",
+        "thrown: TypeError: bad input sameRealm=false",
+        "syntax: SyntaxError",
+        "this: function",
+        "compiled: 5",
+    ] {
+        agent.await_notice(mark, line);
+    }
+}
+
+#[test]
+fn vm_contexts_pi() {
+    vm_contexts(Side::Pi);
+}
+
+#[test]
+fn vm_contexts_pichamber() {
+    vm_contexts(Side::Pichamber);
+}
+
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
 fn prompt_during_run_is_refused(side: Side) {

@@ -85,6 +85,7 @@ fn start_runtime() -> Result<Runtime, String> {
         hostcall::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         crate::programs::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         crate::workers::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        crate::vm::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
             .map_err(|e| js_error_text(&ctx, e))?;

@@ -18,6 +18,7 @@ mod fs;
 mod hostcall;
 mod modules;
 mod programs;
+mod vm;
 mod workers;
 mod zlib;
 

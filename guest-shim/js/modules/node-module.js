@@ -17,6 +17,7 @@ import * as path from "pichamber:node/path";
 import * as processModule from "pichamber:node/process";
 import * as url from "pichamber:node/url";
 import * as util from "pichamber:node/util";
+import * as vm from "pichamber:node/vm";
 import * as worker_threads from "pichamber:node/worker_threads";
 
 const BUILTINS = {
@@ -35,6 +36,7 @@ const BUILTINS = {
   process: processModule,
   url,
   util,
+  vm,
   worker_threads,
 };
 
