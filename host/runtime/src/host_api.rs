@@ -362,11 +362,11 @@ impl Host for ExtensionState {
         Ok((|| {
             let message = parse_json("message", &message)?;
             let options = parse_json("message options", &options)?;
-            let custom_type = message
-                .get("customType")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            check_name("customType", custom_type)?;
+            // pi takes a message without a customType (it stays absent); one that is given
+            // is a name like any other.
+            if let Some(custom_type) = message.get("customType").and_then(Value::as_str) {
+                check_name("customType", custom_type)?;
+            }
             self.host.send_message(message, options)
         })())
     }

@@ -29,11 +29,12 @@ pub fn user_message(text: &str, images: &[Value]) -> Value {
 /// A custom message (`pi.sendMessage`, `before_agent_start` injections) in agent form.
 /// Fields the extension left out stay out, as pi leaves them undefined.
 pub fn custom_message(message: &Value) -> Value {
-    let mut out = json!({
-        "role": "custom",
-        "customType": message.get("customType").cloned().unwrap_or(json!("")),
-        "content": message.get("content").cloned().unwrap_or(json!("")),
-    });
+    let mut out = json!({ "role": "custom" });
+    // Absent when the extension gave none, as in pi.
+    if let Some(custom_type) = message.get("customType").filter(|t| !t.is_null()) {
+        out["customType"] = custom_type.clone();
+    }
+    out["content"] = message.get("content").cloned().unwrap_or(json!(""));
     for key in ["display", "details"] {
         if let Some(v) = message.get(key).filter(|v| !v.is_null()) {
             out[key] = v.clone();

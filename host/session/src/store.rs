@@ -876,7 +876,10 @@ impl SessionStore {
     ) -> Result<Value> {
         let mut entry = Map::new();
         entry.insert("type".into(), "custom_message".into());
-        entry.insert("customType".into(), custom_type.into());
+        // A message sent without a customType has none in pi's entry either.
+        if !custom_type.is_empty() {
+            entry.insert("customType".into(), custom_type.into());
+        }
         entry.insert("content".into(), content);
         entry.insert("display".into(), display.into());
         if let Some(details) = details {
