@@ -3629,3 +3629,37 @@ fn workers_are_bounded_like_their_extension_and_start_no_workers() {
         "bystander ok: after the workers"
     );
 }
+
+#[test]
+fn an_extensions_own_package_files_are_read_only_and_lead_nowhere_else() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("own-package"),
+        "--cwd",
+        &sb.ws(),
+        "--tool",
+        "own_package",
+        "--args",
+        "{}",
+    ]);
+    let result = run.tool_results("own_package");
+    let text = common::text_of(&result[0]["content"]);
+    for attempt in ["write", "mkdir", "remove"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{attempt}: EROFS "))
+                    && l.ends_with("the extension's own package files can be read, not changed")),
+            "{attempt}: {text}"
+        );
+    }
+    assert!(
+        text.contains("climb: EACCES") && !text.contains("root:"),
+        "{text}"
+    );
+    assert!(text.contains(r#"read: ok "original""#), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(common::repo().join("tests/fixtures/hostile/own-package/NOTES.md"))
+            .unwrap(),
+        "original\n"
+    );
+}

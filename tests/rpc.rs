@@ -2013,6 +2013,45 @@ fn vm_contexts_pichamber() {
     vm_contexts(Side::Pichamber);
 }
 
+/// An extension reads its own package's files next to `import.meta.url` (pichamber packages
+/// them into the artifact and serves them read-only at `/ext`): contents, a folder's listing,
+/// stat, existence, and ENOENT for what the package lacks. The lines are Node's own.
+fn package_files(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [] }));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["package-files"],
+            ..Launch::default()
+        },
+    );
+    let mark = agent.mark();
+    let response = agent.request(json!({ "type": "prompt", "message": "/files" }));
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    for line in [
+        r##"readme: "# Package files\n\nRead at run time.\n""##,
+        "prompts: plan.md,review.md",
+        "stat: dir=true file=true",
+        "exists: false true",
+        "version: 1.2.3",
+        "missing: ENOENT",
+    ] {
+        agent.await_notice(mark, line);
+    }
+}
+
+#[test]
+fn package_files_pi() {
+    package_files(Side::Pi);
+}
+
+#[test]
+fn package_files_pichamber() {
+    package_files(Side::Pichamber);
+}
+
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
 fn prompt_during_run_is_refused(side: Side) {

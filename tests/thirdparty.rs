@@ -51,7 +51,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-subagents",
         what: "delegation to sub-agents (pi processes) and multi-agent workflows",
         monthly_downloads: 5009,
-        note: "Remains: it runs workflows in a `node:worker_threads` Worker; the guest has no threads, so pichamber has no such module.",
+        note: "Builds and loads with `node:worker_threads`, `node:vm` and its own package files (its agents, prompts and README, read at `/ext`); granted `/tmp` for its run folders. Remains: its background runs start `node` on its own sources through jiti, which it does not find inside the sandbox (`async support: unavailable`), so its reports say so where pi's do not.",
         random_output: false,
     },
     Package {
@@ -159,18 +159,23 @@ the package is pichamber's isolation unit, and its skills and prompt templates, 
 each against a mock model serving the same script, and what both print and send to the model
 is compared step by step after the same normalisation. pichamber runs with the same grants
 as for pi's examples (the workspace and pi's agent folder writable, git and a shell allowed,
-HOME visible); nothing is granted to reach the network.
+HOME visible), and what two packages need to do their job: pi-mcp-adapter may run `node`
+(the MCP servers it starts), pi-subagents may write `/tmp` (its run folders); nothing is
+granted to reach the network.
 The "first difference" column ends with what investigating it found.
 
 Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose
 `require` returns the built-in modules and fails with `MODULE_NOT_FOUND` for anything else, as
 optional-dependency probes expect), `@earendil-works/pi-ai/compat` (the old root API of pi-ai,
 which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Intl`), Node's
-`global`, and for pi-mcp-adapter web streams, `child_process.spawn` with live stdio and Node's
-timer handles. Versions are the newest the registry offered when picked, except pi-subagents
-(0.67 asks for pi-ai 0.80 or later), pi-web-access (0.10.7, the last built against
-`@mariozechner/pi-*`, pi 0.73.1's own packages) and pi-mcp-adapter (2.12.1, before a native
-keyring dependency).
+`global`; for pi-mcp-adapter web streams, `child_process.spawn` with live stdio and Node's
+timer handles; for @aliou/pi-processes a package's extensions in one instance; for
+pi-subagents `node:worker_threads`, `node:vm` and the package's own files, readable at
+`/ext`. Versions are the newest the registry offers, except pi-web-access (0.10.7, the last
+built against `@mariozechner/pi-*`, pi 0.73.1's own packages; 0.28 needs `node:sqlite` and
+`node:async_hooks`) and pi-mcp-adapter (2.12.1; 2.36 bundles undici, which needs
+`node:assert`, `node:tls`, `node:dns`, `node:diagnostics_channel` and more that pichamber
+does not provide yet).
 
 "#;
 
@@ -224,6 +229,8 @@ fn paths_for(root: &Path, name: &str) -> Paths {
     let modules = node_modules();
     let mut replacements = vec![
         (root.to_string_lossy().into_owned(), "<root>".to_owned()),
+        // Where pichamber's extension sees its own package (its files are read-only there).
+        ("/ext/".to_owned(), format!("<node_modules>/{name}/")),
         (
             modules.join(name).to_string_lossy().into_owned(),
             format!("<node_modules>/{name}"),

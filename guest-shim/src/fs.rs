@@ -14,6 +14,9 @@ use crate::hostcall::Args;
 
 pub fn call(op: &str, a: &Args) -> Result<Value, String> {
     let path = a.str(0);
+    if let Some(served) = crate::package_files::serve(op, &normalize(&path), a) {
+        return served;
+    }
     let fail = |e: std::io::Error| {
         let second = a.opt_str(1).filter(|_| matches!(op, "rename" | "copyFile"));
         let mut text = node_error(&e, op, &path);

@@ -17,6 +17,7 @@ mod engine;
 mod fs;
 mod hostcall;
 mod modules;
+mod package_files;
 mod programs;
 mod vm;
 mod workers;

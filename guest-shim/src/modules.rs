@@ -18,7 +18,12 @@ pub fn set_extension_modules(sources: Vec<ModuleSource>) {
     EXTENSION_MODULES.with(|m| {
         let mut m = m.borrow_mut();
         for source in sources {
-            m.insert(source.id, source.source);
+            match source.id.strip_prefix(crate::package_files::FILE_ID_PREFIX) {
+                Some(path) => crate::package_files::add(path.to_owned(), source.source),
+                None => {
+                    m.insert(source.id, source.source);
+                }
+            }
         }
     });
 }

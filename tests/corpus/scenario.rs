@@ -400,6 +400,8 @@ fn extra_grants(example: &str) -> &'static [&'static str] {
         "truncated-tool.ts" => &["--allow-run", "rg"],
         // The MCP servers it starts (tests/thirdparty.rs's echo server runs under node).
         "pi-mcp-adapter" => &["--allow-run", "node"],
+        // Its results and run folders are under the system's temporary folder.
+        "pi-subagents" => &["--allow-write", "/tmp"],
         _ => &[],
     }
 }

@@ -76,8 +76,10 @@ pub struct Bundle {
     /// modules import or its package.json depends on (see `pichamber_pi`).
     pub pi_version: Option<PiVersion>,
     /// What the build changed that its user should hear of (imports of names a module does
-    /// not export, now `undefined`).
+    /// not export, now `undefined`; package files left out).
     pub warnings: Vec<String>,
+    /// The package's files the extension may read at run time (package_files).
+    pub files: Vec<crate::package_files::PackageFile>,
 }
 
 /// One module of the bundle.
@@ -336,7 +338,19 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         });
     }
 
-    let warnings = crate::missing_imports::fill_missing(&mut modules);
+    let mut warnings = crate::missing_imports::fill_missing(&mut modules);
+    // A single file's folder is not its own: only a package brings its files.
+    let files = if layout.single_file {
+        Vec::new()
+    } else {
+        let (files, left_out) = crate::package_files::collect(&layout.root);
+        warnings.extend(
+            left_out
+                .into_iter()
+                .map(|f| format!("a package file the extension cannot read at run time: {f}")),
+        );
+        files
+    };
 
     // A single file is its own extension even inside a package; a package or folder is named
     // after package.json's name.
@@ -384,6 +398,7 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         input: std::path::absolute(input).unwrap_or_else(|_| input.to_path_buf()),
         root: layout.root.clone(),
         warnings,
+        files,
     })
 }
 

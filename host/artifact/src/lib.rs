@@ -11,6 +11,7 @@
 pub mod bundle;
 pub mod manifest_entries;
 mod missing_imports;
+pub mod package_files;
 mod package_scope;
 pub mod source_map;
 
@@ -121,6 +122,7 @@ pub const GUEST_SHIM_SHA256: &str = env!("GUEST_SHIM_SHA256");
 
 impl Artifact {
     pub fn from_bundle(bundle: &Bundle) -> Self {
+        // The package's files ride with the modules, marked by their id (package_files).
         let modules: Vec<ModuleEntry> = bundle
             .modules
             .iter()
@@ -129,6 +131,11 @@ impl Artifact {
                 source: m.code.clone(),
                 map: m.map.clone(),
             })
+            .chain(bundle.files.iter().map(|f| ModuleEntry {
+                id: format!("{}{}", package_files::FILE_ID_PREFIX, f.path),
+                source: f.text.clone(),
+                map: None,
+            }))
             .collect();
         // The hash covers the code, not the maps: same code, same build.
         let code_only: Vec<(&str, &str)> = modules
@@ -150,7 +157,7 @@ impl Artifact {
             component_hash: Some(format!("sha256:{GUEST_SHIM_SHA256}")),
             capabilities: bundle.requested_capabilities.clone(),
             pichamber_version: env!("CARGO_PKG_VERSION").into(),
-            modules: modules.len(),
+            modules: bundle.modules.len(),
             pi_version: bundle.pi_version,
         };
         Self {
@@ -167,9 +174,19 @@ impl Artifact {
     /// Every file the build bundled, as a reviewer reads it: its path in the package, or for
     /// a dependency found outside the package folder (npm's flat layout, a workspace link)
     /// `<package>/<path in it>` marked so.
+    /// The package files the extension reads at run time, by their `/ext/...` path.
+    pub fn package_files(&self) -> Vec<String> {
+        self.modules
+            .iter()
+            .filter_map(|m| m.id.strip_prefix(package_files::FILE_ID_PREFIX))
+            .map(str::to_owned)
+            .collect()
+    }
+
     pub fn bundled_files(&self) -> Vec<String> {
         self.modules
             .iter()
+            .filter(|m| !m.id.starts_with(package_files::FILE_ID_PREFIX))
             .map(|m| {
                 let id = m.id.strip_prefix("/ext/").unwrap_or(&m.id);
                 match id
@@ -414,6 +431,7 @@ mod tests {
             input: "/src/demo".into(),
             root: "/src/demo".into(),
             warnings: Vec::new(),
+            files: Vec::new(),
         };
         let artifact = Artifact::from_bundle(&bundle);
         let back = Artifact::from_bytes(&artifact.to_bytes().unwrap()).unwrap();

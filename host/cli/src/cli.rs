@@ -490,11 +490,16 @@ fn build(args: BuildArgs) -> Result<ExitCode> {
     let tmp = output.with_extension("wasm.partial");
     std::fs::write(&tmp, &bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &output).with_context(|| format!("cannot write {}", output.display()))?;
+    let modules = artifact.manifest.modules;
+    let files = match bundle.files.len() {
+        0 => String::new(),
+        1 => ", 1 package file".into(),
+        n => format!(", {n} package files"),
+    };
     esay!(
-        "built {} ({} module{}, {} KiB) -> {}",
+        "built {} ({modules} module{}{files}, {} KiB) -> {}",
         artifact.manifest.name,
-        artifact.modules.len(),
-        if artifact.modules.len() == 1 { "" } else { "s" },
+        if modules == 1 { "" } else { "s" },
         bytes.len() / 1024,
         output.display()
     );
@@ -1625,6 +1630,19 @@ fn print_inspection(report: &Value) {
     say!("  files:        {} bundled", files.len());
     for file in &files {
         say!("    {}", file.as_str().unwrap_or_default());
+    }
+    let package_files = report["packageFiles"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !package_files.is_empty() {
+        say!(
+            "  package files: {} the extension can read (read-only, at these paths)",
+            package_files.len()
+        );
+        for file in &package_files {
+            say!("    {}", file.as_str().unwrap_or_default());
+        }
     }
     if report["loaded"] != json!(true) {
         for e in report["errors"].as_array().into_iter().flatten() {

@@ -277,6 +277,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         "manifest": artifact.manifest,
         "preInitialized": pre_initialized,
         "files": artifact.bundled_files(),
+        "packageFiles": artifact.package_files(),
         "loaded": loaded,
         "errors": *errors.lock().unwrap(),
         "tools": tools,
