@@ -299,6 +299,40 @@ if (typeof globalThis.AbortController !== "function") {
   globalThis.AbortSignal = AbortSignalLite;
 }
 if (typeof globalThis.DOMException !== "function") globalThis.DOMException = DOMExceptionLite;
+// This QuickJS has no WeakRef or FinalizationRegistry. The language lets a WeakRef keep its
+// target (collection is never promised) and a registry never call back, so these are correct
+// if not thrifty: an instance's memory is bounded by its limit anyway.
+if (typeof globalThis.WeakRef !== "function") {
+  globalThis.WeakRef = class WeakRef {
+    #target;
+    constructor(target) {
+      if ((typeof target !== "object" && typeof target !== "function") || target === null) {
+        throw new TypeError("WeakRef: target must be an object");
+      }
+      this.#target = target;
+    }
+    deref() {
+      return this.#target;
+    }
+    get [Symbol.toStringTag]() {
+      return "WeakRef";
+    }
+  };
+}
+if (typeof globalThis.FinalizationRegistry !== "function") {
+  globalThis.FinalizationRegistry = class FinalizationRegistry {
+    constructor(cleanup) {
+      if (typeof cleanup !== "function") throw new TypeError("FinalizationRegistry: cleanup must be callable");
+    }
+    register() {}
+    unregister() {
+      return false;
+    }
+    get [Symbol.toStringTag]() {
+      return "FinalizationRegistry";
+    }
+  };
+}
 // Node's globals that extensions use without importing them, loaded on first use: most
 // extensions never touch them, and compiling their modules would slow every start.
 const requireModule = globalThis.__pichamber_require;
@@ -417,6 +451,7 @@ for (const name of [
 }
 // The engine has no Intl: Intl.Segmenter, which extensions use to measure text, is provided.
 lazyGlobal("Intl", "pichamber:intl", "Intl");
+lazyGlobal("performance", "pichamber:node/perf_hooks", "performance");
 // Node's name for the global object (code written for Node and browsers looks for `global`,
 // `window` or `self` to find it).
 if (!("global" in globalThis)) globalThis.global = globalThis;

@@ -4,6 +4,7 @@
 // that is not installed (an Error with code MODULE_NOT_FOUND), which is what code probing for
 // an optional dependency (`try { require.resolve("x") } catch {}`) expects.
 
+import * as assert from "pichamber:node/assert";
 import * as buffer from "pichamber:node/buffer";
 import * as child_process from "pichamber:node/child_process";
 import * as crypto from "pichamber:node/crypto";
@@ -21,6 +22,7 @@ import * as vm from "pichamber:node/vm";
 import * as worker_threads from "pichamber:node/worker_threads";
 
 const BUILTINS = {
+  assert: assert.default,
   buffer,
   child_process,
   crypto,

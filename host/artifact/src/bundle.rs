@@ -955,7 +955,16 @@ fn require_table(requires: &[(String, Option<String>)]) -> String {
                 "import * as __pichamber_dep{i} from {};\n",
                 json_str(id)
             ));
-            table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
+            // Node's require of a built-in whose exports are a function (assert, events,
+            // stream) gives that function, its other exports hanging off it.
+            if id.starts_with("pichamber:") {
+                table.push(format!(
+                    "{}: (typeof __pichamber_dep{i}.default === 'function' ? __pichamber_dep{i}.default : __pichamber_dep{i})",
+                    json_str(specifier)
+                ));
+            } else {
+                table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
+            }
         }
     }
     out.push_str(&format!(

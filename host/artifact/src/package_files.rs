@@ -77,6 +77,9 @@ fn walk(
         };
         let shown = rel.to_string_lossy().replace('\\', "/");
         let size = entry.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        if size > MAX_FILE && looks_binary(&path) {
+            continue;
+        }
         if size > MAX_FILE {
             left_out.push(format!(
                 "{shown} ({size} bytes; files over {MAX_FILE} bytes are not packaged)"
@@ -104,6 +107,17 @@ fn walk(
     }
 }
 
+/// Whether a file's first bytes are not UTF-8 text (an image, a font, an archive).
+fn looks_binary(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4096];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    // A character cut by the 4 KiB boundary is not a reason (error_len is None then).
+    std::str::from_utf8(&head[..read]).is_err_and(|e| e.error_len().is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +140,9 @@ mod tests {
             std::fs::write(path, bytes).unwrap();
         }
         std::fs::write(root.join("huge.txt"), vec![b'a'; MAX_FILE as usize + 1]).unwrap();
+        let mut huge_image = vec![0xffu8; MAX_FILE as usize + 1];
+        huge_image[0] = 0x89;
+        std::fs::write(root.join("banner.png"), huge_image).unwrap();
         let (files, left_out) = collect(root);
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(
