@@ -72,7 +72,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-mcp-adapter",
         what: "MCP servers' tools as pi tools",
         monthly_downloads: 2082,
-        note: "Its stdio MCP servers work: tests/thirdparty.rs calls one through its `mcp` tool, as in pi. Remains: `/mcp` opens a terminal panel (`ctx.ui.custom()`) and awaits its closing, which no RPC client can do: pi never answers that prompt (nor exits after it), pichamber reports the command as awaiting a promise nothing will settle and goes on; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
+        note: "Its stdio MCP servers work: tests/thirdparty.rs calls one through its `mcp` tool, as in pi. Its code mode runs scripts in a `node:worker_threads` worker with `node:vm`, and the undici it bundles needs `node:assert`, `node:async_hooks`, `node:diagnostics_channel` and more, all of which pichamber now has; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
         random_output: false,
     },
     Package {
@@ -171,11 +171,10 @@ which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Int
 `global`; for pi-mcp-adapter web streams, `child_process.spawn` with live stdio and Node's
 timer handles; for @aliou/pi-processes a package's extensions in one instance; for
 pi-subagents `node:worker_threads`, `node:vm` and the package's own files, readable at
-`/ext`. Versions are the newest the registry offers, except pi-web-access (0.10.7, the last
-built against `@mariozechner/pi-*`, pi 0.73.1's own packages; 0.28 needs `node:sqlite` and
-`node:async_hooks`) and pi-mcp-adapter (2.12.1; 2.36 bundles undici, which needs
-`node:assert`, `node:tls`, `node:dns`, `node:diagnostics_channel` and more that pichamber
-does not provide yet).
+`/ext`; for pi-mcp-adapter 2.36 the modules undici needs (`node:assert`, `node:async_hooks`,
+`node:diagnostics_channel`, `node:dns`, `node:tls`, ...), `WeakRef` and `performance`.
+Versions are the newest the registry offers, except pi-web-access (0.10.7, the last built
+against `@mariozechner/pi-*`, pi 0.73.1's own packages; 0.28 needs `node:sqlite`).
 
 "#;
 
