@@ -66,6 +66,24 @@ enum Side {
     Pichamber,
 }
 
+/// The tests `SCENARIO::pi` and `SCENARIO::pichamber`: the scenario function run against
+/// real pi and against pichamber (a module shares the function's name: they live apart).
+macro_rules! both_sides {
+    ($scenario:ident) => {
+        mod $scenario {
+            #[test]
+            fn pi() {
+                super::$scenario(super::Side::Pi);
+            }
+
+            #[test]
+            fn pichamber() {
+                super::$scenario(super::Side::Pichamber);
+            }
+        }
+    };
+}
+
 /// A mock model server with its own runtime, which keeps serving while the test thread
 /// blocks on a child process.
 struct Mock {
@@ -1614,15 +1632,7 @@ fn framing(side: Side) {
     );
 }
 
-#[test]
-fn framing_pi() {
-    framing(Side::Pi);
-}
-
-#[test]
-fn framing_pichamber() {
-    framing(Side::Pichamber);
-}
+both_sides!(framing);
 
 // ---------------------------------------------------------------------------------------------
 // 4. The extension UI sub-protocol
@@ -1739,15 +1749,7 @@ fn extension_ui(side: Side) {
     );
 }
 
-#[test]
-fn extension_ui_pi() {
-    extension_ui(Side::Pi);
-}
-
-#[test]
-fn extension_ui_pichamber() {
-    extension_ui(Side::Pichamber);
-}
+both_sides!(extension_ui);
 
 // ---------------------------------------------------------------------------------------------
 // 5. Prompts during a run, and abort
@@ -1811,15 +1813,7 @@ fn failing_command_is_reported(side: Side) {
     );
 }
 
-#[test]
-fn failing_command_is_reported_pi() {
-    failing_command_is_reported(Side::Pi);
-}
-
-#[test]
-fn failing_command_is_reported_pichamber() {
-    failing_command_is_reported(Side::Pichamber);
-}
+both_sides!(failing_command_is_reported);
 
 /// A program spawned with live stdio keeps running after the command that started it: later
 /// commands write to it, and its answers (and its end) reach the extension while the session
@@ -1851,49 +1845,44 @@ fn live_program(side: Side) {
     }
 }
 
-#[test]
-fn live_program_pi() {
-    live_program(Side::Pi);
-}
+both_sides!(live_program);
 
-#[test]
-fn live_program_pichamber() {
-    live_program(Side::Pichamber);
-}
-
-/// Names an import asks for and its module lacks are undefined, as under pi's loader: the
-/// extension loads, and only calling one fails.
-fn missing_imports_are_undefined(side: Side) {
+/// Runs `command` in a session with `extension` (under tests/fixtures/rpc) and waits for each
+/// of `notices` to be shown, in any order.
+fn command_notices(side: Side, extension: &str, command: &str, notices: &[&str]) {
     let mock = Mock::new(&json!({ "turns": [] }));
     let home = Home::new(&mock.server.base_url());
     let mut agent = Agent::start(
         side,
         &home,
         &Launch {
-            extensions: &["missing-import.ts"],
+            extensions: &[extension],
             ..Launch::default()
         },
     );
     let mark = agent.mark();
-    let response = agent.request(json!({ "type": "prompt", "message": "/imports" }));
+    let response = agent.request(json!({ "type": "prompt", "message": command }));
     assert_eq!(response["success"], json!(true), "{side:?}: {response}");
-    for text in [
-        "imports: undefined function helped undefined",
-        "call: TypeError",
-    ] {
-        agent.await_notice(mark, text);
+    for notice in notices {
+        agent.await_notice(mark, notice);
     }
 }
 
-#[test]
-fn missing_imports_are_undefined_pi() {
-    missing_imports_are_undefined(Side::Pi);
+/// Names an import asks for and its module lacks are undefined, as under pi's loader: the
+/// extension loads, and only calling one fails.
+fn missing_imports_are_undefined(side: Side) {
+    command_notices(
+        side,
+        "missing-import.ts",
+        "/imports",
+        &[
+            "imports: undefined function helped undefined",
+            "call: TypeError",
+        ],
+    );
 }
 
-#[test]
-fn missing_imports_are_undefined_pichamber() {
-    missing_imports_are_undefined(Side::Pichamber);
-}
+both_sides!(missing_imports_are_undefined);
 
 /// A package's extensions reach each other over `pi.events` with what they pass as it is:
 /// a reply function crosses and is called synchronously (pichamber loads a package's
@@ -1920,137 +1909,75 @@ fn package_extensions_pass_functions(side: Side) {
     }
 }
 
-#[test]
-fn package_extensions_pass_functions_pi() {
-    package_extensions_pass_functions(Side::Pi);
-}
-
-#[test]
-fn package_extensions_pass_functions_pichamber() {
-    package_extensions_pass_functions(Side::Pichamber);
-}
+both_sides!(package_extensions_pass_functions);
 
 /// node:worker_threads (tests/fixtures/rpc/workers.ts): a bundled module worker gets its
 /// workerData and echoes messages with their structured-clone types, an uncaught error in it
 /// is an `error` then `exit 1`, a script worker ends on its own with 0, terminate gives 1, and
 /// a function cannot be posted. The lines are Node's own (the pi side).
 fn workers(side: Side) {
-    let mock = Mock::new(&json!({ "turns": [] }));
-    let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
+    command_notices(
         side,
-        &home,
-        &Launch {
-            extensions: &["workers.ts"],
-            ..Launch::default()
-        },
+        "workers.ts",
+        "/workers",
+        &[
+            r#"data: message {"workerData":{"n":2,"when":"1970-01-01T00:00:00.000Z","big":"10n","nothing":"undefined"},"kinds":{"n":"Number","when":"Date","big":"BigInt","nothing":"undefined"},"isMainThread":false}"#,
+            r#"echo: message {"echoed":{"text":"hi","tags":{"set":["a","b"]},"bytes":{"bytes":[1,2]}},"kinds":{"text":"String","tags":"Set","bytes":"Uint8Array"}}"#,
+            "clone: DataCloneError",
+            "boom: error boom from the worker",
+            "then: exit 1",
+            r#"script: message {"doubled":42,"isMainThread":false}"#,
+            "script then: exit 0",
+            "terminate: 1",
+        ],
     );
-    let mark = agent.mark();
-    let response = agent.request(json!({ "type": "prompt", "message": "/workers" }));
-    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
-    for line in [
-        r#"data: message {"workerData":{"n":2,"when":"1970-01-01T00:00:00.000Z","big":"10n","nothing":"undefined"},"kinds":{"n":"Number","when":"Date","big":"BigInt","nothing":"undefined"},"isMainThread":false}"#,
-        r#"echo: message {"echoed":{"text":"hi","tags":{"set":["a","b"]},"bytes":{"bytes":[1,2]}},"kinds":{"text":"String","tags":"Set","bytes":"Uint8Array"}}"#,
-        "clone: DataCloneError",
-        "boom: error boom from the worker",
-        "then: exit 1",
-        r#"script: message {"doubled":42,"isMainThread":false}"#,
-        "script then: exit 0",
-        "terminate: 1",
-    ] {
-        agent.await_notice(mark, line);
-    }
 }
 
-#[test]
-fn workers_pi() {
-    workers(Side::Pi);
-}
-
-#[test]
-fn workers_pichamber() {
-    workers(Side::Pichamber);
-}
+both_sides!(workers);
 
 /// node:vm (tests/fixtures/rpc/vm.ts): a context's object provides its globals and gets what
 /// a script defines, its built-ins are its own, an async script settles in the caller, an
 /// error crosses back from the other realm, and this realm's eval. The lines are Node's own.
 fn vm_contexts(side: Side) {
-    let mock = Mock::new(&json!({ "turns": [] }));
-    let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
+    command_notices(
         side,
-        &home,
-        &Launch {
-            extensions: &["vm.ts"],
-            ..Launch::default()
-        },
+        "vm.ts",
+        "/vm",
+        &[
+            "sync: 12 y=6",
+            "isContext: true false",
+            "fresh: undefined,function,false",
+            "async: 7",
+            "thrown: TypeError: bad input sameRealm=false",
+            "syntax: SyntaxError",
+            "this: function",
+            "compiled: 5",
+        ],
     );
-    let mark = agent.mark();
-    let response = agent.request(json!({ "type": "prompt", "message": "/vm" }));
-    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
-    for line in [
-        "sync: 12 y=6",
-        "isContext: true false",
-        "fresh: undefined,function,false",
-        "async: 7",
-        "thrown: TypeError: bad input sameRealm=false",
-        "syntax: SyntaxError",
-        "this: function",
-        "compiled: 5",
-    ] {
-        agent.await_notice(mark, line);
-    }
 }
 
-#[test]
-fn vm_contexts_pi() {
-    vm_contexts(Side::Pi);
-}
-
-#[test]
-fn vm_contexts_pichamber() {
-    vm_contexts(Side::Pichamber);
-}
+both_sides!(vm_contexts);
 
 /// An extension reads its own package's files next to `import.meta.url` (pichamber packages
 /// them into the artifact and serves them read-only at `/ext`): contents, a folder's listing,
 /// stat, existence, and ENOENT for what the package lacks. The lines are Node's own.
 fn package_files(side: Side) {
-    let mock = Mock::new(&json!({ "turns": [] }));
-    let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
+    command_notices(
         side,
-        &home,
-        &Launch {
-            extensions: &["package-files"],
-            ..Launch::default()
-        },
+        "package-files",
+        "/files",
+        &[
+            r##"readme: "# Package files\n\nRead at run time.\n""##,
+            "prompts: plan.md,review.md",
+            "stat: dir=true file=true",
+            "exists: false true",
+            "version: 1.2.3",
+            "missing: ENOENT",
+        ],
     );
-    let mark = agent.mark();
-    let response = agent.request(json!({ "type": "prompt", "message": "/files" }));
-    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
-    for line in [
-        r##"readme: "# Package files\n\nRead at run time.\n""##,
-        "prompts: plan.md,review.md",
-        "stat: dir=true file=true",
-        "exists: false true",
-        "version: 1.2.3",
-        "missing: ENOENT",
-    ] {
-        agent.await_notice(mark, line);
-    }
 }
 
-#[test]
-fn package_files_pi() {
-    package_files(Side::Pi);
-}
-
-#[test]
-fn package_files_pichamber() {
-    package_files(Side::Pichamber);
-}
+both_sides!(package_files);
 
 /// A prompt without streamingBehavior while a run streams is refused at once with pi's
 /// error, and never reaches the model.
@@ -2093,15 +2020,7 @@ fn prompt_during_run_is_refused(side: Side) {
     );
 }
 
-#[test]
-fn prompt_during_run_is_refused_pi() {
-    prompt_during_run_is_refused(Side::Pi);
-}
-
-#[test]
-fn prompt_during_run_is_refused_pichamber() {
-    prompt_during_run_is_refused(Side::Pichamber);
-}
+both_sides!(prompt_during_run_is_refused);
 
 /// A prompt with streamingBehavior "steer" while a run streams is accepted at once and
 /// delivered before the next model call.
@@ -2159,15 +2078,7 @@ fn prompt_steers_a_run(side: Side) {
     );
 }
 
-#[test]
-fn prompt_steers_a_run_pi() {
-    prompt_steers_a_run(Side::Pi);
-}
-
-#[test]
-fn prompt_steers_a_run_pichamber() {
-    prompt_steers_a_run(Side::Pichamber);
-}
+both_sides!(prompt_steers_a_run);
 
 /// `abort` during a slow model turn ends the run with stopReason "aborted", long before the
 /// turn would have ended.
@@ -2204,15 +2115,7 @@ fn abort_stops_a_slow_turn(side: Side) {
     assert_eq!(state["isStreaming"], json!(false), "{side:?}");
 }
 
-#[test]
-fn abort_stops_a_slow_turn_pi() {
-    abort_stops_a_slow_turn(Side::Pi);
-}
-
-#[test]
-fn abort_stops_a_slow_turn_pichamber() {
-    abort_stops_a_slow_turn(Side::Pichamber);
-}
+both_sides!(abort_stops_a_slow_turn);
 
 /// An `abort` while nothing runs does not cancel what comes next (pi resets its abort
 /// signal per operation): a manual compaction after it succeeds.
@@ -2242,15 +2145,7 @@ fn abort_while_idle_then_compact(side: Side) {
     assert_eq!(r["data"]["summary"], json!("A summary."), "{side:?}: {r}");
 }
 
-#[test]
-fn abort_while_idle_then_compact_pi() {
-    abort_while_idle_then_compact(Side::Pi);
-}
-
-#[test]
-fn abort_while_idle_then_compact_pichamber() {
-    abort_while_idle_then_compact(Side::Pichamber);
-}
+both_sides!(abort_while_idle_then_compact);
 
 /// `abort_bash` stops a running `bash` command; its response says it was cancelled and keeps
 /// the output so far.
@@ -2283,15 +2178,7 @@ fn abort_bash_cancels_a_running_command(side: Side) {
     );
 }
 
-#[test]
-fn abort_bash_cancels_a_running_command_pi() {
-    abort_bash_cancels_a_running_command(Side::Pi);
-}
-
-#[test]
-fn abort_bash_cancels_a_running_command_pichamber() {
-    abort_bash_cancels_a_running_command(Side::Pichamber);
-}
+both_sides!(abort_bash_cancels_a_running_command);
 
 // ---------------------------------------------------------------------------------------------
 // 6. How the process ends
@@ -2431,15 +2318,7 @@ fn export_html_paths(side: Side) {
     let _ = agent.wait_exit(Duration::from_secs(20));
 }
 
-#[test]
-fn export_html_paths_pi() {
-    export_html_paths(Side::Pi);
-}
-
-#[test]
-fn export_html_paths_pichamber() {
-    export_html_paths(Side::Pichamber);
-}
+both_sides!(export_html_paths);
 
 /// Model, user and extension texts are hostile: the page pichamber writes has no script, no
 /// event handler and no javascript: link, whatever the session holds, and still shows the

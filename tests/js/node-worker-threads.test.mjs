@@ -1,7 +1,7 @@
 // node:worker_threads' message encoding: what a message turns into after crossing the host
 // (JSON with the structured-clone types tagged) equals what Node's structuredClone makes of
 // it, and what Node cannot clone pichamber refuses too. (Workers themselves run in real
-// instances: tests/rpc.rs `workers_*`, tests/hostile.rs.)
+// instances: tests/rpc.rs `workers::*`, tests/hostile.rs.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
