@@ -1323,25 +1323,38 @@ fn fetch_reaches_only_the_granted_hosts() {
 // ---------------------------------------------------------------------------------------------
 // CPU, stack and memory
 
-#[test]
-fn an_endless_loop_in_a_tool_is_stopped_and_the_other_tool_answers() {
+/// Runs `tool` of the hostile `fixture` (no arguments, a 1 s call limit), then the
+/// bystander's tool with `after`, and checks that the bystander answered it unharmed.
+fn tool_then_bystander(fixture_name: &str, tool: &str, after: &str) -> Run {
     let sb = Sandbox::new();
+    let echo = json!({ "text": after }).to_string();
     let run = run_pichamber(&[
-        &fixture("loop-tool.ts"),
+        &fixture(fixture_name),
         &bystander(),
         "--cwd",
         &sb.ws(),
         "--call-timeout",
         "1",
         "--tool",
-        "spin",
+        tool,
         "--args",
         "{}",
         "--tool",
         "bystander_echo",
         "--args",
-        r#"{"text":"after the loop"}"#,
+        &echo,
     ]);
+    run.assert_bystander_tool_served();
+    assert_eq!(
+        common::text_of(&run.tool_results("bystander_echo")[0]["content"]),
+        format!("bystander ok: {after}")
+    );
+    run
+}
+
+#[test]
+fn an_endless_loop_in_a_tool_is_stopped_and_the_other_tool_answers() {
+    let run = tool_then_bystander("loop-tool.ts", "spin", "after the loop");
     let spin = run.tool_results("spin");
     assert_eq!(spin[0]["isError"], true);
     let text = common::text_of(&spin[0]["content"]);
@@ -1350,11 +1363,6 @@ fn an_endless_loop_in_a_tool_is_stopped_and_the_other_tool_answers() {
         "{text}"
     );
     assert_eq!(run.errors_of("loop-tool").len(), 1, "{}", run.dump());
-    run.assert_bystander_tool_served();
-    assert_eq!(
-        common::text_of(&run.tool_results("bystander_echo")[0]["content"]),
-        "bystander ok: after the loop"
-    );
 }
 
 #[test]
@@ -3589,23 +3597,7 @@ fn a_secret_by_reference_reaches_only_its_host_and_never_the_extension() {
 
 #[test]
 fn workers_are_bounded_like_their_extension_and_start_no_workers() {
-    let sb = Sandbox::new();
-    let run = run_pichamber(&[
-        &fixture("worker-abuse.ts"),
-        &bystander(),
-        "--cwd",
-        &sb.ws(),
-        "--call-timeout",
-        "1",
-        "--tool",
-        "worker_abuse",
-        "--args",
-        "{}",
-        "--tool",
-        "bystander_echo",
-        "--args",
-        r#"{"text":"after the workers"}"#,
-    ]);
+    let run = tool_then_bystander("worker-abuse.ts", "worker_abuse", "after the workers");
     let result = run.tool_results("worker_abuse");
     let text = common::text_of(&result[0]["content"]);
     // A worker that never yields is stopped by the extension's own per-call limit; the
@@ -3622,11 +3614,6 @@ fn workers_are_bounded_like_their_extension_and_start_no_workers() {
     assert!(
         text.contains("flood: 8 started, then too many workers running (limit 8)"),
         "{text}"
-    );
-    run.assert_bystander_tool_served();
-    assert_eq!(
-        common::text_of(&run.tool_results("bystander_echo")[0]["content"]),
-        "bystander ok: after the workers"
     );
 }
 
