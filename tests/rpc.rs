@@ -1673,16 +1673,7 @@ fn expected_ui_requests() -> Vec<Value> {
 /// text; the two with a timeout are left to expire. An answer for an unknown id and a late
 /// answer for an expired dialog are ignored.
 fn extension_ui(side: Side) {
-    let mock = Mock::new(&json!({ "turns": [] }));
-    let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
-        side,
-        &home,
-        &Launch {
-            extensions: &["dialogs.ts"],
-            ..Launch::default()
-        },
-    );
+    let (_mock, _home, mut agent) = with_extension(side, "dialogs.ts");
     let mark = agent.mark();
     let ask = agent.send_with_id(json!({ "type": "prompt", "message": "/ask" }));
     let answer = |agent: &mut Agent, request: &Value, fields: Value| {
@@ -1781,16 +1772,7 @@ fn hold_script() -> Value {
 /// A command that throws is reported as pi reports it: under the command's name, event
 /// "command", the message only.
 fn failing_command_is_reported(side: Side) {
-    let mock = Mock::new(&json!({ "turns": [] }));
-    let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
-        side,
-        &home,
-        &Launch {
-            extensions: &["commands.ts"],
-            ..Launch::default()
-        },
-    );
+    let (mock, _home, mut agent) = with_extension(side, "commands.ts");
     let mark = agent.mark();
     let response = agent.request(json!({ "type": "prompt", "message": "/fail" }));
     assert_eq!(response["success"], json!(true), "{side:?}: {response}");
@@ -1847,12 +1829,12 @@ fn live_program(side: Side) {
 
 both_sides!(live_program);
 
-/// Runs `command` in a session with `extension` (under tests/fixtures/rpc) and waits for each
-/// of `notices` to be shown, in any order.
-fn command_notices(side: Side, extension: &str, command: &str, notices: &[&str]) {
+/// A session of `side` with `extension` (under tests/fixtures/rpc) and a model that is never
+/// asked; the mock and home live as long as the agent is used.
+fn with_extension(side: Side, extension: &str) -> (Mock, Home, Agent) {
     let mock = Mock::new(&json!({ "turns": [] }));
     let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
+    let agent = Agent::start(
         side,
         &home,
         &Launch {
@@ -1860,6 +1842,13 @@ fn command_notices(side: Side, extension: &str, command: &str, notices: &[&str])
             ..Launch::default()
         },
     );
+    (mock, home, agent)
+}
+
+/// Runs `command` in a session with `extension` (under tests/fixtures/rpc) and waits for each
+/// of `notices` to be shown, in any order.
+fn command_notices(side: Side, extension: &str, command: &str, notices: &[&str]) {
+    let (_mock, _home, mut agent) = with_extension(side, extension);
     let mark = agent.mark();
     let response = agent.request(json!({ "type": "prompt", "message": command }));
     assert_eq!(response["success"], json!(true), "{side:?}: {response}");
@@ -1888,16 +1877,7 @@ both_sides!(missing_imports_are_undefined);
 /// a reply function crosses and is called synchronously (pichamber loads a package's
 /// extensions into one instance: SECURITY.md, the isolation unit).
 fn package_extensions_pass_functions(side: Side) {
-    let mock = Mock::new(&json!({ "turns": [] }));
-    let home = Home::new(&mock.server.base_url());
-    let mut agent = Agent::start(
-        side,
-        &home,
-        &Launch {
-            extensions: &["paired-package"],
-            ..Launch::default()
-        },
-    );
+    let (_mock, _home, mut agent) = with_extension(side, "paired-package");
     for (question, answer) in [
         ("/ask tea", "answer #1 to tea (reply is a function)"),
         ("/ask coffee", "answer #2 to coffee (reply is a function)"),
