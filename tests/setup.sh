@@ -20,7 +20,7 @@
 #                    (tests/thirdparty), playwright-core (tests/browser), example extensions'
 #                    dependencies.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."  # also when sourced
 
 need() { command -v "$1" >/dev/null || { echo "tests/setup.sh: $1 is required: $2" >&2; exit 1; }; }
 need cargo "install Rust with rustup (https://rustup.rs)"
