@@ -32,6 +32,11 @@ for t in wasm32-wasi wasm32-wasip1 wasm32-wasip2; do
 done
 
 cd "$here"
+# SQLite (node:sqlite) is built by the cc crate: the same clang and sysroot; temporary tables
+# in memory (the WASI file system layer has no temporary files) and no loadable extensions.
+export CC_wasm32_wasip2="$sdk/bin/clang" AR_wasm32_wasip2="$sdk/bin/ar"
+export CFLAGS_wasm32_wasip2="--sysroot=$sdk/share/wasi-sysroot"
+export LIBSQLITE3_FLAGS="-DSQLITE_TEMP_STORE=3 -DSQLITE_OMIT_LOAD_EXTENSION"
 WASI_SDK="$sdk" CARGO_TARGET_DIR="$target_dir" cargo build --target wasm32-wasip2 --release "$@"
 out="$target_dir/wasm32-wasip2/release/pichamber_guest_shim.wasm"
 dest="${GUEST_SHIM_OUT:-$here/../host/assets/guest-shim.wasm}"

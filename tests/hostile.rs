@@ -3650,3 +3650,50 @@ fn an_extensions_own_package_files_are_read_only_and_lead_nowhere_else() {
         "original\n"
     );
 }
+
+#[test]
+fn sqlite_reaches_only_the_files_its_grants_name() {
+    let sb = Sandbox::new();
+    let granted = sb.granted();
+    // An empty file is an empty database to SQLite.
+    let read_only = format!("{granted}/data.db");
+    std::fs::write(&read_only, "").unwrap();
+    let run = run_pichamber(&[
+        &fixture("sqlite-reach.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        &format!("--allow-read={granted}"),
+        "--command",
+        &attack(
+            json!({ "canary": sb.canary_path(), "outside": sb.outside(), "readOnly": read_only }),
+        ),
+        "--command",
+        "/bystander",
+    ]);
+    let report = run.report();
+    for attempt in ["open-outside", "create-outside"] {
+        assert_refused(
+            &report,
+            attempt,
+            &["unable to open database file", "--allow-write="],
+        );
+    }
+    assert_refused(
+        &report,
+        "open-outside-read-only",
+        &["unable to open database file", "--allow-read="],
+    );
+    for attempt in ["attach", "attach-uri", "vacuum-into"] {
+        assert_refused(&report, attempt, &["unable to open database"]);
+    }
+    // Opened for writing in a folder granted read-only: refused, the file untouched.
+    assert_eq!(
+        report["read-only-grant-write"]["code"], "ERR_SQLITE_ERROR",
+        "{report:#}"
+    );
+    assert_eq!(std::fs::read(&read_only).unwrap(), b"");
+    sb.assert_outside_untouched();
+    run.assert_absent(&sb.canary);
+    run.assert_bystander_command_served();
+}

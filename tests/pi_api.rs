@@ -1048,3 +1048,39 @@ fn a_retried_answer_leaves_the_context_for_good_as_in_pi_1_6() {
         "{actual:#}"
     );
 }
+
+#[test]
+fn node_sqlite_behaves_as_in_node_under_pi_1_6() {
+    let drive = |side: Side, root: &Path| {
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start_with(
+                side,
+                root,
+                base_url,
+                &["sqlite.ts"],
+                &["--allow-read", ".", "--allow-write", "."],
+            );
+            rpc.send(json!({"type": "prompt", "message": "/sql"}));
+            rpc.read_until(|l| notify_starting(l, "sqlite "), "the sqlite report");
+            notes(&rpc.finish())
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&json!(pi), &json!(ours));
+    // What the comparison must contain: rows of every type, a big integer, the file on disk.
+    let report = &ours[0].1;
+    assert_eq!(
+        report["rows"][0]["body"],
+        json!({"bytes": [1, 2, 3]}),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["bigInts"][0]["big"], "9007199254740993n",
+        "{report:#}"
+    );
+    assert_eq!(report["readOnly"][0]["n"], 4, "{report:#}");
+    assert_eq!(report["onDisk"], true, "{report:#}");
+}

@@ -58,7 +58,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "Remains: it reads Chrome's cookie database with `node:sqlite`, which the guest does not have; its curator also serves a local web page with a `node:http` server, which would be refused (extensions get no network by design, SECURITY.md).",
+        note: "Builds now that the guest has `node:sqlite` (it reads Chrome's cookie database with it). Remains: loading stops in the bundler's CommonJS interop (`__pichamber_cjs is not initialized`: a module used before its CommonJS wrapper ran), not yet investigated; its curator also serves a local web page with a `node:http` server, which would be refused (extensions get no network by design, SECURITY.md).",
         random_output: false,
     },
     Package {

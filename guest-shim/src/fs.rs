@@ -302,7 +302,7 @@ fn normalize(path: &str) -> String {
 /// granted trees (or inside a read-only one and `write` is wanted). The flag names the
 /// narrowest folder that would do: `path` itself when it is a `folder` to read, else the
 /// folder holding it (a file is read there; an entry is created or removed in it).
-fn capability_hint(path: &str, write: bool, folder: bool) -> Option<String> {
+pub(crate) fn capability_hint(path: &str, write: bool, folder: bool) -> Option<String> {
     if !path.starts_with('/') {
         return None;
     }

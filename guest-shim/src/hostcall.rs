@@ -100,6 +100,9 @@ fn call(name: &str, a: Args) -> Result<Value, String> {
     if let Some(op) = name.strip_prefix("fs.") {
         return fs::call(op, &a);
     }
+    if let Some(op) = name.strip_prefix("sqlite.") {
+        return crate::sqlite::call(op, &a);
+    }
     if name == "zlib" {
         return crate::zlib::call(&a);
     }

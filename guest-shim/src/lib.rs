@@ -19,6 +19,7 @@ mod hostcall;
 mod modules;
 mod package_files;
 mod programs;
+mod sqlite;
 mod vm;
 mod workers;
 mod zlib;
