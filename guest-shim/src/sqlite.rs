@@ -102,7 +102,9 @@ fn open(a: &Args) -> Result<Value, String> {
     } else {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
     };
-    let db = Connection::open_with_flags(&path, flags).map_err(|e| {
+    // unix-none: POSIX locks do not exist under WASI (fcntl fails, which the default unix
+    // VFS reports as SQLITE_PERM on a read-only grant), so SQLite takes none.
+    let db = Connection::open_with_flags_and_vfs(&path, flags, c"unix-none").map_err(|e| {
         // rusqlite names the file after SQLite's message; SQLite (and Node) do not.
         let suffix = format!(": {path}");
         let text = error(e);
