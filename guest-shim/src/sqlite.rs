@@ -1,10 +1,10 @@
 //! node:sqlite's `DatabaseSync` and `StatementSync`, over a SQLite compiled into the guest
-//! (rusqlite's bundled amalgamation with its WASI file system layer). A database file is
-//! opened through WASI like any other file, so the extension's read and write grants decide
-//! which databases exist for it; nothing crosses to the host.
+//! (rusqlite's bundled amalgamation; its unix file layer over wasi-libc, in `unix-none` mode).
+//! A database file is opened through WASI like any other file, so the extension's read and
+//! write grants decide which databases exist for it; nothing crosses to the host.
 //!
-//! The WASI layer has no file locks: SQLite cannot keep two connections from writing one
-//! file at once, so a database another program writes concurrently may be read torn.
+//! WASI has no file locks: SQLite cannot keep two connections from writing one file at once,
+//! so a database another program writes concurrently may be read torn.
 //!
 //! Statements are kept by their SQL text in JavaScript and prepared from the connection's
 //! statement cache on each call, so no borrow of a connection outlives a call.
