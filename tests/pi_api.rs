@@ -1084,3 +1084,46 @@ fn node_sqlite_behaves_as_in_node_under_pi_1_6() {
     assert_eq!(report["readOnly"][0]["n"], 4, "{report:#}");
     assert_eq!(report["onDisk"], true, "{report:#}");
 }
+
+/// CommonJS files run when first required, as in Node under pi's loader: a cycle that works
+/// only in Node's order loads with its partial exports (cssom's pattern, which kept
+/// pi-web-access from loading). Where pi's jiti departs from Node (the fixture says how),
+/// pichamber is Node.
+#[test]
+fn commonjs_runs_in_nodes_order_as_under_pi_1_6() {
+    let drive = |side: Side, root: &Path| {
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start_with(side, root, base_url, &["commonjs"], &[]);
+            rpc.send(json!({"type": "prompt", "message": "/cjs"}));
+            rpc.read_until(|l| notify_starting(l, "node "), "the commonjs report");
+            notes(&rpc.finish())
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&json!(pi[0]), &json!(ours[0]));
+    // What the comparison must contain: Node's order, the cycle's partial exports.
+    let report = &ours[0].1;
+    let load_order = [
+        "index start",
+        "rule start",
+        "decl start",
+        "parse",
+        "decl end",
+        "rule end",
+        "index end",
+    ];
+    assert_eq!(report["atLoad"], json!(load_order), "{report:#}");
+    assert_eq!(
+        report["parsed"],
+        json!(["undefined", "function"]),
+        "{report:#}"
+    );
+    // Node's module cache: the late require reaches the same log; a body that threw runs again.
+    let node = &ours[1].1;
+    let after = [&load_order[..], &["lazy", "throws", "throws"]].concat();
+    assert_eq!(node["after"], json!(after), "{node:#}");
+    assert_eq!(node["thrown"], json!(["boom", "boom"]), "{node:#}");
+}

@@ -1,8 +1,8 @@
 //! Turns an extension's sources into the module map the guest loads: TypeScript stripped with
 //! oxc, every import resolved with oxc_resolver (relative files and node_modules packages), and
 //! every import specifier rewritten in the AST to a canonical module id. pi's packages, TypeBox
-//! and node builtins resolve to the guest shim's virtual modules. CommonJS packages are wrapped
-//! so ES modules can import them.
+//! and node builtins resolve to the guest shim's virtual modules. CommonJS files run as Node runs
+//! them ([`commonjs`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -24,6 +24,7 @@ use oxc_transformer::{TransformOptions, Transformer};
 use pichamber_pi::PiVersion;
 use serde::Deserialize;
 
+use crate::commonjs;
 use crate::package_scope::PackageScope;
 
 /// The virtual modules the guest shim provides, shared with the shim's build.
@@ -317,7 +318,7 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let entries: Vec<String> = layout.entries.iter().map(|e| ids.module_id(e)).collect();
     let mut queue: VecDeque<PathBuf> = layout.entries.iter().cloned().collect();
     let mut done: HashMap<PathBuf, ()> = HashMap::new();
-    let mut modules = Vec::new();
+    let mut transformed = Vec::new();
     let mut pi_versions: Vec<PiVersion> = Vec::new();
 
     while let Some(path) = queue.pop_front() {
@@ -326,17 +327,14 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         }
         let module = transform_module(&path, &layout, &aliases, &resolver, &mut ids)?;
         pi_versions.extend(&module.pi_versions);
-        for dep in module.dependencies {
-            if !done.contains_key(&dep) {
-                queue.push_back(dep);
+        for dep in &module.dependencies {
+            if !done.contains_key(dep) {
+                queue.push_back(dep.clone());
             }
         }
-        modules.push(BundledModule {
-            id: ids.module_id(&path),
-            code: module.code,
-            map: module.map,
-        });
+        transformed.push((ids.module_id(&path), module));
     }
+    let mut modules = assemble(transformed);
 
     let mut warnings = crate::missing_imports::fill_missing(&mut modules);
     // A single file's folder is not its own: only a package brings its files.
@@ -402,6 +400,47 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     })
 }
 
+/// The bundled modules, each `require` now pointing at what its target turned out to be.
+fn assemble(transformed: Vec<(String, TransformedModule)>) -> Vec<BundledModule> {
+    let kinds: HashMap<String, commonjs::Kind> = transformed
+        .iter()
+        .map(|(id, m)| (id.clone(), m.shape.kind()))
+        .collect();
+    let mut modules = Vec::with_capacity(transformed.len());
+    for (id, module) in transformed {
+        let code = match module.shape {
+            Shape::EsModule | Shape::Json => module.code,
+            // On the first line, so the source map's lines stay where they were.
+            Shape::EsModuleWithRequire(requires) => format!(
+                "{} {}",
+                commonjs::require_function(&requires, &kinds).replace('\n', " "),
+                module.code
+            ),
+            Shape::CommonJs {
+                requires,
+                export_names,
+            } => {
+                for (id, code) in
+                    commonjs::wrap(&id, &module.code, &requires, &export_names, &kinds)
+                {
+                    modules.push(BundledModule {
+                        id,
+                        code,
+                        map: None,
+                    });
+                }
+                continue;
+            }
+        };
+        modules.push(BundledModule {
+            id,
+            code,
+            map: module.map,
+        });
+    }
+    modules
+}
+
 /// What the extension asks for: package.json's `pichamber.capabilities`, or an entry file's
 /// `// pichamber.capabilities: {...}` line (one place, not both; in one entry of a package).
 fn requested_capabilities(
@@ -456,6 +495,30 @@ struct TransformedModule {
     dependencies: Vec<PathBuf>,
     /// The pi releases its imports name (type-only imports included: they say it too).
     pi_versions: Vec<PiVersion>,
+    shape: Shape,
+}
+
+/// What a transformed module still needs once every module's kind is known: its `require`
+/// reaches each dependency as that dependency's kind asks (see [`commonjs`]).
+enum Shape {
+    EsModule,
+    /// An ES module calling a `require` it does not declare.
+    EsModuleWithRequire(commonjs::Requires),
+    CommonJs {
+        requires: commonjs::Requires,
+        export_names: Vec<String>,
+    },
+    Json,
+}
+
+impl Shape {
+    fn kind(&self) -> commonjs::Kind {
+        match self {
+            Shape::EsModule | Shape::EsModuleWithRequire(_) => commonjs::Kind::EsModule,
+            Shape::CommonJs { .. } => commonjs::Kind::CommonJs,
+            Shape::Json => commonjs::Kind::Json,
+        }
+    }
 }
 
 fn line_col(source: &str, offset: u32) -> (usize, usize) {
@@ -536,6 +599,7 @@ fn transform_module(
             map: None,
             dependencies: vec![],
             pi_versions: vec![],
+            shape: Shape::Json,
         });
     }
 
@@ -640,20 +704,22 @@ fn transform_module(
     });
     let map = map.flatten();
 
-    let code = if is_cjs {
-        let export_names = commonjs_export_names(&program);
-        wrap_commonjs(&code, &requires, &export_names)
+    let shape = if is_cjs {
+        Shape::CommonJs {
+            requires,
+            export_names: commonjs::export_names(&program),
+        }
     } else if esm_require {
-        // On the first line, so the source map's lines stay where they were.
-        format!("{} {code}", require_table(&requires).replace('\n', " "))
+        Shape::EsModuleWithRequire(requires)
     } else {
-        code
+        Shape::EsModule
     };
     Ok(TransformedModule {
         code,
         map,
         dependencies,
         pi_versions,
+        shape,
     })
 }
 
@@ -856,133 +922,6 @@ fn looks_commonjs(path: &Path, source: &str, layout: &Layout) -> bool {
     source.contains("require(") || source.contains("exports")
 }
 
-/// Names a CommonJS module assigns on `exports` / `module.exports` (what Node's
-/// cjs-module-lexer would detect), so ES modules can import them by name.
-fn commonjs_export_names(program: &Program<'_>) -> Vec<String> {
-    struct Finder(Vec<String>);
-    impl<'a> oxc_ast_visit::Visit<'a> for Finder {
-        fn visit_assignment_expression(&mut self, it: &oxc_ast::ast::AssignmentExpression<'a>) {
-            use oxc_ast::ast::{AssignmentTarget, Expression as E};
-            if let AssignmentTarget::StaticMemberExpression(member) = &it.left {
-                let object_is_exports = match &member.object {
-                    E::Identifier(id) => id.name == "exports",
-                    E::StaticMemberExpression(inner) => {
-                        matches!(&inner.object, E::Identifier(id) if id.name == "module")
-                            && inner.property.name == "exports"
-                    }
-                    _ => false,
-                };
-                if object_is_exports {
-                    self.0.push(member.property.name.to_string());
-                } else if matches!(&member.object, E::Identifier(id) if id.name == "module")
-                    && member.property.name == "exports"
-                    && let E::ObjectExpression(object) = &it.right
-                {
-                    for prop in &object.properties {
-                        if let oxc_ast::ast::ObjectPropertyKind::ObjectProperty(p) = prop
-                            && let Some(name) = p.key.static_name()
-                        {
-                            self.0.push(name.to_string());
-                        }
-                    }
-                }
-            }
-            oxc_ast_visit::walk::walk_assignment_expression(self, it);
-        }
-    }
-    let mut finder = Finder(Vec::new());
-    oxc_ast_visit::Visit::visit_program(&mut finder, program);
-    let mut names: Vec<String> = finder
-        .0
-        .into_iter()
-        .filter(|n| n != "default" && n != "__esModule" && is_identifier(n))
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
-fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-        && !matches!(
-            name,
-            "default"
-                | "class"
-                | "function"
-                | "delete"
-                | "new"
-                | "return"
-                | "var"
-                | "let"
-                | "const"
-        )
-}
-
-/// Wraps a CommonJS module as an ES module: its `require`d dependencies are imported
-/// statically (so they are evaluated first), `module.exports` becomes the default export and
-/// the detected names become named exports.
-fn wrap_commonjs(
-    code: &str,
-    requires: &[(String, Option<String>)],
-    export_names: &[String],
-) -> String {
-    let mut out = require_table(requires);
-    out.push_str(&format!(
-        "const module = {{ exports: {{}} }};\n\
-         (function (exports, require, module, __filename, __dirname) {{\n{code}\n}}).call(module.exports, module.exports, require, module, '', '');\n\
-         export default module.exports;\n\
-         export const __pichamber_cjs = true;\n"
-    ));
-    for name in export_names {
-        out.push_str(&format!("export const {name} = module.exports.{name};\n"));
-    }
-    out
-}
-
-/// The static imports of a module's `require`d dependencies and the `require` that returns
-/// them. A wrapped CommonJS dependency marks its namespace with __pichamber_cjs: `require`
-/// then returns its module.exports; an ES module dependency is returned as its namespace.
-fn require_table(requires: &[(String, Option<String>)]) -> String {
-    let mut out = String::new();
-    let mut table = Vec::new();
-    for (i, (specifier, target)) in requires.iter().enumerate() {
-        if let Some(id) = target {
-            out.push_str(&format!(
-                "import * as __pichamber_dep{i} from {};\n",
-                json_str(id)
-            ));
-            // Node's require of a built-in whose exports are a function (assert, events,
-            // stream) gives that function, its other exports hanging off it.
-            if id.starts_with("pichamber:") {
-                table.push(format!(
-                    "{}: (typeof __pichamber_dep{i}.default === 'function' ? __pichamber_dep{i}.default : __pichamber_dep{i})",
-                    json_str(specifier)
-                ));
-            } else {
-                table.push(format!("{}: __pichamber_dep{i}", json_str(specifier)));
-            }
-        }
-    }
-    out.push_str(&format!(
-        "const __pichamber_deps = {{{}}};\n\
-         const require = (s) => {{\n\
-           const ns = __pichamber_deps[s];\n\
-           if (!ns) {{ const e = new Error(`Cannot find module '${{s}}'`); e.code = 'MODULE_NOT_FOUND'; throw e; }}\n\
-           return ns.__pichamber_cjs ? ns.default : ns;\n\
-         }};\n",
-        table.join(", ")
-    ));
-    out
-}
-
-fn json_str(s: &str) -> String {
-    serde_json::Value::String(s.to_owned()).to_string()
-}
-
 struct SpecifierRewriter<'a, 'b> {
     allocator: &'a Allocator,
     importer: &'b Path,
@@ -993,7 +932,7 @@ struct SpecifierRewriter<'a, 'b> {
     shown: &'b str,
     dependencies: Vec<PathBuf>,
     /// `require("x")` calls of a CommonJS module: specifier and, when it resolved, its target.
-    requires: Vec<(String, Option<String>)>,
+    requires: commonjs::Requires,
     error: Option<BuildError>,
     in_cjs: bool,
     /// How many `try` blocks the visitor is inside: a `require` there may be optional.

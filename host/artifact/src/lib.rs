@@ -9,6 +9,7 @@
 //! takes only the type of the capability requests a manifest carries.
 
 pub mod bundle;
+mod commonjs;
 pub mod manifest_entries;
 mod missing_imports;
 pub mod package_files;
