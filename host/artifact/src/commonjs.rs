@@ -15,6 +15,11 @@ use oxc_ast::ast::Program;
 /// Appended to a CommonJS file's id to name the module holding its body.
 pub const BODY_SUFFIX: &str = "?commonjs";
 
+/// Whether `id` names a CommonJS file's body module (not a file of its own).
+pub fn is_body(id: &str) -> bool {
+    id.ends_with(BODY_SUFFIX)
+}
+
 /// What a bundled module is, as far as `require` cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

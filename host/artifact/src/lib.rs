@@ -158,7 +158,12 @@ impl Artifact {
             component_hash: Some(format!("sha256:{GUEST_SHIM_SHA256}")),
             capabilities: bundle.requested_capabilities.clone(),
             pichamber_version: env!("CARGO_PKG_VERSION").into(),
-            modules: bundle.modules.len(),
+            // Source modules: a CommonJS file's body module is part of that file.
+            modules: bundle
+                .modules
+                .iter()
+                .filter(|m| !commonjs::is_body(&m.id))
+                .count(),
             pi_version: bundle.pi_version,
         };
         Self {
@@ -187,7 +192,9 @@ impl Artifact {
     pub fn bundled_files(&self) -> Vec<String> {
         self.modules
             .iter()
-            .filter(|m| !m.id.starts_with(package_files::FILE_ID_PREFIX))
+            .filter(|m| {
+                !m.id.starts_with(package_files::FILE_ID_PREFIX) && !commonjs::is_body(&m.id)
+            })
             .map(|m| {
                 let id = m.id.strip_prefix("/ext/").unwrap_or(&m.id);
                 match id
