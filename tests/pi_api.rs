@@ -1127,3 +1127,48 @@ fn commonjs_runs_in_nodes_order_as_under_pi_1_6() {
     assert_eq!(node["after"], json!(after), "{node:#}");
     assert_eq!(node["thrown"], json!(["boom", "boom"]), "{node:#}");
 }
+
+/// A granted request that fails on the network fails as in Node: `TypeError: fetch failed`
+/// whose `cause` carries the code, syscall and address (what extensions branch on).
+#[test]
+fn fetch_fails_on_the_network_as_in_node_under_pi_1_6() {
+    // A port that was free a moment ago: nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let drive = |side: Side, root: &Path| {
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start_with(
+                side,
+                root,
+                base_url,
+                &["fetch-errors.ts"],
+                &["--allow-net", "nosuch.invalid,127.0.0.1"],
+            );
+            rpc.send(json!({"type": "prompt", "message": format!("/fetch-errors {closed}")}));
+            rpc.read_until(|l| notify_starting(l, "fetch "), "the fetch report");
+            notes(&rpc.finish())
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&json!(pi), &json!(ours));
+    let report = &ours[0].1;
+    assert_eq!(report["refused"]["message"], "fetch failed", "{report:#}");
+    assert_eq!(
+        report["refused"]["cause"]["code"], "ECONNREFUSED",
+        "{report:#}"
+    );
+    assert_eq!(
+        report["unresolved"]["cause"]["syscall"], "getaddrinfo",
+        "{report:#}"
+    );
+    assert_eq!(
+        report["badPort"]["cause"]["message"], "bad port",
+        "{report:#}"
+    );
+}

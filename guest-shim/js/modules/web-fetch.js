@@ -6,6 +6,41 @@ import { Buffer } from "pichamber:node/buffer";
 
 const lower = (name) => String(name).toLowerCase();
 
+// The Fetch standard's bad ports: a request to one fails before it is made, as in Node.
+const BAD_PORTS = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102,
+  103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465,
+  512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993,
+  995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668,
+  6669, 6679, 6697, 10080,
+]);
+
+// The host starts a network failure (the request was allowed) with "fetch failed: " and what
+// Node's cause says (host/access/src/net.rs, NETWORK_FAILURE); Node throws a TypeError "fetch
+// failed" whose cause carries the code. A refusal by the grants keeps its whole message.
+const NETWORK_FAILURE = "fetch failed: ";
+function fetchError(message) {
+  if (message === "bad port") return new TypeError("fetch failed", { cause: new Error(message) });
+  if (!message.startsWith(NETWORK_FAILURE)) return new TypeError(message);
+  const detail = message.slice(NETWORK_FAILURE.length);
+  const cause = new Error(detail);
+  const [syscall, code, target] = detail.split(" ");
+  if (/^(E[A-Z_]+)$/.test(code)) {
+    cause.code = code;
+    cause.syscall = syscall;
+    if (syscall === "getaddrinfo") cause.hostname = target;
+    const at = syscall === "connect" && /^\[?([^\]]*)\]?:(\d+)$/.exec(target);
+    if (at) {
+      cause.address = at[1];
+      cause.port = Number(at[2]);
+    }
+  } else {
+    const code = /\((E[A-Z]+)\)$/.exec(detail);
+    if (code) cause.code = code[1];
+  }
+  return new TypeError("fetch failed", { cause });
+}
+
 export class Headers {
   #map = new Map(); // lower-case name -> [original name, values[]]
   constructor(init) {
@@ -155,6 +190,11 @@ export async function fetch(input, init = {}) {
   }
   const signal = init.signal ?? input?.signal;
   if (signal?.aborted) throw abortError();
+  let port = "";
+  try {
+    port = new URL(url).port;
+  } catch {} // the host says what is wrong with the URL
+  if (BAD_PORTS.has(Number(port))) throw fetchError("bad port");
   const request = {
     url,
     method,
@@ -163,7 +203,7 @@ export async function fetch(input, init = {}) {
   };
   const outcome = await globalThis.__pichamber_internal.fetchOperation(request, signal);
   if (outcome.cancelled) throw abortError();
-  if ("error" in outcome) throw new TypeError(outcome.error);
+  if ("error" in outcome) throw fetchError(outcome.error);
   const answer = outcome.ok;
   return new Response(Buffer.from(answer.body, "base64"), {
     status: answer.status,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::Grants;
 use crate::secrets::replace_bytes;
@@ -168,7 +168,12 @@ async fn granted_addresses(
         Some(ip) => vec![std::net::SocketAddr::new(ip, port)],
         None => tokio::net::lookup_host((host, port))
             .await
-            .map_err(|e| format!("fetch of {url}: cannot resolve {host}: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "{NETWORK_FAILURE}getaddrinfo {} {host}",
+                    lookup_error_code(&e)
+                )
+            })?
             .collect(),
     };
     if let Some(refused) = addresses.iter().find(|a| !address_granted(grants, a.ip())) {
@@ -351,7 +356,10 @@ pub async fn fetch(grants: &Grants, request: FetchRequest) -> Result<FetchRespon
                 }
                 builder = builder.body(b);
             }
-            let response = builder.send().await.map_err(|e| fetch_error(&url, &e))?;
+            let response = builder
+                .send()
+                .await
+                .map_err(|e| fetch_error(&url, &e, &addresses))?;
             let status = response.status();
             let location = response
                 .headers()
@@ -402,7 +410,7 @@ pub async fn fetch(grants: &Grants, request: FetchRequest) -> Result<FetchRespon
     let mut bytes = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| fetch_error(&url, &e))?;
+        let chunk = chunk.map_err(|e| fetch_error(&url, &e, &[]))?;
         if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
             return Err(format!(
                 "fetch of {url}: the response is larger than {MAX_RESPONSE_BYTES} bytes"
@@ -420,13 +428,46 @@ pub async fn fetch(grants: &Grants, request: FetchRequest) -> Result<FetchRespon
     })
 }
 
-fn fetch_error(url: &reqwest::Url, e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        format!("fetch of {url}: timed out")
-    } else if e.is_connect() {
-        format!("fetch of {url}: could not connect")
+/// How a request that was allowed but failed on the network starts its error: `fetch failed: `
+/// and then what Node's `cause` would say (`getaddrinfo ENOTFOUND example.com`, `connect
+/// ECONNREFUSED 127.0.0.1:8080`). The guest's fetch throws Node's `TypeError("fetch failed")`
+/// with that cause; a refusal by the grants says what to grant instead.
+pub const NETWORK_FAILURE: &str = "fetch failed: ";
+
+/// Node's code for a failed name lookup (getaddrinfo's EAI_* as libuv names them).
+fn lookup_error_code(e: &std::io::Error) -> &'static str {
+    let text = e.to_string();
+    if text.contains("Temporary failure") {
+        "EAI_AGAIN"
+    } else if text.contains("Non-recoverable") {
+        "EAI_FAIL"
     } else {
-        format!("fetch of {url}: {e}")
+        "ENOTFOUND"
+    }
+}
+
+fn fetch_error(url: &reqwest::Url, e: &reqwest::Error, addresses: &[SocketAddr]) -> String {
+    use std::io::ErrorKind;
+    let io_kind = std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .find_map(|e| e.downcast_ref::<std::io::Error>())
+    .map(std::io::Error::kind);
+    let code = match io_kind {
+        Some(ErrorKind::ConnectionRefused) => Some("ECONNREFUSED"),
+        Some(ErrorKind::ConnectionReset) => Some("ECONNRESET"),
+        Some(ErrorKind::TimedOut) => Some("ETIMEDOUT"),
+        Some(ErrorKind::HostUnreachable) => Some("EHOSTUNREACH"),
+        Some(ErrorKind::NetworkUnreachable) => Some("ENETUNREACH"),
+        _ => None,
+    };
+    match (code, addresses.first()) {
+        (Some(code), Some(address)) if e.is_connect() => {
+            format!("{NETWORK_FAILURE}connect {code} {address}")
+        }
+        (Some(code), _) => format!("{NETWORK_FAILURE}read {code}"),
+        _ if e.is_timeout() => format!("{NETWORK_FAILURE}fetch of {url} timed out (ETIMEDOUT)"),
+        _ => format!("{NETWORK_FAILURE}fetch of {url}: {e}"),
     }
 }
 
