@@ -58,7 +58,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "Builds now that the guest has `node:sqlite` (it reads Chrome's cookie database with it). Remains: loading stops in the bundler's CommonJS interop (`__pichamber_cjs is not initialized`: a module used before its CommonJS wrapper ran), not yet investigated; its curator also serves a local web page with a `node:http` server, which would be refused (extensions get no network by design, SECURITY.md).",
+        note: "Builds with the guest's `node:sqlite` (it reads Chrome's cookie database with it) and loads now that CommonJS files run when first required, as in Node (its cssom resolves a cycle by require order). Its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md), where pi fails later, finding no browser to open it.",
         random_output: false,
     },
     Package {
@@ -159,9 +159,10 @@ the package is pichamber's isolation unit, and its skills and prompt templates, 
 each against a mock model serving the same script, and what both print and send to the model
 is compared step by step after the same normalisation. pichamber runs with the same grants
 as for pi's examples (the workspace and pi's agent folder writable, git and a shell allowed,
-HOME visible), and what two packages need to do their job: pi-mcp-adapter may run `node`
-(the MCP servers it starts), pi-subagents may write `/tmp` (its run folders); nothing is
-granted to reach the network.
+HOME visible), and what three packages need to do their job: pi-mcp-adapter may run `node`
+(the MCP servers it starts), pi-subagents may write `/tmp` (its run folders), pi-web-access
+may reach the search services it calls (this machine has no network to them, so on both sides
+those requests fail, and fail alike).
 The "first difference" column ends with what investigating it found.
 
 Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose

@@ -402,6 +402,12 @@ fn extra_grants(example: &str) -> &'static [&'static str] {
         "pi-mcp-adapter" => &["--allow-run", "node"],
         // Its results and run folders are under the system's temporary folder.
         "pi-subagents" => &["--allow-write", "/tmp"],
+        // The search and extraction services it calls (no network here: both sides' requests
+        // fail the same way).
+        "pi-web-access" => &[
+            "--allow-net",
+            "mcp.exa.ai,api.exa.ai,api.perplexity.ai,generativelanguage.googleapis.com,r.jina.ai",
+        ],
         _ => &[],
     }
 }
