@@ -83,5 +83,15 @@ test("fetch hands the host one request and builds the response from its answer",
   internal.fetchHandler = () => Promise.reject(new Error("fetch of https://x/ denied: … (grant it with --allow-net=x)"));
   await assert.rejects(fetch("https://x/"), (e) => e instanceof TypeError && /--allow-net=x/.test(e.message));
   await assert.rejects(fetch("https://x/", { method: "GET", body: "no" }), /cannot have body/);
+  // A network failure is Node's "fetch failed", its cause carrying what the host saw.
+  internal.fetchHandler = () => Promise.reject(new Error("fetch failed: connect ECONNREFUSED ::1:8080"));
+  await assert.rejects(fetch("http://localhost:8080/"), (e) =>
+    e instanceof TypeError && e.message === "fetch failed" && e.cause.code === "ECONNREFUSED"
+    && e.cause.syscall === "connect" && e.cause.address === "::1" && e.cause.port === 8080);
+  internal.fetchHandler = () => Promise.reject(new Error("fetch failed: fetch of https://x/ timed out (ETIMEDOUT)"));
+  await assert.rejects(fetch("https://x/"), (e) => e.message === "fetch failed" && e.cause.code === "ETIMEDOUT");
+  // A bad port never reaches the host.
+  internal.fetchHandler = () => assert.fail("a bad port reached the host");
+  await assert.rejects(fetch("http://x:6667/"), (e) => e.message === "fetch failed" && e.cause.message === "bad port");
   internal.fetchHandler = null;
 });

@@ -463,7 +463,9 @@ fn fetch_error(url: &reqwest::Url, e: &reqwest::Error, addresses: &[SocketAddr])
     };
     match (code, addresses.first()) {
         (Some(code), Some(address)) if e.is_connect() => {
-            format!("{NETWORK_FAILURE}connect {code} {address}")
+            // Node writes an IPv6 address without brackets.
+            let (ip, port) = (address.ip(), address.port());
+            format!("{NETWORK_FAILURE}connect {code} {ip}:{port}")
         }
         (Some(code), _) => format!("{NETWORK_FAILURE}read {code}"),
         _ if e.is_timeout() => format!("{NETWORK_FAILURE}fetch of {url} timed out (ETIMEDOUT)"),
