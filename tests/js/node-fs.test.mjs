@@ -162,8 +162,13 @@ test("emulated file descriptors", () => {
   assert.equal(fs.readSync(r, buf, 0, 5, null), 5);
   assert.equal(buf.toString(), " worl");
   assert.equal(fs.fstatSync(r).size, 11);
+  // Modes, owners and times stay as the host made them; the descriptor must be open.
+  fs.fchmodSync(r, 0o600);
+  fs.fchownSync(r, 0, 0);
+  fs.futimesSync(r, 0, 0);
   fs.closeSync(r);
   assert.throws(() => fs.closeSync(r), { code: "EBADF" });
+  assert.throws(() => fs.fchmodSync(r, 0o600), { code: "EBADF", syscall: "fchmod" });
   const a = fs.openSync(f, "a");
   fs.writeSync(a, "!");
   fs.closeSync(a);

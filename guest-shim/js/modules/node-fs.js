@@ -613,6 +613,20 @@ export function fstatSync(fd, _options) {
 export function fsyncSync(fd) {
   getFd(fd, "fsync");
 }
+
+// As chmodSync and its kin: permissions, owners and times stay as the host made them.
+export function fchmodSync(fd, _mode) {
+  const entry = getFd(fd, "fchmod");
+  hostCall("stat", [entry.path, true], "fchmod", entry.shown);
+}
+export function fchownSync(fd, _uid, _gid) {
+  const entry = getFd(fd, "fchown");
+  hostCall("stat", [entry.path, true], "fchown", entry.shown);
+}
+export function futimesSync(fd, _atime, _mtime) {
+  const entry = getFd(fd, "futime");
+  hostCall("stat", [entry.path, true], "futime", entry.shown);
+}
 export const fdatasyncSync = fsyncSync;
 
 export function ftruncateSync(fd, len = 0) {
@@ -1118,6 +1132,9 @@ export const close = function (fd, cb = () => {}) {
   queueMicrotask(() => cb(null));
 };
 export const fsync = callbackify(fsyncSync, "fsync");
+export const fchmod = callbackify(fchmodSync, "fchmod");
+export const fchown = callbackify(fchownSync, "fchown");
+export const futimes = callbackify(futimesSync, "futimes");
 export const fdatasync = callbackify(fdatasyncSync, "fdatasync");
 export function read(fd, buffer, offset, length, position, cb) {
   if (typeof buffer === "function") {
@@ -1346,6 +1363,9 @@ export default {
   writeSync,
   fsyncSync,
   fdatasyncSync,
+  fchmodSync,
+  fchownSync,
+  futimesSync,
   createReadStream,
   createWriteStream,
   watch,
@@ -1386,6 +1406,9 @@ export default {
   close,
   fsync,
   fdatasync,
+  fchmod,
+  fchown,
+  futimes,
   read,
   write,
   exists,
