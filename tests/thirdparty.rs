@@ -58,7 +58,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "Builds with the guest's `node:sqlite` (it reads Chrome's cookie database with it) and loads now that CommonJS files run when first required, as in Node (its cssom resolves a cycle by require order). Its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md), where pi fails later, finding no browser to open it.",
+        note: "Loads with the guest's `node:sqlite` (Chrome's cookie database), its CommonJS dependencies run in Node's order (cssom resolves a cycle by require order) and its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). Remains: it names its stored results by the clock and at random (pi against pi differs too); its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md); and it imports pi 1.6.0's `resizeImage`, which pichamber lacks (no image codec: an image it fetches would fail to shrink).",
         random_output: false,
     },
     Package {
@@ -174,8 +174,7 @@ timer handles; for @aliou/pi-processes a package's extensions in one instance; f
 pi-subagents `node:worker_threads`, `node:vm` and the package's own files, readable at
 `/ext`; for pi-mcp-adapter 2.36 the modules undici needs (`node:assert`, `node:async_hooks`,
 `node:diagnostics_channel`, `node:dns`, `node:tls`, ...), `WeakRef` and `performance`.
-Versions are the newest the registry offers, except pi-web-access (0.10.7, the last built
-against `@mariozechner/pi-*`, pi 0.73.1's own packages; 0.28 needs `node:sqlite`).
+Versions are the newest the registry offers.
 
 "#;
 
