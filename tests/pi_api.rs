@@ -1172,3 +1172,51 @@ fn fetch_fails_on_the_network_as_in_node_under_pi_1_6() {
         "{report:#}"
     );
 }
+
+/// A tool's returned object as pi 1.6.0 treats it: `isError: true` fails the call (for the
+/// model too), other fields stay in `tool_execution_end`'s result, a throw is an error result.
+#[test]
+fn tool_results_keep_what_the_tool_returned_as_pi_1_6_does() {
+    let drive = |side: Side, root: &Path| {
+        let script = Script::from_value(json!({"turns": [
+            {"toolCalls": [
+                {"name": "returns_error", "arguments": {}},
+                {"name": "returns_more", "arguments": {}},
+                {"name": "throws", "arguments": {}},
+            ]},
+            {"text": "done"},
+        ]}))
+        .unwrap();
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        with_mock_server(script, |mock| {
+            let mut rpc = Rpc::start(side, root, &mock.base_url(), &["tool-results.ts"]);
+            rpc.send(json!({"type": "prompt", "message": "hello"}));
+            rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+            let lines = rpc.finish();
+            let mut ends: Vec<Value> = lines
+                .iter()
+                .filter(|l| l["type"] == "tool_execution_end")
+                .map(|l| json!([l["toolName"], l["isError"], l["result"]]))
+                .collect();
+            ends.sort_by_key(|e| e[0].to_string());
+            let mut messages: Vec<Value> = lines
+                .iter()
+                .filter(|l| l["type"] == "message_end" && l["message"]["role"] == "toolResult")
+                .map(|l| {
+                    let m = &l["message"];
+                    json!([m["toolName"], m["isError"], m["content"], m["details"]])
+                })
+                .collect();
+            messages.sort_by_key(|e| e[0].to_string());
+            json!({ "ends": ends, "messages": messages })
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&pi, &ours);
+    assert_eq!(ours["ends"][0][0], "returns_error", "{ours:#}");
+    assert_eq!(ours["ends"][0][1], true, "{ours:#}");
+    assert_eq!(ours["ends"][1][2]["note"], "kept", "{ours:#}");
+    assert_eq!(ours["messages"][0][1], true, "{ours:#}");
+}

@@ -1362,6 +1362,25 @@ function applyLoadContext(context) {
   seedRandom();
 }
 
+const RESULT_FIELDS = new Set(["content", "details", "terminate", "structuredContent"]);
+
+/** A tool result's other own fields (isError, usage, ...), or undefined when it has none. */
+function extraFields(result) {
+  const extra = {};
+  let any = false;
+  for (const [key, value] of Object.entries(result)) {
+    if (RESULT_FIELDS.has(key) || value === undefined || typeof value === "function") continue;
+    try {
+      JSON.stringify(value); // what cannot cross as JSON stays behind, not failing the call
+    } catch {
+      continue;
+    }
+    extra[key] = value;
+    any = true;
+  }
+  return any ? extra : undefined;
+}
+
 // A tool's execution, as pi's agent loop makes it: the tool's result or its error as one.
 async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
   const tool = extension.tools.get(toolName);
@@ -1379,11 +1398,12 @@ async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
     return {
       content: Array.isArray(result.content) ? result.content : [],
       details: result.details,
-      // pi counts a call as failed only when execute throws; an isError the tool returns
-      // stays its own (pi 0.73.1's agent loop).
-      isError: false,
+      // pi 1.6.0 fails a call whose result says isError: true; 0.73.1 only one that threw,
+      // the result keeping its isError all the same.
+      isError: followsPi16 && result.isError === true,
       terminate: result.terminate === true,
       structuredContent: result.structuredContent,
+      extra: extraFields(result),
     };
   } catch (err) {
     return toolResultFromError(err);
@@ -1477,10 +1497,10 @@ globalThis.__pichamber = {
     if (!tool?.prepareArguments) return args;
     return tool.prepareArguments(args);
   }),
-  // [content, details, isError, terminate, structuredContent]
+  // [content, details, isError, terminate, structuredContent, extra]
   executeTool: envelopeParts(async (...args) => {
-    const { content, details, isError, terminate, structuredContent } = await executeTool(...args);
-    return [content, details, isError, terminate, structuredContent];
+    const { content, details, isError, terminate, structuredContent, extra } = await executeTool(...args);
+    return [content, details, isError, terminate, structuredContent, extra];
   }),
   runCommand: envelope(async (name, args, ctxJson) => {
     const command = extension.commands.get(name);

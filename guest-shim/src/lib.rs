@@ -66,6 +66,7 @@ impl Guest for Extension {
                     is_error: next().as_deref() == Some("true"),
                     terminate: next().as_deref() == Some("true"),
                     structured_content: next(),
+                    extra: next(),
                 }
             }
             Err(message) => ToolResult {
@@ -74,6 +75,7 @@ impl Guest for Extension {
                 is_error: true,
                 terminate: false,
                 structured_content: None,
+                extra: None,
             },
         }
     }

@@ -508,6 +508,15 @@ impl ExtensionInstance {
                 "the tool's structuredContent",
                 result.structured_content,
             )?,
+            extra: match optional("the tool result's other fields", result.extra)? {
+                None => None,
+                Some(Value::Object(fields)) => Some(fields),
+                Some(_) => {
+                    return Err(CallError::Guest(
+                        "the tool result's other fields are not an object".into(),
+                    ));
+                }
+            },
         })
     }
 
@@ -762,6 +771,9 @@ pub struct ToolOutput {
     pub is_error: bool,
     pub terminate: bool,
     pub structured_content: Option<Value>,
+    /// The other fields of the returned object (a JSON object), which pi's
+    /// `tool_execution_end` keeps in its result.
+    pub extra: Option<serde_json::Map<String, Value>>,
 }
 
 fn describe_trap(error: &wasmtime::Error) -> String {

@@ -452,6 +452,7 @@ pub fn tool_result(r: old::ToolResult) -> new::ToolResult {
         is_error: r.is_error,
         terminate: r.terminate,
         structured_content: None,
+        extra: None,
     }
 }
 

@@ -654,7 +654,13 @@ impl Session {
         self.flush_bus().await;
         match executed {
             Ok(r) => {
-                let mut result = json!({ "content": r.content });
+                // What else the tool returned rides along, as in pi; the fields pi's loop
+                // reads come from their own slots only.
+                let mut result = Value::Object(r.extra.unwrap_or_default());
+                for reserved in ["content", "details", "terminate", "structuredContent"] {
+                    result.as_object_mut().map(|o| o.remove(reserved));
+                }
+                result["content"] = r.content;
                 if let Some(details) = r.details {
                     result["details"] = details;
                 }
