@@ -417,7 +417,81 @@ pub fn compare(
     ours: &Record,
     our_paths: &Paths,
 ) -> Vec<(String, String)> {
+    compare_beside_noise(pi, pi_paths, None, ours, our_paths)
+}
+
+/// Stands where two runs of pi itself differ: such a place is not compared.
+const VARIES: &str = "<differs from one pi run to the next>";
+
+/// Where two values differ, as a tree the same shape as they are.
+enum Noise {
+    Same,
+    Whole,
+    Fields(Vec<(String, Noise)>),
+    Items(Vec<Noise>),
+}
+
+impl Noise {
+    fn between(a: &Value, b: &Value) -> Noise {
+        match (a, b) {
+            _ if a == b => Noise::Same,
+            (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+                if !x.keys().all(|k| y.contains_key(k)) {
+                    return Noise::Whole;
+                }
+                Noise::Fields(
+                    x.iter()
+                        .map(|(k, v)| (k.clone(), Noise::between(v, &y[k])))
+                        .collect(),
+                )
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                Noise::Items(x.iter().zip(y).map(|(v, w)| Noise::between(v, w)).collect())
+            }
+            _ => Noise::Whole,
+        }
+    }
+
+    /// `value` with each place that varied replaced by [`VARIES`].
+    fn cover(&self, value: &mut Value) {
+        match (self, value) {
+            (Noise::Same, _) => {}
+            (Noise::Whole, value) => *value = json!(VARIES),
+            (Noise::Fields(fields), Value::Object(object)) => {
+                for (key, noise) in fields {
+                    if let Some(v) = object.get_mut(key) {
+                        noise.cover(v);
+                    }
+                }
+            }
+            (Noise::Items(items), Value::Array(array)) => {
+                for (noise, v) in items.iter().zip(array.iter_mut()) {
+                    noise.cover(v);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn cover_streams(noise: &Noise, streams: &mut Vec<Vec<Value>>) {
+    let mut value = json!(streams);
+    noise.cover(&mut value);
+    *streams = serde_json::from_value(value).expect("streams stay arrays of arrays");
+}
+
+/// [`compare`], leaving out what a second run of pi (`pi_again`) shows pi itself varies from
+/// run to run (names drawn at random, ids made from the clock): there both sides are covered
+/// before they are compared. What pichamber's side lacks or has extra still counts.
+pub fn compare_beside_noise(
+    pi: &Record,
+    pi_paths: &Paths,
+    pi_again: Option<(&Record, &Paths)>,
+    ours: &Record,
+    our_paths: &Paths,
+) -> Vec<(String, String)> {
     let (a, b) = (normalise(pi, pi_paths), normalise(ours, our_paths));
+    let again = pi_again.map(|(record, paths)| normalise(record, paths));
     let requests = |record: &Record, paths: &Paths, step: usize| -> Vec<Value> {
         record
             .requests
@@ -446,6 +520,22 @@ pub fn compare(
             rx.truncate(n);
             ry.truncate(n);
         }
+        if let (Some(again), Some((record, paths))) = (&again, pi_again)
+            && let Some(z) = again.get(index)
+        {
+            let noise = Noise::between(&json!(step.streams), &json!(z.streams));
+            cover_streams(&noise, &mut x.streams);
+            cover_streams(&noise, &mut y.streams);
+            let noise = Noise::between(
+                &json!(requests(pi, pi_paths, index)),
+                &json!(requests(record, paths, index)),
+            );
+            for requests in [&mut rx, &mut ry] {
+                let mut value = json!(requests);
+                noise.cover(&mut value);
+                *requests = serde_json::from_value(value).expect("requests stay an array");
+            }
+        }
         if let Some(d) = step_difference(&x, &y, &rx, &ry) {
             out.push((step.label.clone(), d));
         }
@@ -466,4 +556,22 @@ pub fn compare(
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod noise_tests {
+    use super::*;
+
+    #[test]
+    fn only_what_varies_between_pi_runs_is_covered() {
+        let first = json!({"name": "CedarHarbor", "n": 1, "list": [1, 2], "grew": [1]});
+        let second = json!({"name": "RapidQuartz", "n": 1, "list": [1, 3], "grew": [1, 2]});
+        let noise = Noise::between(&first, &second);
+        let mut ours = json!({"name": "BrightQuartz", "n": 2, "list": [9, 9], "grew": [5]});
+        noise.cover(&mut ours);
+        assert_eq!(
+            ours,
+            json!({"name": VARIES, "n": 2, "list": [9, VARIES], "grew": VARIES})
+        );
+    }
 }
