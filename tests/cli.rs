@@ -538,6 +538,32 @@ fn zlib_readline_and_streams_work_inside_the_guest() {
     );
 }
 
+/// process.memoryUsage() and node:v8's heap statistics are the guest engine's own figures:
+/// they grow with what the extension allocates, and the heap's limit is the one the instance
+/// gives QuickJS (three quarters of `--memory-limit`).
+#[test]
+fn memory_figures_are_the_guest_engines_own() {
+    let (ok, events, stderr) = common::run_json(&[
+        &common::path("tests/fixtures/node/platform.ts"),
+        "--memory-limit",
+        "64",
+        "--command",
+        "/memory",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        common::of_type(&events, "entry")[0]["entry"]["data"],
+        json!({
+            "grew": true,
+            "kept": 100_000,
+            "linearHoldsTheHeap": true,
+            "limit": 48 << 20,
+            "available": true,
+            "space": true,
+        })
+    );
+}
+
 /// pi loads extensions with jiti, so an ES module may call `require`; Node would not let it.
 #[test]
 fn an_es_module_may_require_as_under_pis_loader() {

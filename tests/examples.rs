@@ -1337,7 +1337,7 @@ fn a_throwing_tool_is_an_error_result_not_a_crash() {
     async execute() {
       calls++;
       if (calls === 1) throw new Error("disk on fire");
-      // A returned isError is the tool's own: pi 0.73.1 counts only a throw as a failure.
+      // A returned isError fails the call under pi 1.6.0; 0.73.1 counts only a throw.
       if (calls === 3) return { content: [{ type: "text", text: "said failed" }], details: {}, isError: true };
       return { content: [{ type: "text", text: `call ${calls} ok` }], details: { calls } };
     } });
@@ -1345,14 +1345,33 @@ fn a_throwing_tool_is_an_error_result_not_a_crash() {
 "#,
     );
     let (_dir, wasm) = build_source(Path::new(&src), "thrower");
-    let (ok, events, _) = run(&[
-        &wasm, "--tool", "flaky", "--tool", "flaky", "--tool", "flaky",
-    ]);
-    assert!(!ok, "an isError result fails the run");
-    let results = tool_results(&events);
-    assert_eq!(results.len(), 3);
-    assert_eq!(results[2]["isError"], false, "{}", results[2]);
-    assert_eq!(text_of(&results[2]["content"]), "said failed");
+    // It names no pi, so it follows 1.6.0 unless told.
+    for (pi, returned_error_fails) in [("1.6.0", true), ("0.73.1", false)] {
+        let (ok, events, _) = run(&[
+            &wasm,
+            "--pi-version",
+            pi,
+            "--tool",
+            "flaky",
+            "--tool",
+            "flaky",
+            "--tool",
+            "flaky",
+        ]);
+        assert!(!ok, "an isError result fails the run");
+        let results = tool_results(&events);
+        assert_eq!(results.len(), 3);
+        assert_eq!(
+            results[2]["isError"], returned_error_fails,
+            "pi {pi}: {}",
+            results[2]
+        );
+        assert_eq!(text_of(&results[2]["content"]), "said failed");
+        check_throw_and_recovery(&results, &events);
+    }
+}
+
+fn check_throw_and_recovery(results: &[&Value], events: &[Value]) {
     assert_eq!(results[0]["isError"], true);
     assert_eq!(text_of(&results[0]["content"]), "disk on fire");
     // The instance survives and keeps its state.
@@ -1360,7 +1379,7 @@ fn a_throwing_tool_is_an_error_result_not_a_crash() {
     assert_eq!(text_of(&results[1]["content"]), "call 2 ok");
     assert_eq!(results[1]["details"], json!({ "calls": 2 }));
     assert!(
-        errors_of(&events).is_empty(),
+        errors_of(events).is_empty(),
         "a tool error goes to the model, not the extension-error channel"
     );
 }

@@ -516,7 +516,13 @@ globalThis.process = {
     { bigint: () => BigInt(Math.round((Date.now() - startedAt) * 1e6)) },
   ),
   uptime: () => (Date.now() - startedAt) / 1000,
-  memoryUsage: () => ({ rss: 0, heapTotal: 0, heapUsed: 0, external: 0 }),
+  memoryUsage: Object.assign(
+    () => {
+      const { used, linear } = memoryUsage();
+      return { rss: linear, heapTotal: linear, heapUsed: used, external: 0, arrayBuffers: 0 };
+    },
+    { rss: () => memoryUsage().linear },
+  ),
   on() {
     return globalThis.process;
   },
@@ -595,9 +601,16 @@ function startWorker(kind, text, dataJson, onEvent) {
   workerListeners.set(id, onEvent);
   return id;
 }
+/**
+ * The guest engine's memory: `used` by live objects, the extension's `limit` on it, and the
+ * instance's whole `linear` memory (the engine's heap lives in it).
+ */
+const memoryUsage = () => hostCall("memoryUsage");
+
 /** fetch, carried out by the host: `{cancelled}`, `{error}` or `{ok: response}`. */
 const fetchOperation = (request, signal) => startOperation({ op: "fetch", ...request }, signal);
 globalThis.__pichamber_internal = {
+  memoryUsage,
   exec,
   execBlocking,
   spawnProgram,

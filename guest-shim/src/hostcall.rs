@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use base64::Engine as _;
-use javy::quickjs::{Ctx, Exception, Function};
+use javy::quickjs::{Ctx, Exception, Function, qjs};
 use serde_json::{Value, json};
 
 use crate::bindings::pichamber::extension::host;
@@ -27,6 +27,9 @@ pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
                 Ok(other) => vec![other],
                 Err(e) => return Err(Exception::throw_type(&ctx, &format!("{name}: {e}"))),
             };
+            if name == "memoryUsage" {
+                return Ok(memory_usage(&ctx).to_string());
+            }
             match call(&name, Args(args)) {
                 Ok(value) => Ok(value.to_string()),
                 Err(message) => Err(Exception::throw_message(&ctx, &message)),
@@ -94,6 +97,29 @@ impl Args {
 
 fn unit(r: Result<(), String>) -> Result<Value, String> {
     r.map(|()| Value::Null)
+}
+
+/// What the engine's live objects use, its limit, and the instance's linear memory
+/// (`process.memoryUsage`, `node:v8`'s heap statistics). QuickJS's own count of what it
+/// allocated is not kept under this allocator, so the engine's walk of its objects it is.
+fn memory_usage(ctx: &Ctx<'_>) -> Value {
+    // SAFETY: the runtime is this context's and alive while the context is; the struct is
+    // plain integers that JS_ComputeMemoryUsage fills.
+    let usage = unsafe {
+        let rt = qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
+        let mut usage = std::mem::MaybeUninit::<qjs::JSMemoryUsage>::zeroed();
+        qjs::JS_ComputeMemoryUsage(rt, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    #[cfg(target_arch = "wasm32")]
+    let linear = core::arch::wasm32::memory_size(0) * 65536;
+    #[cfg(not(target_arch = "wasm32"))]
+    let linear = 0usize;
+    json!({
+        "used": usage.memory_used_size,
+        "limit": usage.malloc_limit.max(0),
+        "linear": linear,
+    })
 }
 
 fn call(name: &str, a: Args) -> Result<Value, String> {
