@@ -1168,6 +1168,15 @@ fn without_a_network_grant_nothing_reaches_the_network() {
             "--allow-net=127.0.0.1",
         ],
     );
+    // And its name lookup.
+    assert_refused(
+        &report,
+        "host-dns-op",
+        &[
+            "the network capability is not granted for localhost",
+            "--allow-net=localhost",
+        ],
+    );
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("something connected to the listener: {other:?}"),

@@ -1220,3 +1220,38 @@ fn tool_results_keep_what_the_tool_returned_as_pi_1_6_does() {
     assert_eq!(ours["ends"][1][2]["note"], "kept", "{ours:#}");
     assert_eq!(ours["messages"][0][1], true, "{ours:#}");
 }
+
+/// node:dns resolves the names the network capability grants, as Node's getaddrinfo does;
+/// a name not granted fails with Node's ENOTFOUND, its message naming the flag.
+#[test]
+fn dns_lookups_resolve_granted_names_as_in_node_under_pi_1_6() {
+    let drive = |side: Side, root: &Path| {
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start_with(
+                side,
+                root,
+                base_url,
+                &["dns.ts"],
+                &["--allow-net", "localhost,nosuch.invalid"],
+            );
+            rpc.send(json!({"type": "prompt", "message": "/dns"}));
+            rpc.read_until(|l| notify_starting(l, "refusal "), "the dns report");
+            notes(&rpc.finish())
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&json!(pi[0]), &json!(ours[0]));
+    let report = &ours[0].1;
+    assert_eq!(
+        report["all"]["value"][0],
+        json!({"address": "127.0.0.1", "family": 4}),
+        "{report:#}"
+    );
+    assert_eq!(report["missing"]["code"], "ENOTFOUND", "{report:#}");
+    assert_eq!(report["refused"]["code"], "ENOTFOUND", "{report:#}");
+    let refusal = ours[1].1["message"].as_str().unwrap_or_default();
+    assert!(refusal.contains("--allow-net=refused.invalid"), "{refusal}");
+}

@@ -623,6 +623,7 @@ globalThis.__pichamber_internal = {
   builtinTools,
   runBuiltinTool,
   fetchOperation,
+  dnsLookup: (hostname) => startOperation({ op: "dnsLookup", hostname }),
   // The pi release the session follows: pi-coding-agent's VERSION.
   get piVersion() {
     return loadContext.piVersion;

@@ -316,7 +316,9 @@ pub(crate) fn outcome_json(outcome: Outcome) -> String {
                 "body": base64::engine::general_purpose::STANDARD.encode(&r.body),
             }})
         }
+        Outcome::DnsLookup(Ok(addresses)) => json!({ "ok": addresses }),
         Outcome::Fetch(Err(e))
+        | Outcome::DnsLookup(Err(e))
         | Outcome::BuiltinTool(Err(e))
         | Outcome::Model(Err(e))
         | Outcome::NestedTool(Err(e)) => json!({ "error": e }),

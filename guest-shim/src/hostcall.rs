@@ -431,6 +431,7 @@ fn operation(a: &Args) -> Result<Operation, String> {
             },
             timeout_ms,
         }),
+        Some("dnsLookup") => Operation::DnsLookup(a.field_str("hostname").unwrap_or_default()),
         Some("builtinTool") => Operation::BuiltinTool(BuiltinToolRequest {
             tool: a.field_str("tool").unwrap_or_default(),
             params: a.field("params").to_string(),

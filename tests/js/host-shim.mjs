@@ -168,6 +168,16 @@ globalThis.__pichamber_internal = {
     if (!h) return Promise.reject(new Error("no built-in tool handler installed"));
     return Promise.resolve().then(() => h(tool, params, updateCallId, { cwd: options.cwd }));
   },
+  // dns.lookup's host operation: tests set `dnsHandler(hostname)` (the addresses, or a throw
+  // whose message is the host's error).
+  dnsHandler: null,
+  dnsLookup(hostname) {
+    const h = globalThis.__pichamber_internal.dnsHandler;
+    if (!h) return Promise.resolve({ error: `dns lookup of ${hostname} denied: the network capability is not granted for ${hostname} (grant it with --allow-net=${hostname})` });
+    return Promise.resolve()
+      .then(() => h(hostname))
+      .then((ok) => ({ ok }), (e) => ({ error: e.message }));
+  },
   fetchOperation(request, signal) {
     if (signal?.aborted) return Promise.resolve({ cancelled: true });
     const h = globalThis.__pichamber_internal.fetchHandler;

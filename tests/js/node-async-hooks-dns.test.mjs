@@ -50,10 +50,25 @@ test("AsyncResource.bind and snapshot run in the context they were made in", () 
   }
 });
 
-test("dns looks up addresses as themselves and says why a name is not resolved", async () => {
+test("dns looks up addresses as themselves, names through the host, and says why one is refused", async () => {
   assert.deepEqual(await dnsPromises.lookup("127.0.0.1"), { address: "127.0.0.1", family: 4 });
   assert.deepEqual(await dnsPromises.lookup("::1", { all: true }), [{ address: "::1", family: 6 }]);
-  await assert.rejects(dnsPromises.lookup("example.com"), (err) => err.code === "ENOTFOUND" && /no network access/.test(err.message));
+  await assert.rejects(dnsPromises.lookup("example.com"), (err) =>
+    err.code === "ENOTFOUND" && err.syscall === "getaddrinfo" && err.hostname === "example.com" && /--allow-net=example.com/.test(err.message));
+  const internal = globalThis.__pichamber_internal;
+  internal.dnsHandler = (name) => {
+    if (name === "gone.example") throw new Error("ENOTFOUND");
+    return ["2001:db8::1", "192.0.2.1"];
+  };
+  assert.deepEqual(await dnsPromises.lookup("both.example"), { address: "2001:db8::1", family: 6 });
+  assert.deepEqual(await dnsPromises.lookup("both.example", { family: 4 }), { address: "192.0.2.1", family: 4 });
+  assert.deepEqual(await dnsPromises.lookup("both.example", { all: true, order: "ipv4first" }), [
+    { address: "192.0.2.1", family: 4 }, { address: "2001:db8::1", family: 6 }]);
+  assert.deepEqual(await dnsPromises.resolve6("both.example"), ["2001:db8::1"]);
+  await assert.rejects(dnsPromises.lookup("gone.example"), (err) =>
+    err.message === "getaddrinfo ENOTFOUND gone.example" && err.errno === -3008);
+  await assert.rejects(dnsPromises.resolve4("gone.example"), (err) => err.message === "queryA ENOTFOUND gone.example");
+  internal.dnsHandler = null;
   const viaCallback = await new Promise((resolve) => dns.lookup("10.0.0.1", (err, address, family) => resolve([err, address, family])));
   assert.deepEqual(viaCallback, [null, "10.0.0.1", 4]);
 });

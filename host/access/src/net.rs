@@ -275,6 +275,31 @@ fn check_url(grants: &Grants, url: &reqwest::Url) -> Result<(), String> {
     }
 }
 
+/// The addresses `name` resolves to, for an extension whose grants name it (on any port);
+/// a failed lookup is Node's code for it (`ENOTFOUND`), a refusal names the flag to grant.
+pub async fn lookup(grants: &Grants, name: &str) -> Result<Vec<String>, String> {
+    let granted = grants.net.iter().any(|pattern| {
+        let (_, port) = split_grant(pattern);
+        host_matches(pattern, name, port.unwrap_or(0))
+    });
+    if !granted {
+        return Err(format!(
+            "the network capability is not granted for {name} (grant it with --allow-net={name})"
+        ));
+    }
+    let addresses = tokio::net::lookup_host((name, 0))
+        .await
+        .map_err(|e| lookup_error_code(&e).to_owned())?;
+    let mut found: Vec<String> = Vec::new();
+    for address in addresses {
+        let ip = address.ip().to_string();
+        if !found.contains(&ip) {
+            found.push(ip);
+        }
+    }
+    Ok(found)
+}
+
 /// One `fetch` an extension asks for.
 #[derive(Debug, Clone, Default)]
 pub struct FetchRequest {

@@ -34,6 +34,8 @@ pub enum HostWork {
     Program(ExecRequest),
     /// `fetch`, under the network capability.
     Fetch(FetchRequest),
+    /// `dns.lookup`, under the network capability: the name to resolve.
+    DnsLookup(String),
     /// One of pi's built-in tools run for the extension (`createReadTool(cwd).execute`...):
     /// partial results go to the tool call `update_id`, the one the extension is executing.
     BuiltinTool {
@@ -67,6 +69,8 @@ pub enum HostWork {
 pub enum WorkDone {
     Program(ExecResult),
     Fetch(FetchResponse),
+    /// The addresses a name resolved to.
+    DnsLookup(Vec<String>),
     /// The built-in tool's result (`{content, details}`).
     BuiltinTool(Value),
     /// The model's AssistantMessage.

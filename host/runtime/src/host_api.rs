@@ -669,6 +669,21 @@ impl Host for ExtensionState {
                 }
                 .boxed()
             }
+            Operation::DnsLookup(name) => {
+                if name.is_empty() || name.len() > 253 {
+                    return Ok(Err(format!(
+                        "dns lookup: {name:?} is not a host name (1 to 253 characters)"
+                    )));
+                }
+                let done = self.host.work(&self.grants, HostWork::DnsLookup(name));
+                async move {
+                    Outcome::DnsLookup(done.await.and_then(|done| match done {
+                        WorkDone::DnsLookup(addresses) => Ok(addresses),
+                        other => Err(format!("unexpected outcome of a dns lookup: {other:?}")),
+                    }))
+                }
+                .boxed()
+            }
             Operation::BuiltinTool(request) => {
                 let work = match check_name("built-in tool", &request.tool)
                     .and_then(|()| parse_json("tool arguments", &request.params))

@@ -927,6 +927,11 @@ impl ExtensionHost for ExtensionPort {
                 Ok(WorkDone::Fetch(response))
             }
             .boxed(),
+            HostWork::DnsLookup(name) => async move {
+                let addresses = pichamber_access::net::lookup(&grants, &name).await?;
+                Ok(WorkDone::DnsLookup(addresses))
+            }
+            .boxed(),
             // pi's built-in tools, run for the extension under its own grants.
             HostWork::BuiltinTool {
                 tool,
