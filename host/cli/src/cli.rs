@@ -1521,12 +1521,12 @@ fn one_shot_prompts(messages: &[String], pi: PiVersion) -> Result<Vec<(String, V
             match image.data {
                 Some(data) => {
                     images.push(json!({ "type": "image", "mimeType": image.mime, "data": data }));
-                    first.push_str(&format!("<file name=\"{name}\"></file>\n"));
+                    let hints = image.hints.join("\n");
+                    first.push_str(&format!("<file name=\"{name}\">{hints}</file>\n"));
                 }
-                None => first.push_str(&format!(
-                    "<file name=\"{name}\">{}</file>\n",
-                    pichamber_tools::OMITTED_IMAGE_NOTE
-                )),
+                None => {
+                    first.push_str(&format!("<file name=\"{name}\">{}</file>\n", image.omitted))
+                }
             }
             continue;
         }

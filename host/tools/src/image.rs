@@ -1,7 +1,9 @@
-//! Images for the read tool: which files pi sends as image blocks (the `file-type` sniff of
-//! the first 4100 bytes, restricted to png, jpeg, gif and webp; pi 1.6.0's own sniff of them
-//! and bmp), their pixel size (pi keeps
-//! an image as is when it fits 2000x2000 and 4.5 MB of base64), and base64.
+//! Images for the read tool and `@file` prompts, as pi attaches them: which files are images
+//! (the `file-type` sniff of the first 4100 bytes, restricted to png, jpeg, gif and webp; pi
+//! 1.6.0's own sniff of them and bmp, which it converts to PNG), kept as they are when they
+//! fit 2000x2000 and 4.5 MiB of base64, else brought under those limits as pi's `resizeImage`
+//! does (decoded with the `image` crate where pi uses Photon: the sizes, notes and choices are
+//! pi's, the encoded bytes are this encoder's).
 
 /// Bytes pi sniffs (utils/mime.js).
 pub(crate) const SNIFF_BYTES: usize = 4100;
@@ -9,36 +11,185 @@ pub(crate) const SNIFF_BYTES: usize = 4100;
 pub(crate) const MAX_WIDTH: u32 = 2000;
 pub(crate) const MAX_HEIGHT: u32 = 2000;
 pub(crate) const MAX_BASE64_BYTES: usize = 4_718_592; // 4.5 MiB
+/// pi's JPEG qualities, tried in this order once PNG and the first are too large.
+const JPEG_QUALITIES: [u8; 5] = [80, 85, 70, 55, 40];
 
 /// pi's note for an image it could not bring under its inline limits.
-pub const OMITTED_IMAGE_NOTE: &str =
+const OMITTED_IMAGE_NOTE: &str =
     "[Image omitted: could not be resized below the inline image size limit.]";
+/// pi 1.6.0's note for an image it could not convert (a BMP that does not decode).
+const UNCONVERTED_IMAGE_NOTE: &str =
+    "[Image omitted: could not be converted to a supported inline image format.]";
 
 /// An image file as pi attaches it inline (the read tool, `@file` prompts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InlineImage {
+    /// The type sent: the file's, or the one it was converted or re-encoded to.
     pub mime: &'static str,
-    /// Base64 of the file as it is when it fits pi's limits; `None` when pi would resize or
-    /// convert it first, which pichamber (no image codec) cannot, so it is omitted with
-    /// [`OMITTED_IMAGE_NOTE`].
+    /// Base64 of what is sent, or `None` when pi would omit it (then `omitted` says why).
     pub data: Option<String>,
+    /// pi's notes on what was done to it (`[Image: original WxH, displayed at ...]`).
+    pub hints: Vec<String>,
+    /// pi's note for an image that is not sent.
+    pub omitted: &'static str,
 }
 
-/// The image `bytes` hold as the session's pi release tells images, or `None` (text).
+/// The image `bytes` hold as the session's pi release tells and processes images, or `None`
+/// (text).
 pub fn inline_image(bytes: &[u8], pi: pichamber_pi::PiVersion) -> Option<InlineImage> {
     let head = &bytes[..bytes.len().min(SNIFF_BYTES)];
-    let mime = if pi.is_1_6() {
+    let sniffed = if pi.is_1_6() {
         sniff_mime_1_6(head)
     } else {
         sniff_mime(head)
     }?;
+    let omitted = |note| InlineImage {
+        mime: sniffed,
+        data: None,
+        hints: Vec::new(),
+        omitted: note,
+    };
+    // pi 1.6.0 converts what the model cannot take (BMP) to PNG first.
+    let converted;
+    let (bytes, mime) = if sniffed == "image/bmp" {
+        match decode(bytes, sniffed).and_then(|(image, _)| encode_png(&image)) {
+            Some(png) => {
+                converted = png;
+                (converted.as_slice(), "image/png")
+            }
+            None => return Some(omitted(UNCONVERTED_IMAGE_NOTE)),
+        }
+    } else {
+        (bytes, sniffed)
+    };
     let data = base64(bytes);
     let fits = dimensions(bytes, mime)
         .is_some_and(|(w, h)| w <= MAX_WIDTH && h <= MAX_HEIGHT && data.len() < MAX_BASE64_BYTES);
+    let (data, mime, dimension_note) = if fits {
+        (data, mime, None)
+    } else {
+        match resize(bytes, mime, pi) {
+            Some(r) => {
+                let note = r.dimension_note();
+                (r.data, r.mime, Some(note))
+            }
+            None => return Some(omitted(OMITTED_IMAGE_NOTE)),
+        }
+    };
+    let mut hints = Vec::new();
+    if sniffed != mime && sniffed == "image/bmp" {
+        hints.push(format!("[Image converted from {sniffed} to {mime}.]"));
+    }
+    hints.extend(dimension_note);
     Some(InlineImage {
         mime,
-        data: fits.then_some(data),
+        data: Some(data),
+        hints,
+        omitted: OMITTED_IMAGE_NOTE,
     })
+}
+
+/// An image brought under pi's limits, as pi's `resizeImage` gives it.
+struct Resized {
+    data: String,
+    mime: &'static str,
+    original: (u32, u32),
+    size: (u32, u32),
+}
+
+impl Resized {
+    /// pi's `formatDimensionNote`.
+    fn dimension_note(&self) -> String {
+        let ((ow, oh), (w, h)) = (self.original, self.size);
+        format!(
+            "[Image: original {ow}x{oh}, displayed at {w}x{h}. Multiply coordinates by {:.2} to map to original image.]",
+            f64::from(ow) / f64::from(w)
+        )
+    }
+}
+
+/// The decoded image, its EXIF orientation applied as pi applies it.
+fn decode(bytes: &[u8], mime: &str) -> Option<(image::DynamicImage, (u32, u32))> {
+    use image::ImageDecoder as _;
+    let format = image::ImageFormat::from_mime_type(mime)?;
+    let mut decoder = image::ImageReader::with_format(std::io::Cursor::new(bytes), format)
+        .into_decoder()
+        .ok()?;
+    let orientation = decoder.orientation().ok();
+    let mut image = image::DynamicImage::from_decoder(decoder).ok()?;
+    if let Some(orientation) = orientation {
+        image.apply_orientation(orientation);
+    }
+    let size = (image.width(), image.height());
+    Some((image, size))
+}
+
+/// pi's `resizeImage` for an image that does not fit: scaled into 2000x2000 with Lanczos3,
+/// then the first encoding under the byte limit as pi picks it (pi 1.6.0: the smaller of PNG
+/// and JPEG at quality 80, then lower JPEG qualities; 0.73.1: PNG, then JPEG from quality 80
+/// down), shrinking by a quarter until one fits. `None`: it does not decode, or nothing fits.
+fn resize(bytes: &[u8], mime: &str, pi: pichamber_pi::PiVersion) -> Option<Resized> {
+    let (image, original) = decode(bytes, mime)?;
+    let (mut width, mut height) = original;
+    let scale = |n: u32, by: u32, of: u32| (f64::from(n) * f64::from(by) / f64::from(of)).round();
+    if width > MAX_WIDTH {
+        height = scale(height, MAX_WIDTH, width) as u32;
+        width = MAX_WIDTH;
+    }
+    if height > MAX_HEIGHT {
+        width = scale(width, MAX_HEIGHT, height) as u32;
+        height = MAX_HEIGHT;
+    }
+    let (mut width, mut height) = (width.max(1), height.max(1));
+    loop {
+        let scaled = image.resize_exact(width, height, image::imageops::FilterType::Lanczos3);
+        let png = encode_png(&scaled).map(|b| (base64(&b), "image/png"));
+        let mut jpegs = JPEG_QUALITIES
+            .iter()
+            .filter_map(|q| encode_jpeg(&scaled, *q).map(|b| (base64(&b), "image/jpeg")));
+        let first_jpeg = jpegs.next();
+        let mut candidates = Vec::new();
+        match (png, first_jpeg) {
+            (Some(png), Some(jpeg)) if pi.is_1_6() && jpeg.0.len() < png.0.len() => {
+                candidates.extend([jpeg, png]);
+            }
+            (png, jpeg) => candidates.extend(png.into_iter().chain(jpeg)),
+        }
+        candidates.extend(jpegs);
+        if let Some((data, mime)) = candidates
+            .into_iter()
+            .find(|(data, _)| data.len() < MAX_BASE64_BYTES)
+        {
+            return Some(Resized {
+                data,
+                mime,
+                original,
+                size: (width, height),
+            });
+        }
+        let shrink = |n: u32| if n == 1 { 1 } else { (n * 3 / 4).max(1) };
+        let next = (shrink(width), shrink(height));
+        if next == (width, height) {
+            return None;
+        }
+        (width, height) = next;
+    }
+}
+
+fn encode_png(image: &image::DynamicImage) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    image
+        .to_rgba8()
+        .write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+        .ok()?;
+    Some(out)
+}
+
+fn encode_jpeg(image: &image::DynamicImage, quality: u8) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality);
+    image.to_rgb8().write_with_encoder(encoder).ok()?;
+    Some(out)
 }
 
 /// The supported image MIME type of a file starting with `head`, or `None` (text).
@@ -328,5 +479,90 @@ pub(crate) mod tests {
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"foo"), "Zm9v");
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    fn encoded(image: &image::DynamicImage, format: image::ImageFormat) -> Vec<u8> {
+        let mut out = Vec::new();
+        image
+            .write_to(&mut std::io::Cursor::new(&mut out), format)
+            .unwrap();
+        out
+    }
+
+    fn decoded(found: &InlineImage) -> image::DynamicImage {
+        let data = found.data.as_deref().expect("the image is sent");
+        let bytes = decode_base64(data);
+        image::load_from_memory(&bytes).unwrap()
+    }
+
+    fn decode_base64(text: &str) -> Vec<u8> {
+        let value = |c: u8| ALPHABET_INDEX.iter().position(|&a| a == c).unwrap() as u32;
+        let mut out = Vec::new();
+        for chunk in text.trim_end_matches('=').as_bytes().chunks(4) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, &c)| n | value(c) << (18 - 6 * i));
+            out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+        }
+        out
+    }
+    const ALPHABET_INDEX: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    #[test]
+    fn an_image_too_large_is_scaled_into_pis_limits_with_pis_note() {
+        let wide = image::DynamicImage::ImageRgba8(image::RgbaImage::from_pixel(
+            3000,
+            1000,
+            image::Rgba([40, 90, 200, 255]),
+        ));
+        for pi in [
+            pichamber_pi::PiVersion::V0_73,
+            pichamber_pi::PiVersion::V1_6,
+        ] {
+            let found = inline_image(&encoded(&wide, image::ImageFormat::Png), pi).unwrap();
+            // A flat image is smallest as PNG, for either release's choice.
+            assert_eq!(found.mime, "image/png");
+            assert_eq!(
+                found.hints,
+                [
+                    "[Image: original 3000x1000, displayed at 2000x667. Multiply coordinates by 1.50 to map to original image.]"
+                ]
+            );
+            let sent = decoded(&found);
+            assert_eq!((sent.width(), sent.height()), (2000, 667));
+            assert_eq!(sent.to_rgba8().get_pixel(1000, 300).0, [40, 90, 200, 255]);
+        }
+    }
+
+    #[test]
+    fn pi_1_6_converts_a_bmp_to_png_and_says_so() {
+        let mut small = image::RgbImage::new(4, 3);
+        small.put_pixel(1, 2, image::Rgb([255, 0, 0]));
+        let bmp = encoded(
+            &image::DynamicImage::ImageRgb8(small),
+            image::ImageFormat::Bmp,
+        );
+        let found = inline_image(&bmp, pichamber_pi::PiVersion::V1_6).unwrap();
+        assert_eq!(found.mime, "image/png");
+        assert_eq!(
+            found.hints,
+            ["[Image converted from image/bmp to image/png.]"]
+        );
+        assert_eq!(decoded(&found).to_rgb8().get_pixel(1, 2).0, [255, 0, 0]);
+        // 0.73.1 does not take a BMP for an image.
+        assert_eq!(inline_image(&bmp, pichamber_pi::PiVersion::V0_73), None);
+    }
+
+    #[test]
+    fn an_image_that_does_not_decode_is_omitted_with_pis_note() {
+        // A PNG header that claims 5000x5000, then nothing an image decoder can read.
+        let mut png = tiny_png();
+        png[16..20].copy_from_slice(&5000u32.to_be_bytes());
+        png[20..24].copy_from_slice(&5000u32.to_be_bytes());
+        let found = inline_image(&png, pichamber_pi::PiVersion::V1_6).unwrap();
+        assert_eq!(found.data, None);
+        assert_eq!(found.omitted, OMITTED_IMAGE_NOTE);
     }
 }

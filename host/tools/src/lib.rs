@@ -20,9 +20,9 @@
 //!
 //! Known differences from pi (everything else is checked against pi itself by
 //! tests/builtin_tools.rs):
-//! - read: images larger than 2000x2000 px or 4.5 MB of base64 are omitted with pi's
-//!   "could not be resized" note instead of being resized (no image codec here), and so is a
-//!   BMP, which pi 1.6.0 converts to PNG; the macOS NFD filename fallback is not tried.
+//! - read: an image pi scales or converts is encoded by the `image` crate, not Photon: the
+//!   same sizes, notes and pixels of a PNG, other bytes (image.rs); the macOS NFD filename
+//!   fallback is not tried.
 //! - edit: fuzzy matching folds the common Unicode compatibility characters instead of full
 //!   NFKC (identical for text already in NFKC, such as ASCII).
 //! - grep, find: results in sorted order (rg/fd order by thread timing), so which matches a
@@ -57,7 +57,7 @@ pub use pichamber_pi::PiVersion;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-pub use image::{InlineImage, OMITTED_IMAGE_NOTE, inline_image};
+pub use image::{InlineImage, inline_image};
 pub use workspace::Workspace;
 
 use truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, GREP_MAX_LINE_LENGTH};

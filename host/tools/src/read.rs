@@ -48,7 +48,7 @@ fn read_image(found: image::InlineImage, options: &ExecOptions) -> ToolOutput {
     let note = (options.model_accepts_images == Some(false)).then_some(NON_VISION_NOTE);
     let mime = found.mime;
     let Some(data) = found.data else {
-        let mut text = format!("Read image file [{mime}]\n{}", image::OMITTED_IMAGE_NOTE);
+        let mut text = format!("Read image file [{mime}]\n{}", found.omitted);
         if let Some(note) = note {
             text.push('\n');
             text.push_str(note);
@@ -56,6 +56,10 @@ fn read_image(found: image::InlineImage, options: &ExecOptions) -> ToolOutput {
         return ToolOutput::text(text, Value::Null);
     };
     let mut text = format!("Read image file [{mime}]");
+    for hint in &found.hints {
+        text.push('\n');
+        text.push_str(hint);
+    }
     if let Some(note) = note {
         text.push('\n');
         text.push_str(note);
