@@ -1255,3 +1255,40 @@ fn dns_lookups_resolve_granted_names_as_in_node_under_pi_1_6() {
     let refusal = ours[1].1["message"].as_str().unwrap_or_default();
     assert!(refusal.contains("--allow-net=refused.invalid"), "{refusal}");
 }
+
+/// pi 1.6.0's `resizeImage`, done by the host's codec: the same sizes, type and note as pi's
+/// (Photon) for a flat image, the image kept within larger limits, null for bytes that are
+/// no image.
+#[test]
+fn resize_image_scales_as_pi_1_6_does() {
+    let wide = image::RgbaImage::from_pixel(3000, 1000, image::Rgba([40, 90, 200, 255]));
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgba8(wide)
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    let drive = |side: Side, root: &Path| {
+        std::fs::create_dir_all(root.join("ws")).unwrap();
+        std::fs::write(root.join("ws/wide.png"), &png).unwrap();
+        with_mock(script(), |base_url| {
+            let mut rpc = Rpc::start_with(
+                side,
+                root,
+                base_url,
+                &["resize-image.ts"],
+                &["--allow-read", "."],
+            );
+            rpc.send(json!({"type": "prompt", "message": "/resize"}));
+            rpc.read_until(|l| notify_starting(l, "resize "), "the resize report");
+            notes(&rpc.finish())
+        })
+    };
+    let Some((pi, ours)) = on_both_sides(drive) else {
+        return;
+    };
+    assert_same_as_pi(&json!(pi), &json!(ours));
+    let report = &ours[0].1;
+    assert_eq!(report["scaled"]["width"], 2000, "{report:#}");
+    assert_eq!(report["kept"]["wasResized"], false, "{report:#}");
+    assert_eq!(report["narrow"]["width"], 300, "{report:#}");
+    assert_eq!(report["notAnImage"], Value::Null, "{report:#}");
+}

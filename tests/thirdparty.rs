@@ -58,7 +58,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "Loads with the guest's `node:sqlite` (Chrome's cookie database), its CommonJS dependencies run in Node's order (cssom resolves a cycle by require order) and its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). It names its stored results by the clock and at random, which pi's second run leaves out. Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md); and it imports pi 1.6.0's `resizeImage`, which pichamber's guest does not provide yet (the host scales images for the read tool as pi does; an image the extension fetches would not shrink).",
+        note: "Loads with the guest's `node:sqlite` (Chrome's cookie database), its CommonJS dependencies run in Node's order (cssom resolves a cycle by require order) and its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). It names its stored results by the clock and at random, which pi's second run leaves out. Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md). It imports pi 1.6.0's `resizeImage`, which the host's image codec serves (tests/pi_api.rs compares it with pi's).",
         random_output: true,
     },
     Package {

@@ -624,6 +624,8 @@ globalThis.__pichamber_internal = {
   runBuiltinTool,
   fetchOperation,
   dnsLookup: (hostname) => startOperation({ op: "dnsLookup", hostname }),
+  resizeImage: (bytes, mimeType, options) =>
+    startOperation({ op: "resizeImage", data: Buffer.from(bytes).toString("base64"), mimeType, options }),
   // The pi release the session follows: pi-coding-agent's VERSION.
   get piVersion() {
     return loadContext.piVersion;

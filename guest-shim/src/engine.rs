@@ -317,8 +317,12 @@ pub(crate) fn outcome_json(outcome: Outcome) -> String {
             }})
         }
         Outcome::DnsLookup(Ok(addresses)) => json!({ "ok": addresses }),
+        Outcome::ResizeImage(Ok(resized)) => json!({
+            "ok": resized.and_then(|r| serde_json::from_str::<serde_json::Value>(&r).ok())
+        }),
         Outcome::Fetch(Err(e))
         | Outcome::DnsLookup(Err(e))
+        | Outcome::ResizeImage(Err(e))
         | Outcome::BuiltinTool(Err(e))
         | Outcome::Model(Err(e))
         | Outcome::NestedTool(Err(e)) => json!({ "error": e }),

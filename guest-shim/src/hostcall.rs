@@ -13,8 +13,8 @@ use crate::bindings::pichamber::extension::host;
 use crate::bindings::pichamber::extension::types::{
     BuiltinToolRequest, CommandDefinition, Completion, ConfirmDialog, Dialog, EditorDialog,
     ExecRequest, FetchRequest, FlagDefinition, FlagType, FormDialog, InputDialog, LogLevel,
-    ModelRequest, NestedToolRequest, Notification, NotifyKind, Operation, SelectDialog,
-    ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
+    ModelRequest, NestedToolRequest, Notification, NotifyKind, Operation, ResizeImageRequest,
+    SelectDialog, ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
 };
 use crate::fs;
 
@@ -430,6 +430,13 @@ fn operation(a: &Args) -> Result<Operation, String> {
                 None => None,
             },
             timeout_ms,
+        }),
+        Some("resizeImage") => Operation::ResizeImage(ResizeImageRequest {
+            data: base64::engine::general_purpose::STANDARD
+                .decode(a.field_str("data").unwrap_or_default())
+                .map_err(|e| format!("resizeImage: image bytes: {e}"))?,
+            mime_type: a.field_str("mimeType").unwrap_or_default(),
+            options: a.field("options").to_string(),
         }),
         Some("dnsLookup") => Operation::DnsLookup(a.field_str("hostname").unwrap_or_default()),
         Some("builtinTool") => Operation::BuiltinTool(BuiltinToolRequest {

@@ -78,6 +78,22 @@ export function formatReadLineRange(offset, limit) {
   const end = start + count - 1;
   return `:${start}${end ? `-${end}` : ""}`;
 }
+// pi 1.6.0's image helpers: the host's image codec does the resizing (pi's limits, choices
+// and notes; see host/tools/src/image.rs).
+export async function resizeImage(inputBytes, mimeType, options) {
+  const bytes = inputBytes instanceof Uint8Array ? inputBytes : new Uint8Array(inputBytes);
+  const internal = globalThis.__pichamber_internal;
+  if (typeof internal?.resizeImage !== "function") return null; // pi: no codec, no resize
+  const outcome = await internal.resizeImage(bytes, String(mimeType ?? ""), options ?? {});
+  if ("error" in outcome) throw new Error(outcome.error);
+  return outcome.ok ?? null;
+}
+export function formatDimensionNote(result) {
+  if (!result.wasResized) return undefined;
+  const scale = result.originalWidth / result.width;
+  return `[Image: original ${result.originalWidth}x${result.originalHeight}, displayed at ${result.width}x${result.height}. Multiply coordinates by ${scale.toFixed(2)} to map to original image.]`;
+}
+
 export const isToolCallEventType = (toolName, event) => event.toolName === toolName;
 export const isBashToolResult = (event) => event.toolName === "bash";
 export const isReadToolResult = (event) => event.toolName === "read";

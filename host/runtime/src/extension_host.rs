@@ -36,6 +36,13 @@ pub enum HostWork {
     Fetch(FetchRequest),
     /// `dns.lookup`, under the network capability: the name to resolve.
     DnsLookup(String),
+    /// pi 1.6.0's `resizeImage`: no capability (it reads and writes only these bytes).
+    ResizeImage {
+        bytes: Vec<u8>,
+        mime: String,
+        /// pi's `ImageResizeOptions` (a JSON object).
+        options: Value,
+    },
     /// One of pi's built-in tools run for the extension (`createReadTool(cwd).execute`...):
     /// partial results go to the tool call `update_id`, the one the extension is executing.
     BuiltinTool {
@@ -71,6 +78,8 @@ pub enum WorkDone {
     Fetch(FetchResponse),
     /// The addresses a name resolved to.
     DnsLookup(Vec<String>),
+    /// pi's `ResizedImage` (JSON), or `None`: it does not fit.
+    ResizeImage(Option<Value>),
     /// The built-in tool's result (`{content, details}`).
     BuiltinTool(Value),
     /// The model's AssistantMessage.

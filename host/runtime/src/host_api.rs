@@ -32,6 +32,8 @@ use super::wit::{
 
 /// Longest console line kept.
 pub const MAX_LOG_BYTES: usize = 16 << 10;
+/// The largest image an extension may hand `resizeImage` (the read tool's images are files).
+pub const MAX_IMAGE_BYTES: usize = 32 << 20;
 
 impl types::Host for ExtensionState {}
 
@@ -680,6 +682,32 @@ impl Host for ExtensionState {
                     Outcome::DnsLookup(done.await.and_then(|done| match done {
                         WorkDone::DnsLookup(addresses) => Ok(addresses),
                         other => Err(format!("unexpected outcome of a dns lookup: {other:?}")),
+                    }))
+                }
+                .boxed()
+            }
+            Operation::ResizeImage(request) => {
+                if request.data.len() > MAX_IMAGE_BYTES {
+                    return Ok(Err(format!(
+                        "resizeImage: the image is {} bytes; the limit is {MAX_IMAGE_BYTES}",
+                        request.data.len()
+                    )));
+                }
+                let options = match parse_json("resizeImage options", &request.options) {
+                    Ok(options @ Value::Object(_)) | Ok(options @ Value::Null) => options,
+                    Ok(_) => return Ok(Err("resizeImage: options must be an object".into())),
+                    Err(e) => return Ok(Err(e)),
+                };
+                let work = HostWork::ResizeImage {
+                    bytes: request.data,
+                    mime: request.mime_type,
+                    options,
+                };
+                let done = self.host.work(&self.grants, work);
+                async move {
+                    Outcome::ResizeImage(done.await.and_then(|done| match done {
+                        WorkDone::ResizeImage(resized) => Ok(resized.map(|r| r.to_string())),
+                        other => Err(format!("unexpected outcome of resizeImage: {other:?}")),
                     }))
                 }
                 .boxed()

@@ -415,6 +415,10 @@ fn outcome(outcome: new::Outcome) -> old::Outcome {
         new::Outcome::Model(result) => old::Outcome::Exec(result.map(stdout_only)),
         // Nor for a nested tool call.
         new::Outcome::NestedTool(result) => old::Outcome::Exec(result.map(stdout_only)),
+        // Nor to resize an image.
+        new::Outcome::ResizeImage(result) => {
+            old::Outcome::Exec(result.map(|r| stdout_only(r.unwrap_or_else(|| "null".into()))))
+        }
         // Nor for a name lookup.
         new::Outcome::DnsLookup(result) => {
             old::Outcome::Exec(result.map(|a| stdout_only(serde_json::json!(a).to_string())))

@@ -927,6 +927,46 @@ impl ExtensionHost for ExtensionPort {
                 Ok(WorkDone::Fetch(response))
             }
             .boxed(),
+            // pi 1.6.0's resizeImage: the host's image codec, off the async threads.
+            HostWork::ResizeImage {
+                bytes,
+                mime,
+                options,
+            } => {
+                let pi = self.shared.pi;
+                async move {
+                    let number =
+                        |key: &str| options[key].as_f64().filter(|n| n.is_finite() && *n >= 1.0);
+                    let defaults = pichamber_tools::ResizeLimits::default();
+                    let side = |key: &str, default: u32| {
+                        number(key).map_or(default, |n| n.min(16_384.0) as u32)
+                    };
+                    let limits = pichamber_tools::ResizeLimits {
+                        max_width: side("maxWidth", defaults.max_width),
+                        max_height: side("maxHeight", defaults.max_height),
+                        max_bytes: number("maxBytes").map_or(defaults.max_bytes, |n| n as usize),
+                        jpeg_quality: number("jpegQuality")
+                            .map_or(defaults.jpeg_quality, |n| n.min(100.0) as u8),
+                    };
+                    let resized = tokio::task::spawn_blocking(move || {
+                        pichamber_tools::resize_image(&bytes, &mime, &limits, pi)
+                    })
+                    .await
+                    .map_err(|e| format!("resizeImage failed: {e}"))?;
+                    Ok(WorkDone::ResizeImage(resized.map(|r| {
+                        json!({
+                            "data": r.data,
+                            "mimeType": r.mime,
+                            "originalWidth": r.original.0,
+                            "originalHeight": r.original.1,
+                            "width": r.size.0,
+                            "height": r.size.1,
+                            "wasResized": r.was_resized,
+                        })
+                    })))
+                }
+                .boxed()
+            }
             HostWork::DnsLookup(name) => async move {
                 let addresses = pichamber_access::net::lookup(&grants, &name).await?;
                 Ok(WorkDone::DnsLookup(addresses))

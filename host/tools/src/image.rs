@@ -68,10 +68,16 @@ pub fn inline_image(bytes: &[u8], pi: pichamber_pi::PiVersion) -> Option<InlineI
     let (data, mime, dimension_note) = if fits {
         (data, mime, None)
     } else {
-        match resize(bytes, mime, pi) {
+        match resize_image(bytes, mime, &ResizeLimits::default(), pi) {
             Some(r) => {
-                let note = r.dimension_note();
-                (r.data, r.mime, Some(note))
+                let note = r.was_resized.then(|| r.dimension_note());
+                // A re-encoded image is a PNG or a JPEG.
+                let sent = match r.mime.as_str() {
+                    _ if !r.was_resized => mime,
+                    "image/jpeg" => "image/jpeg",
+                    _ => "image/png",
+                };
+                (r.data, sent, note)
             }
             None => return Some(omitted(OMITTED_IMAGE_NOTE)),
         }
@@ -89,15 +95,39 @@ pub fn inline_image(bytes: &[u8], pi: pichamber_pi::PiVersion) -> Option<InlineI
     })
 }
 
-/// An image brought under pi's limits, as pi's `resizeImage` gives it.
-struct Resized {
-    data: String,
-    mime: &'static str,
-    original: (u32, u32),
-    size: (u32, u32),
+/// pi's `ImageResizeOptions`: the box an image must fit and the base64 it may take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResizeLimits {
+    pub max_width: u32,
+    pub max_height: u32,
+    pub max_bytes: usize,
+    pub jpeg_quality: u8,
 }
 
-impl Resized {
+impl Default for ResizeLimits {
+    /// pi's defaults.
+    fn default() -> Self {
+        ResizeLimits {
+            max_width: MAX_WIDTH,
+            max_height: MAX_HEIGHT,
+            max_bytes: MAX_BASE64_BYTES,
+            jpeg_quality: JPEG_QUALITIES[0],
+        }
+    }
+}
+
+/// An image within limits, as pi's `resizeImage` gives it (`ResizedImage`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResizedImage {
+    /// Base64.
+    pub data: String,
+    pub mime: String,
+    pub original: (u32, u32),
+    pub size: (u32, u32),
+    pub was_resized: bool,
+}
+
+impl ResizedImage {
     /// pi's `formatDimensionNote`.
     fn dimension_note(&self) -> String {
         let ((ow, oh), (w, h)) = (self.original, self.size);
@@ -108,13 +138,27 @@ impl Resized {
     }
 }
 
-/// The decoded image, its EXIF orientation applied as pi applies it.
+/// What a decode may take: an image past these is refused before its pixels are allocated
+/// (a hostile file or extension must not make the host allocate gigabytes).
+const MAX_DECODED_SIDE: u32 = 16_384;
+const MAX_DECODE_ALLOC: u64 = 256 << 20;
+
+/// The decoded image, its EXIF orientation applied as pi applies it; its format is told by
+/// its bytes (Photon's way), `mime` only when they say nothing.
 fn decode(bytes: &[u8], mime: &str) -> Option<(image::DynamicImage, (u32, u32))> {
     use image::ImageDecoder as _;
-    let format = image::ImageFormat::from_mime_type(mime)?;
-    let mut decoder = image::ImageReader::with_format(std::io::Cursor::new(bytes), format)
-        .into_decoder()
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
         .ok()?;
+    if reader.format().is_none() {
+        reader.set_format(image::ImageFormat::from_mime_type(mime)?);
+    }
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_DECODED_SIDE);
+    limits.max_image_height = Some(MAX_DECODED_SIDE);
+    limits.max_alloc = Some(MAX_DECODE_ALLOC);
+    reader.limits(limits);
+    let mut decoder = reader.into_decoder().ok()?;
     let orientation = decoder.orientation().ok();
     let mut image = image::DynamicImage::from_decoder(decoder).ok()?;
     if let Some(orientation) = orientation {
@@ -124,27 +168,55 @@ fn decode(bytes: &[u8], mime: &str) -> Option<(image::DynamicImage, (u32, u32))>
     Some((image, size))
 }
 
-/// pi's `resizeImage` for an image that does not fit: scaled into 2000x2000 with Lanczos3,
-/// then the first encoding under the byte limit as pi picks it (pi 1.6.0: the smaller of PNG
-/// and JPEG at quality 80, then lower JPEG qualities; 0.73.1: PNG, then JPEG from quality 80
-/// down), shrinking by a quarter until one fits. `None`: it does not decode, or nothing fits.
-fn resize(bytes: &[u8], mime: &str, pi: pichamber_pi::PiVersion) -> Option<Resized> {
+/// pi's `resizeImage`: the image as it is when it fits `limits`; else scaled into them with
+/// Lanczos3, then the first encoding under the byte limit as pi picks it (pi 1.6.0: the
+/// smaller of PNG and JPEG at the first quality, then lower JPEG qualities; 0.73.1: PNG, then
+/// JPEG from the first quality down), shrinking by a quarter until one fits. `None`: it does
+/// not decode, or nothing fits (pi's answer too).
+pub fn resize_image(
+    bytes: &[u8],
+    mime: &str,
+    limits: &ResizeLimits,
+    pi: pichamber_pi::PiVersion,
+) -> Option<ResizedImage> {
     let (image, original) = decode(bytes, mime)?;
+    let base64_size = bytes.len().div_ceil(3) * 4;
     let (mut width, mut height) = original;
-    let scale = |n: u32, by: u32, of: u32| (f64::from(n) * f64::from(by) / f64::from(of)).round();
-    if width > MAX_WIDTH {
-        height = scale(height, MAX_WIDTH, width) as u32;
-        width = MAX_WIDTH;
+    if width <= limits.max_width && height <= limits.max_height && base64_size < limits.max_bytes {
+        let mime = if mime.is_empty() {
+            format!("image/{}", image_format_name(bytes))
+        } else {
+            mime.to_owned()
+        };
+        return Some(ResizedImage {
+            data: base64(bytes),
+            mime,
+            original,
+            size: original,
+            was_resized: false,
+        });
     }
-    if height > MAX_HEIGHT {
-        width = scale(width, MAX_HEIGHT, height) as u32;
-        height = MAX_HEIGHT;
+    let scale = |n: u32, by: u32, of: u32| (f64::from(n) * f64::from(by) / f64::from(of)).round();
+    if width > limits.max_width {
+        height = scale(height, limits.max_width, width) as u32;
+        width = limits.max_width;
+    }
+    if height > limits.max_height {
+        width = scale(width, limits.max_height, height) as u32;
+        height = limits.max_height;
     }
     let (mut width, mut height) = (width.max(1), height.max(1));
+    // pi's qualities: the asked one, then its fixed steps, each once.
+    let mut qualities = vec![limits.jpeg_quality.clamp(1, 100)];
+    for q in &JPEG_QUALITIES[1..] {
+        if !qualities.contains(q) {
+            qualities.push(*q);
+        }
+    }
     loop {
         let scaled = image.resize_exact(width, height, image::imageops::FilterType::Lanczos3);
         let png = encode_png(&scaled).map(|b| (base64(&b), "image/png"));
-        let mut jpegs = JPEG_QUALITIES
+        let mut jpegs = qualities
             .iter()
             .filter_map(|q| encode_jpeg(&scaled, *q).map(|b| (base64(&b), "image/jpeg")));
         let first_jpeg = jpegs.next();
@@ -158,13 +230,14 @@ fn resize(bytes: &[u8], mime: &str, pi: pichamber_pi::PiVersion) -> Option<Resiz
         candidates.extend(jpegs);
         if let Some((data, mime)) = candidates
             .into_iter()
-            .find(|(data, _)| data.len() < MAX_BASE64_BYTES)
+            .find(|(data, _)| data.len() < limits.max_bytes)
         {
-            return Some(Resized {
+            return Some(ResizedImage {
                 data,
-                mime,
+                mime: mime.to_owned(),
                 original,
                 size: (width, height),
+                was_resized: true,
             });
         }
         let shrink = |n: u32| if n == 1 { 1 } else { (n * 3 / 4).max(1) };
@@ -173,6 +246,17 @@ fn resize(bytes: &[u8], mime: &str, pi: pichamber_pi::PiVersion) -> Option<Resiz
             return None;
         }
         (width, height) = next;
+    }
+}
+
+/// pi's fallback type name for an image given without one (`image/<format>`).
+fn image_format_name(bytes: &[u8]) -> &'static str {
+    match image::guess_format(bytes) {
+        Ok(image::ImageFormat::Jpeg) => "jpeg",
+        Ok(image::ImageFormat::Gif) => "gif",
+        Ok(image::ImageFormat::WebP) => "webp",
+        Ok(image::ImageFormat::Bmp) => "bmp",
+        _ => "png",
     }
 }
 

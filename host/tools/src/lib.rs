@@ -57,7 +57,7 @@ pub use pichamber_pi::PiVersion;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-pub use image::{InlineImage, inline_image};
+pub use image::{InlineImage, ResizeLimits, ResizedImage, inline_image, resize_image};
 pub use workspace::Workspace;
 
 use truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, GREP_MAX_LINE_LENGTH};
