@@ -477,7 +477,17 @@ test("new output follows a reader at the end and waits behind Jump to latest oth
 		const t = document.getElementById("transcript");
 		return t.scrollHeight - t.scrollTop - t.clientHeight;
 	});
-	assert((await distance()) < 50, `the transcript followed the output to its end (${await distance()} px left)`);
+	// Following may scroll smoothly: wait for the end to be reached, not for one frame.
+	const reachesTheEnd = async (what) => {
+		const reached = await page
+			.waitForFunction(() => {
+				const t = document.getElementById("transcript");
+				return t.scrollHeight - t.scrollTop - t.clientHeight < 50;
+			}, null, { timeout: 5000 })
+			.then(() => true, () => false);
+		assert(reached, `${what} (${await distance()} px left)`);
+	};
+	await reachesTheEnd("the transcript followed the output to its end");
 	await send(page, "/later 1500");
 	// The server echoes the command; the reader scrolls up after that.
 	await waitFor(transcript(page).locator("li.msg-command", { hasText: "/later 1500" }), "the command is echoed");
@@ -489,7 +499,7 @@ test("new output follows a reader at the end and waits behind Jump to latest oth
 	assert((await page.evaluate(() => document.getElementById("transcript").scrollTop)) < 50, "and stays where they were");
 	await shot(page, "jump-to-latest");
 	await page.getByRole("button", { name: "Jump to latest ↓" }).click();
-	assert((await distance()) < 50, "Jump to latest goes to the end");
+	await reachesTheEnd("Jump to latest goes to the end");
 	assert(await page.getByRole("button", { name: "Jump to latest ↓" }).isHidden(), "and the button leaves");
 	// An action's result lands in view: firing it follows the output again.
 	await page.evaluate(() => {
