@@ -186,6 +186,25 @@ fn notes(lines: &[Value]) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The notes of one side loaded with `fixture` and granted `grants`, after the command
+/// `command`, read until a note starting with `last`.
+fn command_notes(
+    side: Side,
+    root: &Path,
+    fixture: &str,
+    grants: &[&str],
+    command: &str,
+    last: &str,
+) -> Vec<(String, Value)> {
+    std::fs::create_dir_all(root.join("ws")).unwrap();
+    with_mock(script(), |base_url| {
+        let mut rpc = Rpc::start_with(side, root, base_url, &[fixture], grants);
+        rpc.send(json!({"type": "prompt", "message": command}));
+        rpc.read_until(|l| notify_starting(l, last), last);
+        notes(&rpc.finish())
+    })
+}
+
 fn with_mock<T>(script: Script, run: impl FnOnce(&str) -> T) -> T {
     with_mock_server(script, |mock| run(&mock.base_url()))
 }
@@ -1052,19 +1071,14 @@ fn a_retried_answer_leaves_the_context_for_good_as_in_pi_1_6() {
 #[test]
 fn node_sqlite_behaves_as_in_node_under_pi_1_6() {
     let drive = |side: Side, root: &Path| {
-        std::fs::create_dir_all(root.join("ws")).unwrap();
-        with_mock(script(), |base_url| {
-            let mut rpc = Rpc::start_with(
-                side,
-                root,
-                base_url,
-                &["sqlite.ts"],
-                &["--allow-read", ".", "--allow-write", "."],
-            );
-            rpc.send(json!({"type": "prompt", "message": "/sql"}));
-            rpc.read_until(|l| notify_starting(l, "sqlite "), "the sqlite report");
-            notes(&rpc.finish())
-        })
+        command_notes(
+            side,
+            root,
+            "sqlite.ts",
+            &["--allow-read", ".", "--allow-write", "."],
+            "/sql",
+            "sqlite ",
+        )
     };
     let Some((pi, ours)) = on_both_sides(drive) else {
         return;
@@ -1091,15 +1105,8 @@ fn node_sqlite_behaves_as_in_node_under_pi_1_6() {
 /// pichamber is Node.
 #[test]
 fn commonjs_runs_in_nodes_order_as_under_pi_1_6() {
-    let drive = |side: Side, root: &Path| {
-        std::fs::create_dir_all(root.join("ws")).unwrap();
-        with_mock(script(), |base_url| {
-            let mut rpc = Rpc::start_with(side, root, base_url, &["commonjs"], &[]);
-            rpc.send(json!({"type": "prompt", "message": "/cjs"}));
-            rpc.read_until(|l| notify_starting(l, "node "), "the commonjs report");
-            notes(&rpc.finish())
-        })
-    };
+    let drive =
+        |side: Side, root: &Path| command_notes(side, root, "commonjs", &[], "/cjs", "node ");
     let Some((pi, ours)) = on_both_sides(drive) else {
         return;
     };
@@ -1138,20 +1145,10 @@ fn fetch_fails_on_the_network_as_in_node_under_pi_1_6() {
         .local_addr()
         .unwrap()
         .port();
+    let command = format!("/fetch-errors {closed}");
     let drive = |side: Side, root: &Path| {
-        std::fs::create_dir_all(root.join("ws")).unwrap();
-        with_mock(script(), |base_url| {
-            let mut rpc = Rpc::start_with(
-                side,
-                root,
-                base_url,
-                &["fetch-errors.ts"],
-                &["--allow-net", "nosuch.invalid,127.0.0.1"],
-            );
-            rpc.send(json!({"type": "prompt", "message": format!("/fetch-errors {closed}")}));
-            rpc.read_until(|l| notify_starting(l, "fetch "), "the fetch report");
-            notes(&rpc.finish())
-        })
+        let grants = ["--allow-net", "nosuch.invalid,127.0.0.1"];
+        command_notes(side, root, "fetch-errors.ts", &grants, &command, "fetch ")
     };
     let Some((pi, ours)) = on_both_sides(drive) else {
         return;
@@ -1226,19 +1223,14 @@ fn tool_results_keep_what_the_tool_returned_as_pi_1_6_does() {
 #[test]
 fn dns_lookups_resolve_granted_names_as_in_node_under_pi_1_6() {
     let drive = |side: Side, root: &Path| {
-        std::fs::create_dir_all(root.join("ws")).unwrap();
-        with_mock(script(), |base_url| {
-            let mut rpc = Rpc::start_with(
-                side,
-                root,
-                base_url,
-                &["dns.ts"],
-                &["--allow-net", "localhost,nosuch.invalid"],
-            );
-            rpc.send(json!({"type": "prompt", "message": "/dns"}));
-            rpc.read_until(|l| notify_starting(l, "refusal "), "the dns report");
-            notes(&rpc.finish())
-        })
+        command_notes(
+            side,
+            root,
+            "dns.ts",
+            &["--allow-net", "localhost,nosuch.invalid"],
+            "/dns",
+            "refusal ",
+        )
     };
     let Some((pi, ours)) = on_both_sides(drive) else {
         return;
@@ -1269,18 +1261,14 @@ fn resize_image_scales_as_pi_1_6_does() {
     let drive = |side: Side, root: &Path| {
         std::fs::create_dir_all(root.join("ws")).unwrap();
         std::fs::write(root.join("ws/wide.png"), &png).unwrap();
-        with_mock(script(), |base_url| {
-            let mut rpc = Rpc::start_with(
-                side,
-                root,
-                base_url,
-                &["resize-image.ts"],
-                &["--allow-read", "."],
-            );
-            rpc.send(json!({"type": "prompt", "message": "/resize"}));
-            rpc.read_until(|l| notify_starting(l, "resize "), "the resize report");
-            notes(&rpc.finish())
-        })
+        command_notes(
+            side,
+            root,
+            "resize-image.ts",
+            &["--allow-read", "."],
+            "/resize",
+            "resize ",
+        )
     };
     let Some((pi, ours)) = on_both_sides(drive) else {
         return;
