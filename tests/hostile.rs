@@ -1400,6 +1400,43 @@ fn an_endless_promise_chain_is_stopped_by_the_call_timeout() {
     run.assert_bystander_command_served();
 }
 
+/// A command that navigates the tree without end: each navigation is carried out while it
+/// waits (as in pi) up to the limit, then refused, and when it keeps asking it is stopped like
+/// a trap; the other extension's command is served and the restarted one navigates again.
+#[test]
+fn a_command_that_keeps_navigating_is_stopped() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("navigate-flood.ts"),
+        &bystander(),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/flood",
+        "--command",
+        "/bystander",
+        "--command",
+        "/again",
+    ]);
+    let errors = run.errors_of("navigate-flood");
+    assert_eq!(errors.len(), 2, "{}", run.dump());
+    assert_eq!(
+        errors[0],
+        "the extension was stopped: the command kept asking for session actions past 256; \
+         it restarts on its next use (failure 1 of 3)"
+    );
+    assert!(
+        errors[1].contains("restarted after failure 1 of 3"),
+        "{}",
+        errors[1]
+    );
+    run.assert_bystander_command_served();
+    assert_eq!(
+        run.report(),
+        json!({ "moved": { "cancelled": false }, "leaf": true })
+    );
+}
+
 #[test]
 fn an_endless_loop_in_a_timer_is_stopped_between_steps_and_restarted_until_disabled() {
     let sb = Sandbox::new();

@@ -1873,6 +1873,47 @@ fn missing_imports_are_undefined(side: Side) {
 
 both_sides!(missing_imports_are_undefined);
 
+/// A command awaits `ctx.navigateTree` (tests/fixtures/rpc/navigate-tree.ts): the navigation
+/// runs while it waits, its own session_before_tree and session_tree handlers in between, a
+/// handler's cancel resolves `{cancelled: true}` and an unknown entry rejects; the notice lists
+/// what happened in order, as real pi has it.
+fn navigate_tree_from_a_command(side: Side) {
+    command_notices(side, "navigate-tree.ts", "/nav", &[NAVIGATION_ORDER]);
+}
+
+const NAVIGATION_ORDER: &str = "order: navigating | before_tree(first from second) | \
+    tree(first from second, leaf first) | resolved {\"cancelled\":false} at first | \
+    before_tree(second from first) | resolved {\"cancelled\":true} at first | \
+    missing: Entry no-such-entry not found";
+
+both_sides!(navigate_tree_from_a_command);
+
+/// A command awaits the outcome of its own `ctx.compact` (tests/fixtures/rpc/compact-await.ts):
+/// pi starts the compaction at once, beside the command, so its session_before_compact handler
+/// and its callback run while the command waits, and the command goes on with the outcome.
+fn command_awaits_its_compaction(side: Side) {
+    let mock = Mock::new(&json!({ "turns": [
+        { "text": "Hello." },
+        { "text": "A summary." },
+    ]}));
+    let home = Home::new(&mock.server.base_url());
+    let mut agent = Agent::start(
+        side,
+        &home,
+        &Launch {
+            extensions: &["compact-await.ts"],
+            ..Launch::default()
+        },
+    );
+    agent.prompt("Say hello");
+    let mark = agent.mark();
+    let response = agent.request(json!({ "type": "prompt", "message": "/squash" }));
+    assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+    agent.await_notice(mark, "compact: asked | before_compact | complete");
+}
+
+both_sides!(command_awaits_its_compaction);
+
 /// A package's extensions reach each other over `pi.events` with what they pass as it is:
 /// a reply function crosses and is called synchronously (pichamber loads a package's
 /// extensions into one instance: SECURITY.md, the isolation unit).

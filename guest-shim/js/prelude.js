@@ -85,6 +85,14 @@ const eventLoop = {
       else hostCall("log", "error", `Uncaught error in a worker handler: ${errorStack(err) ?? errorText(err)}`);
     }
   },
+  // The session action a running command asked for and the host has not been given yet, as
+  // [name, JSON options] (null for none): the command's call stops there (commandActions).
+  waitingAction() {
+    const next = commandActions[0];
+    if (!next || next.sent) return null;
+    next.sent = true;
+    return [next.name, JSON.stringify(next.args)];
+  },
   // Nothing is left to wait for: in a worker, its run ends (true); elsewhere nothing to do.
   idle() {
     if (!workerRun) return false;
@@ -1008,7 +1016,10 @@ function makeContext(snapshot, extras = {}) {
         callback = nextCompactionCallback++;
         compactionCallbacks.set(callback, { onComplete, onError });
       }
-      hostCall("compact", { ...data, callback });
+      // pi starts it at once, beside the command, which may then await its callbacks: from a
+      // running command it is an action the command's call stops at.
+      if (commandRunning) void awaitedAction("compact", { ...data, callback });
+      else hostCall("compact", { ...data, callback });
     },
     getSystemPrompt: () => hostCall("getSystemPrompt"),
   };
@@ -1022,21 +1033,44 @@ function makeContext(snapshot, extras = {}) {
   return ctx;
 }
 
-// Session control from a command (pi's ExtensionCommandContext). The host carries it out
-// when the command returns: an extension cannot re-enter the session it is running in. So the
-// promise resolves at once, and callbacks (withSession, setup) cannot cross the sandbox.
+// The options of a session action as they can cross to the host: functions (withSession,
+// setup) cannot, and are dropped with a warning.
+function plainOptions(name, args) {
+  const plain = {};
+  for (const [key, value] of Object.entries(args ?? {})) {
+    if (typeof value === "function") {
+      console.warn(`ctx.${name}(): option ${key} is a function, which pichamber cannot call back; it is ignored`);
+    } else if (value !== undefined) {
+      plain[key] = value;
+    }
+  }
+  return plain;
+}
+
+// Session control from a command (pi's ExtensionCommandContext) that replaces the session
+// (newSession, fork, switchSession, reload): the host carries it out when the command returns,
+// so the promise resolves at once.
 function sessionAction(name, args) {
   return new Promise((resolve) => {
-    const plain = {};
-    for (const [key, value] of Object.entries(args ?? {})) {
-      if (typeof value === "function") {
-        console.warn(`ctx.${name}(): option ${key} is a function, which pichamber cannot call back; it is ignored`);
-      } else if (value !== undefined) {
-        plain[key] = value;
-      }
-    }
-    hostCall("sessionRead", `action:${name}`, [plain]);
+    hostCall("sessionRead", `action:${name}`, [plainOptions(name, args)]);
     resolve({ cancelled: false });
+  });
+}
+
+// Session actions a running command awaits (navigateTree; compact), in the order it asked
+// for them: its call stops at each (eventLoop.waitingAction), the host carries it out, its
+// events reaching every extension's handlers, this one's too, as in pi; then resumeCommand
+// settles its promise and the command goes on. Outside a running command (a context kept past
+// its command) an action runs when the current call returns, as the others do.
+const commandActions = [];
+let commandRunning = false;
+// The running (or last) command's reply, which resumeCommand hands back to the host.
+let commandReply = null;
+
+function awaitedAction(name, args) {
+  if (!commandRunning) return sessionAction(name, args);
+  return new Promise((resolve, reject) => {
+    commandActions.push({ name, args: plainOptions(name, args), resolve, reject, sent: false });
   });
 }
 
@@ -1047,7 +1081,7 @@ function makeCommandContext(snapshot) {
     waitForIdle: async () => {},
     newSession: (options) => sessionAction("newSession", options),
     fork: (entryId, options) => sessionAction("fork", { ...options, entryId }),
-    navigateTree: (targetId, options) => sessionAction("navigateTree", { ...options, targetId }),
+    navigateTree: (targetId, options) => awaitedAction("navigateTree", { ...options, targetId }),
     switchSession: (sessionPath, options) => sessionAction("switchSession", { ...options, sessionPath }),
     reload: () => sessionAction("reload"),
   });
@@ -1463,6 +1497,13 @@ async function runWorker({ worker, data, threadId }) {
   return null;
 }
 
+const runCommand = envelope(async (name, args, ctxJson) => {
+  const command = extension.commands.get(name);
+  if (!command) throw new Error(`Command "/${name}" is not registered by this extension`);
+  await command.handler(args, makeCommandContext(JSON.parse(ctxJson)));
+  return null;
+});
+
 async function runFactory(id) {
   const namespace = await import(id);
   const factory = namespace.default;
@@ -1518,12 +1559,23 @@ globalThis.__pichamber = {
     const { content, details, isError, terminate, structuredContent, extra } = await executeTool(...args);
     return [content, details, isError, terminate, structuredContent, extra];
   }),
-  runCommand: envelope(async (name, args, ctxJson) => {
-    const command = extension.commands.get(name);
-    if (!command) throw new Error(`Command "/${name}" is not registered by this extension`);
-    await command.handler(args, makeCommandContext(JSON.parse(ctxJson)));
-    return null;
-  }),
+  runCommand: (...args) => {
+    commandRunning = true;
+    commandReply = runCommand(...args);
+    commandReply.then(() => (commandRunning = false));
+    return commandReply;
+  },
+  // The outcome of the session action the running command waits for ({result} or {error}),
+  // then the command's reply as runCommand gave it.
+  resumeCommand: async (outcomeJson) => {
+    const action = commandActions[0];
+    if (!action?.sent) return ["no command of this extension is waiting for a session action"];
+    commandActions.shift();
+    const { result, error } = JSON.parse(outcomeJson);
+    if (error !== undefined) action.reject(new Error(error));
+    else action.resolve(result);
+    return commandReply;
+  },
   completeArguments: envelope(async (name, prefix) => {
     const command = extension.commands.get(name);
     if (!command?.getArgumentCompletions) return null;

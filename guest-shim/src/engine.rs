@@ -125,10 +125,27 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
     call_prelude("load", &[entry, &context_json]).map(|_| ())
 }
 
+/// What a call came to: the parts of its reply, or, for a call that may wait, the session
+/// action it waits for (its name and JSON options).
+pub enum Step {
+    Done(Vec<Option<String>>),
+    Waiting { action: String, args: String },
+}
+
 /// Calls `globalThis.__pichamber[name](...args)`, which returns a promise of an array
 /// `[null, ...parts]` (each part the JSON text of a value, or null) or `[message]`, and runs the
 /// event loop until it settles. The parts come back as JavaScript made them, unparsed.
 pub fn call_prelude(name: &str, args: &[&str]) -> Result<Vec<Option<String>>, String> {
+    match call_prelude_step(name, args, false)? {
+        Step::Done(parts) => Ok(parts),
+        Step::Waiting { .. } => Err(format!("internal: {name} cannot wait")),
+    }
+}
+
+/// [`call_prelude`] that, when `may_wait`, also stops at a session action the extension asked
+/// for (a command's `ctx.navigateTree`); the host carries it out and calls the prelude again,
+/// whose reply is then that of the same promise.
+pub fn call_prelude_step(name: &str, args: &[&str], may_wait: bool) -> Result<Step, String> {
     RUNTIME.with(|r| {
         let guard = r.borrow();
         let runtime = guard
@@ -149,13 +166,16 @@ pub fn call_prelude(name: &str, args: &[&str]) -> Result<Vec<Option<String>>, St
             let promise: Value = function
                 .call_arg(call_args)
                 .map_err(|e| js_error_text(&ctx, e))?;
-            let reply = settle_raw(&ctx, promise)?;
+            let reply = match settle(&ctx, promise, may_wait)? {
+                Settled::Value(reply) => reply,
+                Settled::Waiting { action, args } => return Ok(Step::Waiting { action, args }),
+            };
             let parts: Vec<Option<String>> = reply
                 .into_array()
                 .and_then(|a| a.iter().collect::<javy::quickjs::Result<_>>().ok())
                 .ok_or_else(|| format!("internal: {name} returned no reply"))?;
             match parts.split_first() {
-                Some((None, rest)) => Ok(rest.to_vec()),
+                Some((None, rest)) => Ok(Step::Done(rest.to_vec())),
                 Some((Some(error), _)) => Err(error.clone()),
                 None => Err(format!("internal: {name} returned an empty reply")),
             }
@@ -219,8 +239,23 @@ pub fn poll() -> Option<u64> {
 /// Runs microtasks, timers and host operations until `value` (a promise or a plain value)
 /// settles, and returns what it resolved to.
 fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, String> {
+    match settle(ctx, value, false)? {
+        Settled::Value(value) => Ok(value),
+        Settled::Waiting { action, .. } => Err(format!("internal: {action} waited here")),
+    }
+}
+
+enum Settled<'js> {
+    Value(Value<'js>),
+    Waiting { action: String, args: String },
+}
+
+/// [`settle_raw`], stopping first (when `may_wait`) at a session action the extension asked
+/// for: as in pi, it starts before the command goes on, and the command's promise may wait
+/// for it.
+fn settle<'js>(ctx: &Ctx<'js>, value: Value<'js>, may_wait: bool) -> Result<Settled<'js>, String> {
     let Some(promise) = value.as_promise().cloned() else {
-        return Ok(value);
+        return Ok(Settled::Value(value));
     };
     let api = || -> Result<Object<'js>, String> {
         ctx.globals()
@@ -229,11 +264,21 @@ fn settle_raw<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> Result<Value<'js>, Stri
     };
     loop {
         while ctx.execute_pending_job() {}
+        if may_wait {
+            let action: Option<Vec<String>> = api()?
+                .get::<_, Function>("waitingAction")
+                .and_then(|f| f.call(()))
+                .map_err(|e| js_error_text(ctx, e))?;
+            if let Some([action, args]) = action.and_then(|a| <[String; 2]>::try_from(a).ok()) {
+                return Ok(Settled::Waiting { action, args });
+            }
+        }
         match promise.state() {
             PromiseState::Resolved => {
                 return promise
                     .result::<Value>()
                     .unwrap_or_else(|| Ok(Value::new_undefined(ctx.clone())))
+                    .map(Settled::Value)
                     .map_err(|e| js_error_text(ctx, e));
             }
             PromiseState::Rejected => {

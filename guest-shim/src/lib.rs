@@ -25,8 +25,9 @@ mod workers;
 mod zlib;
 
 use bindings::exports::pichamber::extension::guest::{
-    CompletionItem, DispatchResult, Guest, LoadContext, ModuleSource, ToolResult,
+    CommandState, CompletionItem, DispatchResult, Guest, LoadContext, ModuleSource, ToolResult,
 };
+use bindings::pichamber::extension::types::SessionAction;
 use serde_json::{Value, json};
 
 struct Extension;
@@ -80,8 +81,13 @@ impl Guest for Extension {
         }
     }
 
-    fn run_command(name: String, args: String, ctx: String) -> Result<(), String> {
-        engine::call_prelude("runCommand", &[&name, &args, &ctx]).map(|_| ())
+    fn run_command(name: String, args: String, ctx: String) -> Result<CommandState, String> {
+        engine::call_prelude_step("runCommand", &[&name, &args, &ctx], true).map(command_state)
+    }
+
+    fn resume_command(outcome: Result<String, String>) -> Result<CommandState, String> {
+        engine::call_prelude_step("resumeCommand", &[&outcome_text(outcome)], true)
+            .map(command_state)
     }
 
     fn complete_arguments(
@@ -121,10 +127,7 @@ impl Guest for Extension {
     }
 
     fn compaction_outcome(callback: u64, outcome: Result<String, String>) -> Result<(), String> {
-        let outcome = match outcome {
-            Ok(result) => format!("{{\"result\":{result}}}"),
-            Err(error) => json!({ "error": error }).to_string(),
-        };
+        let outcome = outcome_text(outcome);
         engine::call_prelude("compactionOutcome", &[&callback.to_string(), &outcome]).map(|_| ())
     }
 
@@ -139,6 +142,23 @@ impl Guest for Extension {
 
     fn shutdown() {
         // Nothing to flush: the host drops the instance, which frees all guest memory.
+    }
+}
+
+/// A host outcome as the prelude reads it: `{"result": JSON}` or `{"error": message}`.
+fn outcome_text(outcome: Result<String, String>) -> String {
+    match outcome {
+        Ok(result) => format!("{{\"result\":{result}}}"),
+        Err(error) => json!({ "error": error }).to_string(),
+    }
+}
+
+fn command_state(step: engine::Step) -> CommandState {
+    match step {
+        engine::Step::Done(_) => CommandState::Done,
+        engine::Step::Waiting { action, args } => {
+            CommandState::Waiting(SessionAction { name: action, args })
+        }
     }
 }
 

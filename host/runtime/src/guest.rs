@@ -8,7 +8,9 @@ use wasmtime::Store;
 use super::instance::ExtensionState;
 use super::latest;
 use super::since_v0_1_0 as v0_1;
-use super::wit::{CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult};
+use super::wit::{
+    CommandState, CompletionItem, DispatchResult, LoadContext, ModuleSource, ToolResult,
+};
 
 /// The event under which a 0.1.0 guest takes ctx.compact's outcome (its prelude handles it
 /// before any handler chain); 0.2.0 has the `compaction-outcome` export.
@@ -107,24 +109,40 @@ impl Guest {
         }
     }
 
+    /// A 0.1.0 command never waits: its session actions run when it returns.
     pub async fn call_run_command(
         &self,
         store: Store_<'_>,
         name: &str,
         args: &str,
         ctx: &String,
-    ) -> wasmtime::Result<Result<(), String>> {
+    ) -> wasmtime::Result<Result<CommandState, String>> {
         match self {
             Self::Latest(b) => {
                 b.pichamber_extension_guest()
                     .call_run_command(store, name, args, ctx)
                     .await
             }
-            Self::V0_1(b) => {
+            Self::V0_1(b) => Ok(b
+                .pichamber_extension_guest()
+                .call_run_command(store, name, args, ctx)
+                .await?
+                .map(|()| CommandState::Done)),
+        }
+    }
+
+    pub async fn call_resume_command(
+        &self,
+        store: Store_<'_>,
+        outcome: Result<String, String>,
+    ) -> wasmtime::Result<Result<CommandState, String>> {
+        match self {
+            Self::Latest(b) => {
                 b.pichamber_extension_guest()
-                    .call_run_command(store, name, args, ctx)
+                    .call_resume_command(store, outcome.as_ref().map_err(String::as_str))
                     .await
             }
+            Self::V0_1(_) => Ok(Err("a WIT 0.1.0 command never waits".into())),
         }
     }
 

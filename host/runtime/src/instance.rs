@@ -18,7 +18,7 @@ use super::limits::{Meter, Registry};
 use super::operations::Operations;
 use super::programs::Programs;
 use super::wasi::Determinism;
-use super::wit::{CompletionItem, LoadContext, ModuleSource};
+use super::wit::{CommandState, CompletionItem, LoadContext, ModuleSource};
 use super::workers::{self, Inbox, ParentLink, Workers};
 use super::{Guest, GuestPre};
 use pichamber_access::Grants;
@@ -441,6 +441,16 @@ impl ExtensionInstance {
         CallError::Guest(self.store.data().source_maps.remap(&message))
     }
 
+    /// Stops the instance as a trap does (for what the host will not let it go on with: a
+    /// command that keeps asking for session actions): it restarts on its next use, and the
+    /// stop counts towards disabling it.
+    pub fn stop(&mut self, reason: &str) -> CallError {
+        self.store.data_mut().operations.cancel_all();
+        self.broken = Some(reason.to_owned());
+        self.failures += 1;
+        CallError::Trap(format!("{reason}{}", self.policy()))
+    }
+
     /// Stopped by a trap and not restarted since (timers and bus events skip it; its next
     /// use restarts it unless it is disabled).
     pub fn is_broken(&self) -> bool {
@@ -520,15 +530,28 @@ impl ExtensionInstance {
         })
     }
 
+    /// Runs a command until it ends or waits for a session action; see [`CommandStep`].
     pub async fn run_command(
         &mut self,
         name: &str,
         args: &str,
         ctx: &Value,
-    ) -> Result<(), CallError> {
+    ) -> Result<CommandStep, CallError> {
         let ctx = ctx.to_string();
-        guest_call!(self, |g, s| g.call_run_command(s, name, args, &ctx))?
-            .map_err(|e| self.guest_error(e))
+        let state = guest_call!(self, |g, s| g.call_run_command(s, name, args, &ctx))?
+            .map_err(|e| self.guest_error(e))?;
+        command_step(state)
+    }
+
+    /// Goes on with the command that waits, given its session action's outcome.
+    pub async fn resume_command(
+        &mut self,
+        outcome: Result<Value, String>,
+    ) -> Result<CommandStep, CallError> {
+        let outcome = outcome.map(|v| v.to_string());
+        let state = guest_call!(self, |g, s| g.call_resume_command(s, outcome))?
+            .map_err(|e| self.guest_error(e))?;
+        command_step(state)
     }
 
     pub async fn complete_arguments(
@@ -743,6 +766,39 @@ async fn run_worker(
 
 /// A JSON text the extension handed back, parsed once, here: capped like the values it sends
 /// through imports, and malformed or nested too deep (serde's limit) is its error.
+/// How far a command ran (the guest's `command-state`, its action's options parsed).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandStep {
+    Done,
+    /// The command waits for the session action `action` (pi's `ctx.navigateTree`) with these
+    /// options; the session carries it out, then calls [`ExtensionInstance::resume_command`].
+    Waiting {
+        action: String,
+        args: Value,
+    },
+}
+
+/// Longer than any of pi's session actions' names.
+const MAX_ACTION_NAME: usize = 64;
+
+fn command_step(state: CommandState) -> Result<CommandStep, CallError> {
+    Ok(match state {
+        CommandState::Done => CommandStep::Done,
+        CommandState::Waiting(action) if action.name.len() <= MAX_ACTION_NAME => {
+            CommandStep::Waiting {
+                args: guest_json("the session action's options", &action.args)?,
+                action: action.name,
+            }
+        }
+        CommandState::Waiting(action) => {
+            return Err(CallError::Guest(format!(
+                "a session action's name is {} bytes; the limit is {MAX_ACTION_NAME}",
+                action.name.len()
+            )));
+        }
+    })
+}
+
 fn guest_json(what: &str, text: &str) -> Result<Value, CallError> {
     if text.len() > MAX_JSON_BYTES {
         return Err(CallError::Guest(format!(

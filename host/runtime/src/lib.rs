@@ -37,8 +37,8 @@ use wasmtime::{Config, Engine};
 
 pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
 pub use instance::{
-    CallError, Dispatched, ExtensionInstance, InstanceOptions, MAX_FAILURES, ToolOutput,
-    split_stack,
+    CallError, CommandStep, Dispatched, ExtensionInstance, InstanceOptions, MAX_FAILURES,
+    ToolOutput, split_stack,
 };
 pub use operations::Operations;
 pub use wasi::Determinism;
@@ -283,10 +283,18 @@ impl GuestPre {
                     .map_err(anyhow::Error::from)
                     .with_context(context)?,
             ),
+            // 0.2.0 is still taking additions, so an artifact from an earlier build of it may
+            // lack one: rebuilding it from its sources is the cure.
             v if v == pichamber_artifact::WIT_VERSION => Bindings::Latest(
                 latest::ExtensionPre::new(pre)
                     .map_err(anyhow::Error::from)
-                    .with_context(context)?,
+                    .with_context(|| {
+                        format!(
+                            "{}; an artifact built by an earlier pichamber at WIT {v} needs \
+                             rebuilding from its sources (pichamber build SOURCE)",
+                            context()
+                        )
+                    })?,
             ),
             // The artifact reader refuses versions not in pichamber_artifact::WIT_VERSIONS.
             other => anyhow::bail!("no bindings for WIT {other}"),

@@ -184,21 +184,7 @@ impl Session {
                 AgentRequest::Compact {
                     instructions,
                     reply_to,
-                } => {
-                    let outcome = self.compact(instructions.as_deref(), "manual").await;
-                    match reply_to {
-                        Some((index, callback)) => {
-                            self.report_compaction(index, callback, outcome).await
-                        }
-                        // Without callbacks the failure is not the extension's to hear, as
-                        // in pi; clients saw it in compaction_end.
-                        None => {
-                            if let Err(e) = outcome {
-                                tracing::debug!("ctx.compact without onError failed: {e}");
-                            }
-                        }
-                    }
-                }
+                } => self.compact_for(instructions.as_deref(), reply_to).await,
             }
         }
         let dropped = std::mem::take(&mut self.shared.state.lock().unwrap().agent.requests);

@@ -68,6 +68,26 @@ impl Session {
         outcome
     }
 
+    /// `ctx.compact`: a manual compaction whose outcome goes to the callbacks `reply_to`
+    /// names (extension index, callback id), if any.
+    pub(super) async fn compact_for(
+        &mut self,
+        instructions: Option<&str>,
+        reply_to: Option<(usize, u64)>,
+    ) {
+        let outcome = self.compact(instructions, "manual").await;
+        match reply_to {
+            Some((index, callback)) => self.report_compaction(index, callback, outcome).await,
+            // Without callbacks the failure is not the extension's to hear, as in pi; clients
+            // saw it in compaction_end.
+            None => {
+                if let Err(e) = outcome {
+                    tracing::debug!("ctx.compact without onError failed: {e}");
+                }
+            }
+        }
+    }
+
     /// Hands a compaction's outcome to the `onComplete` / `onError` callbacks the extension
     /// passed to `ctx.compact` (the prelude keeps them under `callback`).
     pub(super) async fn report_compaction(

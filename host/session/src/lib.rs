@@ -54,7 +54,7 @@ pub use tool_calls::ToolExecution;
 
 use pichamber_artifact::{Artifact, Origin};
 use pichamber_model::ModelClient;
-use pichamber_runtime::{CallError, ExtensionInstance, InstanceOptions, Runtime};
+use pichamber_runtime::{CallError, CommandStep, ExtensionInstance, InstanceOptions, Runtime};
 use pichamber_tools::{self as tools, Workspace};
 use state::{RegisteredTool, ToolSource};
 
@@ -142,6 +142,10 @@ pub struct Session {
 
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
 const MAX_BUS_DELIVERIES: usize = 1000;
+/// Session actions one command may wait for (each a whole tree navigation); past them each
+/// fails, and a command still asking after a few refusals is stopped (its instance restarts).
+const MAX_COMMAND_ACTIONS: usize = 256;
+const MAX_REFUSED_ACTIONS: usize = 8;
 
 /// What ended an owner loop's wait ([`Session::idle`]).
 pub enum Idle<T> {
@@ -752,9 +756,33 @@ impl Session {
             let options = self.system_prompt_options();
             self.shared.state.lock().unwrap().command_prompt_options = Some(options);
         }
-        let result = self.extensions[owner]
+        let mut step = self.extensions[owner]
             .run_command(&registered_name, args, &ctx)
             .await;
+        // Each session action the command waits for (ctx.navigateTree) is carried out while it
+        // waits, as in pi. Past the limit the actions fail instead, and a command that keeps
+        // asking is given up on.
+        for asked in 0.. {
+            let Ok(CommandStep::Waiting { action, args }) = &step else {
+                break;
+            };
+            if asked == MAX_COMMAND_ACTIONS + MAX_REFUSED_ACTIONS {
+                step = Err(self.extensions[owner].stop(&format!(
+                    "the command kept asking for session actions past {MAX_COMMAND_ACTIONS}"
+                )));
+                break;
+            }
+            self.flush_bus().await;
+            let outcome = if asked < MAX_COMMAND_ACTIONS {
+                self.awaited_action(owner, action, args).await
+            } else {
+                Err(format!(
+                    "ctx.{action}: a command may carry out at most {MAX_COMMAND_ACTIONS} session actions"
+                ))
+            };
+            step = self.extensions[owner].resume_command(outcome).await;
+        }
+        let result = step.map(drop);
         self.flush_bus().await;
         result.map_err(|e| {
             let extension = self.extensions[owner].name.clone();

@@ -373,21 +373,7 @@ impl Session {
                 };
                 self.fork(entry, position).await.map(drop)
             }
-            "navigateTree" => {
-                let target = args["targetId"]
-                    .as_str()
-                    .ok_or("ctx.navigateTree: targetId is required")?;
-                let text = |key: &str| args[key].as_str().map(str::to_owned);
-                self.navigate_tree(
-                    target,
-                    args["summarize"] == json!(true),
-                    text("label"),
-                    text("customInstructions"),
-                    args["replaceInstructions"].as_bool(),
-                )
-                .await
-                .map(drop)
-            }
+            "navigateTree" => self.navigate_as_asked(args).await.map(drop),
             "switchSession" => {
                 let path =
                     self.sibling_session(args["sessionPath"].as_str().unwrap_or_default())?;
@@ -395,6 +381,50 @@ impl Session {
             }
             other => Err(format!("unknown session action {other}")),
         }
+    }
+
+    /// A session action a running command of extension `owner` waits for (see
+    /// [`CommandStep`]): carried out now, its events reaching every extension, the caller's own
+    /// handlers too; what its promise resolves to (pi's RPC mode: `{cancelled}`), or the
+    /// message it rejects with. `ctx.compact` from a command comes this way too: pi starts it
+    /// at once, beside the command, which may then await its callbacks.
+    ///
+    /// [`CommandStep`]: pichamber_runtime::CommandStep
+    pub(super) async fn awaited_action(
+        &mut self,
+        owner: usize,
+        action: &str,
+        args: &Value,
+    ) -> Result<Value, String> {
+        match action {
+            "navigateTree" => {
+                let outcome = self.navigate_as_asked(args).await?;
+                Ok(json!({ "cancelled": outcome.cancelled }))
+            }
+            "compact" => {
+                let reply_to = args["callback"].as_u64().map(|id| (owner, id));
+                self.compact_for(args["customInstructions"].as_str(), reply_to)
+                    .await;
+                Ok(Value::Null)
+            }
+            other => Err(format!("ctx.{other} cannot be awaited here")),
+        }
+    }
+
+    /// `ctx.navigateTree(targetId, options)` with the options as the extension gave them.
+    async fn navigate_as_asked(&mut self, args: &Value) -> Result<TreeOutcome, String> {
+        let target = args["targetId"]
+            .as_str()
+            .ok_or("ctx.navigateTree: targetId is required")?;
+        let text = |key: &str| args[key].as_str().map(str::to_owned);
+        self.navigate_tree(
+            target,
+            args["summarize"] == json!(true),
+            text("label"),
+            text("customInstructions"),
+            args["replaceInstructions"].as_bool(),
+        )
+        .await
     }
 
     /// An extension may switch only to a session file in the current session's folder: any
