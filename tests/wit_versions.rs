@@ -168,3 +168,26 @@ fn inspect_names_the_wit_version_of_each_artifact() {
         pichamber_artifact::WIT_VERSION
     );
 }
+
+/// WIT 0.2.0 grew while unreleased (commands that wait on session actions), so an artifact an
+/// earlier build recorded as 0.2.0 may lack today's exports; it must be told how to cure that.
+#[test]
+fn an_artifact_from_an_earlier_build_of_0_2_0_is_told_to_rebuild() {
+    let bytes = std::fs::read(common::path(FIXTURE)).unwrap();
+    let mut artifact = pichamber_artifact::Artifact::from_bytes(&bytes).unwrap();
+    artifact.manifest.wit_version = pichamber_artifact::WIT_VERSION.into();
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("stale.wasm");
+    std::fs::write(&stale, artifact.to_bytes().unwrap()).unwrap();
+    let out = common::pichamber(&["run", stale.to_str().unwrap(), "--command", "/hello you"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("does not export pichamber's WIT 0.2.0 interface"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("needs rebuilding from its sources (pichamber build SOURCE)"),
+        "{stderr}"
+    );
+}
