@@ -2095,6 +2095,48 @@ token = "{ADA}"
     );
 }
 
+/// Instances beyond `max_instances` find no slot: the session opens without that extension
+/// and says why, and a closed session's slot serves the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_past_max_instances_are_refused_until_a_session_closes() {
+    let config = format!(
+        "max_instances = 2\n{}",
+        users_config(&[("ada", ADA, &["extensions/card-demo"])], "")
+    );
+    let server = start_config(tempfile::tempdir().unwrap(), &config);
+    let open = || async {
+        let (status, body) = server.post("/api/pi/sessions", ADA, json!({})).await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_str().unwrap().to_owned();
+        let (_, whole) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+        (id, body["extensions"].as_array().unwrap().len(), whole)
+    };
+    let (first, loaded, _) = open().await;
+    assert_eq!(loaded, 1);
+    assert_eq!(open().await.1, 1);
+    let (_, loaded, refused) = open().await;
+    assert_eq!(loaded, 0, "{refused}");
+    let note = &refused["notes"][0];
+    assert_eq!(note["extension"], "card-demo", "{refused}");
+    assert!(
+        note["text"]
+            .as_str()
+            .unwrap()
+            .contains("every instance slot of this process is in use"),
+        "{note}"
+    );
+    let (status, body) = server
+        .call(
+            "DELETE",
+            &format!("/api/pi/sessions/{first}"),
+            Some(ADA),
+            None,
+        )
+        .await;
+    assert!(status < 300, "{status} {body}");
+    assert_eq!(open().await.1, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_runs_session_shutdown_and_keeps_the_sessions_for_a_restart() {
     let dir = tempfile::tempdir().unwrap();

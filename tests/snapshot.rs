@@ -148,3 +148,79 @@ fn the_prelude_in_the_snapshot_takes_each_instances_load_context() {
         assert_eq!(old["virtualModels"], "undefined", "{old}");
     }
 }
+
+/// `rpc` reuses instance slots: a new session's instance starts in the slot the last one
+/// left, whose pages wasmtime resets to the snapshot. Nothing the last instance wrote may
+/// survive that reset.
+#[test]
+fn an_instance_in_a_reused_slot_sees_nothing_of_the_last_one() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let mut child = std::process::Command::new(common::bin())
+        .args(["rpc", "-e", &common::path(PROBE), "--session-dir"])
+        .arg(&sessions)
+        .current_dir(dir.path())
+        .env("PICHAMBER_CACHE_DIR", common::cache_dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut request = |id: &str, command: Value| {
+        let mut command = command;
+        command["id"] = id.into();
+        writeln!(stdin, "{command}").unwrap();
+        for line in stdout.by_ref() {
+            let record: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if record["type"] == "response" && record["id"] == id {
+                assert_eq!(record["success"], true, "{record}");
+                return;
+            }
+        }
+        panic!("rpc ended before answering {id}");
+    };
+    let probe = serde_json::json!({"type": "prompt", "message": "/probe"});
+    request("a", probe.clone());
+    request("b", probe.clone());
+    // Twice: whether a new session's instance starts before or after the last one is dropped,
+    // the third lands in a slot an earlier one used.
+    request("new", serde_json::json!({"type": "new_session"}));
+    request("c", probe.clone());
+    request("newer", serde_json::json!({"type": "new_session"}));
+    request("d", probe);
+    drop(request);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+
+    // Each session's file, oldest first (their names start with the time they were made).
+    let mut files: Vec<_> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
+    files.sort();
+    let reports: Vec<Vec<Value>> = files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|e| e["customType"] == "probe")
+                .map(|e| e["data"].clone())
+                .collect()
+        })
+        .collect();
+    assert_eq!(reports.len(), 3, "{files:?}");
+    assert_eq!(reports[0][1]["seen"], "a value");
+    let mut earlier: Vec<f64> = reports[0].iter().flat_map(randoms).collect();
+    for fresh in [&reports[1][0], &reports[2][0]] {
+        assert_eq!(fresh["loads"], 1, "{fresh}");
+        assert_eq!(fresh["seen"], "nothing", "{fresh}");
+        assert_eq!(fresh["seenInModule"], "nothing", "{fresh}");
+        let drawn = randoms(fresh);
+        assert!(drawn.iter().all(|v| !earlier.contains(v)), "{drawn:?}");
+        earlier.extend(drawn);
+    }
+}

@@ -40,7 +40,7 @@ use pichamber_artifact::bundle;
 use pichamber_model::models_json::{self, ModelsJson};
 use pichamber_model::{ModelClient, OpenAiConfig, OpenAiModel, ScriptedModel};
 use pichamber_rpc as rpc;
-use pichamber_runtime::InstanceOptions;
+use pichamber_runtime::{InstanceOptions, InstanceSlots, Runtime};
 use pichamber_session::discovery;
 use pichamber_session::retry::RetrySettings;
 use pichamber_session::store::{SessionStore, SyncPolicy};
@@ -597,6 +597,9 @@ fn parse_flag(text: &str) -> Result<(String, Value), String> {
 
 /// The smallest and largest `--memory-limit`, in MiB: below 16 an instance cannot do real
 /// work (its start alone takes a few MiB), and a WebAssembly memory cannot grow past 4 GiB.
+/// Instance slots an `rpc` process reserves: its sessions' extensions and their workers.
+const RPC_INSTANCE_SLOTS: u32 = 1024;
+
 const MEMORY_LIMIT_MIB: std::ops::RangeInclusive<usize> = 16..=4096;
 
 fn parse_memory_limit(text: &str) -> Result<usize, String> {
@@ -1458,6 +1461,8 @@ async fn mock_model(args: MockModelArgs) -> Result<ExitCode> {
 
 /// `pichamber rpc`: pi's RPC protocol on stdin/stdout, or one of its one-shot modes.
 async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
+    // A long-lived process opens instances again and again (each new session): reused slots.
+    Runtime::use_instance_slots(InstanceSlots::Pooled(RPC_INSTANCE_SLOTS))?;
     let output = Arc::new(rpc::Output::stdout());
     let once = match (args.mode.as_str(), args.print) {
         ("json", _) => Some(rpc::once::OneShot::Json),
@@ -1764,6 +1769,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     use pichamber_server::config::ServerConfig;
     use pichamber_server::hub::{CatalogEntry, Hub, Launcher};
     let config = ServerConfig::load(&args.config)?;
+    Runtime::use_instance_slots(InstanceSlots::Pooled(config.max_instances))?;
     let cwd = match &config.cwd {
         Some(dir) => dir
             .canonicalize()

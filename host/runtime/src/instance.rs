@@ -317,7 +317,7 @@ impl ExtensionInstance {
         let bindings = pre
             .instantiate(&mut store)
             .await
-            .map_err(|e| CallError::Trap(format!("cannot instantiate: {e:#}")))?;
+            .map_err(|e| CallError::Trap(crate::explain_instantiation(e)))?;
         Ok((store, bindings))
     }
 

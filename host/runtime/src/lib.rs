@@ -33,7 +33,10 @@ use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::component::InstancePre;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolConcurrencyLimitError,
+    PoolingAllocationConfig,
+};
 
 pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
 pub use instance::{
@@ -65,6 +68,72 @@ pub use guest::Guest;
 /// How often the epoch advances; per-call deadlines are measured in these ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+static SLOTS: OnceLock<InstanceSlots> = OnceLock::new();
+
+/// Where instances get their memory, tables and stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceSlots {
+    /// Mapped for each instance and unmapped after it: nothing reserved up front, for
+    /// commands that start one session and end.
+    OnDemand,
+    /// A pool of this many slots reserved at start and reused (`rpc`, `serve`): a slot keeps
+    /// the guest's snapshot mapped, and a new instance in it finds the pages the last one
+    /// wrote already reset to the snapshot (only those pages, found by the kernel's
+    /// PAGEMAP_SCAN where it has it), instead of mapping memory and faulting every page in
+    /// again; tests/bench/session_rpc.py measures the difference.
+    Pooled(u32),
+}
+
+impl InstanceSlots {
+    /// Memory kept mapped in a free slot, so that the next instance does not fault it in.
+    const KEEP_RESIDENT: usize = 1 << 20;
+
+    fn engine(self, mut config: Config) -> Result<Engine> {
+        let InstanceSlots::Pooled(slots) = self else {
+            return Ok(Engine::new(&config)?);
+        };
+        // The guest shim is one component of a few core instances, one memory and a few
+        // tables; each worker is an instance of its own.
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 8)
+            .total_memories(slots)
+            .total_tables(slots * 4)
+            .total_stacks(slots)
+            .max_core_instances_per_component(16)
+            .max_memories_per_component(2)
+            .max_tables_per_component(8)
+            .max_memory_size(4 << 30)
+            .table_elements(1 << 16)
+            .linear_memory_keep_resident(Self::KEEP_RESIDENT)
+            .pagemap_scan(Enabled::Auto);
+        let on_demand = config.clone();
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // The pool reserves address space (4 GiB per memory) that a process limit
+        // (`ulimit -v`) may refuse; instances then map their own, as one-shot commands do.
+        match Engine::new(&config) {
+            Ok(engine) => Ok(engine),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot reserve {slots} instance slots ({e:#}); each instance maps its own memory"
+                );
+                Ok(Engine::new(&on_demand)?)
+            }
+        }
+    }
+}
+
+/// Says which limit an instantiation that found no free slot ran into.
+pub(crate) fn explain_instantiation(e: anyhow::Error) -> String {
+    if e.chain().any(|c| c.is::<PoolConcurrencyLimitError>()) {
+        return format!(
+            "cannot instantiate: every instance slot of this process is in use ({e}); \
+             close a session first (`serve` holds as many as `max_instances` in its config)"
+        );
+    }
+    format!("cannot instantiate: {e:#}")
+}
+
 /// The process-wide wasmtime engine and linker.
 pub struct Runtime {
     engine: Engine,
@@ -76,24 +145,32 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// Chooses how the shared runtime allocates instances; only before its first use.
+    pub fn use_instance_slots(slots: InstanceSlots) -> Result<()> {
+        SLOTS
+            .set(slots)
+            .map_err(|_| anyhow::anyhow!("the runtime's instance slots are chosen once"))
+    }
+
     /// The shared runtime (created on first use; compiled code is shared by every session).
     pub fn global() -> Result<Arc<Runtime>> {
         static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
         if let Some(r) = RUNTIME.get() {
             return Ok(r.clone());
         }
-        let runtime = Arc::new(Runtime::new(default_cache_dir())?);
+        let slots = SLOTS.get().copied().unwrap_or(InstanceSlots::OnDemand);
+        let runtime = Arc::new(Runtime::new(default_cache_dir(), slots)?);
         Ok(RUNTIME.get_or_init(|| runtime).clone())
     }
 
-    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
+    pub fn new(cache_dir: Option<PathBuf>, slots: InstanceSlots) -> Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         // Deep JS recursion must become a catchable error or a trap, never a host crash.
         config.max_wasm_stack(8 << 20);
         config.async_stack_size(10 << 20);
-        let engine = Engine::new(&config)?;
+        let engine = slots.engine(config)?;
         start_epoch_ticker(engine.clone());
 
         let mut linker = Linker::new(&engine);

@@ -42,6 +42,10 @@ pub struct ServerConfig {
     /// The model prompts go to: a script of canned turns, or an OpenAI-compatible endpoint.
     #[serde(default)]
     pub model: Option<ModelConfig>,
+    /// Extension instances the server holds at once (each session's extensions and their
+    /// workers); their slots are reserved at start [default: 10240].
+    #[serde(default = "default_max_instances")]
+    pub max_instances: u32,
     /// Run as one node of a cluster: sessions kept on NATS JetStream (docs/CLUSTER.md).
     #[serde(default)]
     pub cluster: Option<crate::cluster::ClusterConfig>,
@@ -127,6 +131,14 @@ pub struct ModelConfig {
     pub api_key_env: Option<String>,
 }
 
+/// The slots a server may reserve: at 4 GiB of address space each, 16384 take half of
+/// what a process can address.
+const MAX_INSTANCES: std::ops::RangeInclusive<u32> = 1..=16_384;
+
+fn default_max_instances() -> u32 {
+    10_240
+}
+
 fn default_listen() -> String {
     "127.0.0.1:8377".into()
 }
@@ -196,6 +208,14 @@ impl ServerConfig {
     fn check(&self) -> Result<()> {
         if let Some(cluster) = &self.cluster {
             cluster.check()?;
+        }
+        if !MAX_INSTANCES.contains(&self.max_instances) {
+            bail!(
+                "max_instances = {}: give {} to {} (each slot reserves 4 GiB of address space)",
+                self.max_instances,
+                MAX_INSTANCES.start(),
+                MAX_INSTANCES.end()
+            );
         }
         if self.users.is_empty() {
             bail!("no users: add at least one [[users]] with a name and a token");
@@ -335,6 +355,20 @@ run = ["git"]
 unconfined_run = true
 secrets = { GITHUB_TOKEN = "api.github.com" }
 "#;
+
+    #[test]
+    fn max_instances_defaults_and_is_bounded() {
+        assert_eq!(
+            ServerConfig::parse(TOML, true).unwrap().max_instances,
+            10_240
+        );
+        let with = |n: u32| ServerConfig::parse(&format!("max_instances = {n}\n{TOML}"), true);
+        assert_eq!(with(3).unwrap().max_instances, 3);
+        for n in [0, 16_385] {
+            let refused = format!("{:#}", with(n).unwrap_err());
+            assert!(refused.contains("give 1 to 16384"), "{n}: {refused}");
+        }
+    }
 
     #[test]
     fn a_cluster_table_is_checked() {
