@@ -190,7 +190,6 @@ fn an_instance_in_a_reused_slot_sees_nothing_of_the_last_one() {
     request("c", probe.clone());
     request("newer", serde_json::json!({"type": "new_session"}));
     request("d", probe);
-    drop(request);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 
