@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -85,6 +86,76 @@ pub struct ModuleEntry {
     pub map: Option<String>,
 }
 
+/// An artifact's modules, immutable and shared by its clones (every session of an extension
+/// starts from a clone of the loaded artifact), with what is derived from them computed once.
+#[derive(Debug, Clone, Default)]
+pub struct Modules(Arc<ModulesInner>);
+
+#[derive(Debug, Default)]
+struct ModulesInner {
+    entries: Vec<ModuleEntry>,
+    digest: OnceLock<[u8; 32]>,
+    source_maps: OnceLock<Arc<source_map::SourceMaps>>,
+}
+
+impl Modules {
+    /// sha256 of every module's id, source and map, as this process read them: unlike the
+    /// manifest's source hash, which the artifact only claims, it names what runs.
+    pub fn digest(&self) -> [u8; 32] {
+        *self.0.digest.get_or_init(|| {
+            let mut hasher = Sha256::new();
+            for m in &self.0.entries {
+                for part in [
+                    m.id.as_str(),
+                    m.source.as_str(),
+                    m.map.as_deref().unwrap_or(""),
+                ] {
+                    hasher.update((part.len() as u64).to_le_bytes());
+                    hasher.update(part.as_bytes());
+                }
+            }
+            hasher.finalize().into()
+        })
+    }
+
+    /// The modules' source maps, for error positions.
+    pub fn source_maps(&self) -> Arc<source_map::SourceMaps> {
+        self.0
+            .source_maps
+            .get_or_init(|| {
+                Arc::new(source_map::SourceMaps::new(
+                    self.0
+                        .entries
+                        .iter()
+                        .filter_map(|m| m.map.clone().map(|map| (m.id.clone(), map))),
+                ))
+            })
+            .clone()
+    }
+}
+
+impl From<Vec<ModuleEntry>> for Modules {
+    fn from(entries: Vec<ModuleEntry>) -> Self {
+        Self(Arc::new(ModulesInner {
+            entries,
+            ..Default::default()
+        }))
+    }
+}
+
+impl std::ops::Deref for Modules {
+    type Target = [ModuleEntry];
+    fn deref(&self) -> &[ModuleEntry] {
+        &self.0.entries
+    }
+}
+
+impl Serialize for Modules {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.entries.serialize(serializer)
+    }
+}
+
 /// Where an artifact's component code is. A run with a warm compile cache never reads it.
 #[derive(Debug, Clone)]
 pub enum ComponentCode {
@@ -103,7 +174,7 @@ pub enum ComponentCode {
 pub struct Artifact {
     pub code: ComponentCode,
     pub manifest: Manifest,
-    pub modules: Vec<ModuleEntry>,
+    pub modules: Modules,
     /// Where the sources were, when the artifact was built from them in this run (a built
     /// `.wasm` does not say): what the extension's `/ext/...` paths mean on the host.
     pub origin: Option<Origin>,
@@ -169,7 +240,7 @@ impl Artifact {
         Self {
             code: ComponentCode::Embedded,
             manifest,
-            modules,
+            modules: modules.into(),
             origin: Some(Origin {
                 path: bundle.input.clone(),
                 root: bundle.root.clone(),
@@ -239,12 +310,8 @@ impl Artifact {
         Ok(Sha256::digest(self.component_bytes()?).into())
     }
 
-    pub fn source_maps(&self) -> crate::source_map::SourceMaps {
-        crate::source_map::SourceMaps::new(
-            self.modules
-                .iter()
-                .filter_map(|m| m.map.clone().map(|map| (m.id.clone(), map))),
-        )
+    pub fn source_maps(&self) -> Arc<crate::source_map::SourceMaps> {
+        self.modules.source_maps()
     }
 
     /// The `.wasm` file: the component with the two custom sections appended.
@@ -362,7 +429,7 @@ impl Artifact {
                 len: code_end,
             },
             manifest,
-            modules,
+            modules: modules.into(),
             origin: None,
         })
     }

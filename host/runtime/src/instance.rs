@@ -294,7 +294,7 @@ impl ExtensionInstance {
             excluded: Duration::ZERO,
             call_wall_timeout: options.call_wall_timeout,
             run_timeout: options.run_timeout,
-            source_maps: Arc::new(artifact.source_maps()),
+            source_maps: artifact.source_maps(),
             logs: Meter::logs(),
             ui: Meter::ui(),
             dialogs: Meter::dialogs(),
