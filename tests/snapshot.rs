@@ -1,10 +1,11 @@
 //! Pre-initialised guests (host/runtime/src/snapshot.rs): an artifact built today starts from
-//! the shim's snapshot, one built before pre-initialisation existed does not, and an instance
-//! started from the snapshot shares nothing with another: its factory runs afresh, the global
-//! scope and the modules evaluated in the snapshot are its own, Math.random is seeded per
-//! instance (the snapshot was taken with a fixed clock, from which QuickJS seeds it), and the
-//! prelude, evaluated in the snapshot, takes its load context (extension, cwd, environment, pi
-//! release) from each instance's load.
+//! the shim's snapshot, and from its own (its modules compiled in) once a process has
+//! instantiated it twice; one built before pre-initialisation existed starts as built. An
+//! instance started from either shares nothing with another: its factory runs afresh, the
+//! global scope and the modules evaluated in the snapshot are its own, Math.random is seeded
+//! per instance (the snapshot was taken with a fixed clock, from which QuickJS seeds it), and
+//! the prelude, evaluated in the snapshot, and the extension's modules, compiled in its own,
+//! take their load context (extension, cwd, environment, pi release) from each instance's load.
 
 mod common;
 
@@ -15,10 +16,14 @@ const PROBE_0_73: &str = "tests/fixtures/snapshot/probe-0.73.ts";
 const WIT_0_1_0: &str = "tests/fixtures/wit-0.1.0/extension-0.1.0.wasm";
 
 fn inspect(path: &str, preinit: Option<&str>) -> Value {
+    inspect_with_cache(path, preinit, &common::cache_dir())
+}
+
+fn inspect_with_cache(path: &str, preinit: Option<&str>, cache: &std::path::Path) -> Value {
     let mut command = std::process::Command::new(common::bin());
     command
         .args(["inspect", path, "--json"])
-        .env("PICHAMBER_CACHE_DIR", common::cache_dir());
+        .env("PICHAMBER_CACHE_DIR", cache);
     if let Some(value) = preinit {
         command.env("PICHAMBER_PREINIT", value);
     }
@@ -86,6 +91,7 @@ fn an_artifact_built_today_starts_from_the_snapshot_and_an_older_one_as_built() 
 
     let today = inspect(built, None);
     assert_eq!(today["preInitialized"], true, "{today}");
+    assert_eq!(today["extensionSnapshot"], false, "{today}");
     assert_eq!(today["loaded"], true, "{today}");
     assert_eq!(today["commands"][0]["name"], "probe", "{today}");
     // The baseline the benchmarks compare with.
@@ -96,10 +102,39 @@ fn an_artifact_built_today_starts_from_the_snapshot_and_an_older_one_as_built() 
     assert_eq!(old["loaded"], true, "{old}");
 }
 
+/// A one-shot command instantiates an extension once: it starts from the shim's snapshot, or
+/// from the extension's own when an earlier process made it (the compile cache keeps it).
+#[test]
+fn an_extensions_own_snapshot_is_made_once_and_kept_in_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let probe = common::path(PROBE);
+    let first = inspect_with_cache(&probe, None, cache.path());
+    assert_eq!(first["extensionSnapshot"], false, "{first}");
+    let made = inspect_with_cache(&probe, Some("extension"), cache.path());
+    assert_eq!(made["extensionSnapshot"], true, "{made}");
+    assert_eq!(made["loaded"], true, "{made}");
+    assert_eq!(made["commands"][0]["name"], "probe", "{made}");
+    let later = inspect_with_cache(&probe, None, cache.path());
+    assert_eq!(later["extensionSnapshot"], true, "{later}");
+    // Other modules, another snapshot.
+    let other = inspect_with_cache(&common::path(PROBE_0_73), None, cache.path());
+    assert_eq!(other["extensionSnapshot"], false, "{other}");
+    assert_eq!(
+        inspect_with_cache(&probe, Some("shim"), cache.path())["extensionSnapshot"],
+        false
+    );
+}
+
 #[test]
 fn instances_started_from_the_snapshot_share_nothing() {
+    for preinit in [None, Some("extension")] {
+        instances_share_nothing(preinit);
+    }
+}
+
+fn instances_share_nothing(preinit: Option<&str>) {
     // One instance: the state is its own to keep (so the probe can see state at all).
-    let same = probe(2, None);
+    let same = probe(2, preinit);
     assert_eq!(same[0]["loads"], 1);
     assert_eq!(same[0]["seen"], "nothing");
     assert_eq!(same[1]["seen"], "a value");
@@ -109,7 +144,7 @@ fn instances_started_from_the_snapshot_share_nothing() {
     assert_ne!(first[0], first[1]);
 
     // Two instances from the same snapshot: nothing of the other, and other random numbers.
-    let other = probe(1, None);
+    let other = probe(1, preinit);
     assert_eq!(other[0]["loads"], 1);
     assert_eq!(other[0]["seen"], "nothing");
     // pi-tui was evaluated in the snapshot: what one instance did to it is its own.
@@ -118,6 +153,11 @@ fn instances_started_from_the_snapshot_share_nothing() {
     assert!(
         first.iter().all(|v| !second.contains(v)),
         "two instances drew the same numbers: {first:?} {second:?}"
+    );
+    // The module's top level ran in each instance, not once for the snapshot.
+    assert!(
+        other[0]["atTopLevel"]["time"].as_f64() > same[0]["atTopLevel"]["time"].as_f64(),
+        "{same:?} {other:?}"
     );
 
     // And the same behaviour from a guest that initialises itself.
@@ -133,13 +173,19 @@ fn instances_started_from_the_snapshot_share_nothing() {
 
 #[test]
 fn the_prelude_in_the_snapshot_takes_each_instances_load_context() {
-    for preinit in [None, Some("off")] {
+    for preinit in [None, Some("extension"), Some("off")] {
         let here = tempfile::tempdir().unwrap();
         let cwd = here.path().canonicalize().unwrap();
         let current = &probe_in(PROBE, &cwd, 1, preinit)[0];
         assert_eq!(current["argv"], serde_json::json!(["pichamber", "probe"]));
         assert_eq!(current["cwd"], cwd.to_str().unwrap(), "{current}");
         assert_eq!(current["marker"], "1");
+        assert_eq!(
+            current["atTopLevel"]["cwd"],
+            cwd.to_str().unwrap(),
+            "{current}"
+        );
+        assert_eq!(current["atTopLevel"]["marker"], "1", "{current}");
         assert_eq!(current["virtualModels"], "function", "{current}");
 
         // Written for pi 0.73.1: the snapshot's prelude holds 1.6.0's API, unapplied.
@@ -222,4 +268,95 @@ fn an_instance_in_a_reused_slot_sees_nothing_of_the_last_one() {
         assert!(drawn.iter().all(|v| !earlier.contains(v)), "{drawn:?}");
         earlier.extend(drawn);
     }
+}
+
+/// `rpc` makes an extension's own snapshot in the background once it instantiates it a second
+/// time; the sessions after start from it, and see nothing of the ones before.
+#[test]
+fn rpc_starts_later_sessions_from_the_extensions_own_snapshot() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let sessions = dir.path().join("sessions");
+    let log_path = dir.path().join("stderr.log");
+    let mut child = std::process::Command::new(common::bin())
+        .args(["rpc", "-e", &common::path(PROBE), "--session-dir"])
+        .arg(&sessions)
+        .current_dir(dir.path())
+        .env("PICHAMBER_CACHE_DIR", &cache)
+        .env("PICHAMBER_LOG", "info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut request = |id: &str, command: Value| {
+        let mut command = command;
+        command["id"] = id.into();
+        writeln!(stdin, "{command}").unwrap();
+        for line in stdout.by_ref() {
+            let record: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if record["type"] == "response" && record["id"] == id {
+                assert_eq!(record["success"], true, "{record}");
+                return;
+            }
+        }
+        panic!("rpc ended before answering {id}");
+    };
+    let probe = serde_json::json!({"type": "prompt", "message": "/probe"});
+    request("a", probe.clone());
+    request("b", probe.clone());
+    request("new", serde_json::json!({"type": "new_session"}));
+    let ready = "new instances start from the extension's own snapshot";
+    let waited = std::time::Instant::now();
+    while !std::fs::read_to_string(&log_path).unwrap().contains(ready) {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(300),
+            "no own snapshot after 5 minutes: {}",
+            std::fs::read_to_string(&log_path).unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    request("newer", serde_json::json!({"type": "new_session"}));
+    request("c", probe.clone());
+    request("d", probe);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+
+    let mut files: Vec<_> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
+    files.sort();
+    let reports: Vec<Vec<Value>> = files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|e| e["customType"] == "probe")
+                .map(|e| e["data"].clone())
+                .collect::<Vec<_>>()
+        })
+        .filter(|r| !r.is_empty())
+        .collect();
+    assert_eq!(reports.len(), 2, "{files:?}");
+    let (before, after) = (&reports[0], &reports[1]);
+    assert_eq!(before[1]["seen"], "a value");
+    assert_eq!(after[0]["loads"], 1, "{after:?}");
+    assert_eq!(after[0]["seen"], "nothing", "{after:?}");
+    assert_eq!(after[0]["seenInModule"], "nothing", "{after:?}");
+    assert_eq!(after[1]["seen"], "a value", "{after:?}");
+    let cwd = dir.path().canonicalize().unwrap();
+    assert_eq!(after[0]["atTopLevel"]["cwd"], cwd.to_str().unwrap());
+    let earlier: Vec<f64> = before.iter().flat_map(randoms).collect();
+    assert!(randoms(&after[0]).iter().all(|v| !earlier.contains(v)));
+    // Made once: a later process finds it in the cache.
+    assert_eq!(
+        inspect_with_cache(&common::path(PROBE), None, &cache)["extensionSnapshot"],
+        true
+    );
 }

@@ -65,6 +65,40 @@ pub fn pre_initialize() -> Result<(), String> {
     Ok(())
 }
 
+/// For one extension's snapshot, after [`pre_initialize`]: its modules compiled, not evaluated
+/// (their top level may read the session's environment, clock or grants, so it runs in
+/// `load`, with the factory), and its package files in place. QuickJS finds a compiled module
+/// by name before it asks the loader, so an instance made from this snapshot neither receives
+/// nor parses them again. A module that does not compile is left as source: importing it
+/// fails as it would have.
+pub fn pre_compile(sources: Vec<ModuleSource>) -> Result<(), String> {
+    if LOADED.with(|l| l.get()) {
+        return Err("pre-compile was called after load".into());
+    }
+    modules::set_extension_modules(sources);
+    RUNTIME.with(|r| {
+        let guard = r.borrow();
+        let runtime = guard
+            .as_ref()
+            .ok_or_else(|| "pre-compile was called before pre-initialize".to_string())?;
+        runtime.context().with(|ctx| {
+            let ctx = ctx.as_raw().as_ptr();
+            for id in modules::extension_module_ids() {
+                let Some(source) = modules::take_source(&id) else {
+                    continue;
+                };
+                // SAFETY: `ctx` is this runtime's live context.
+                let compiled = unsafe { compile_module(ctx, &id, &source) };
+                if compiled.is_null() {
+                    unsafe { qjs::JS_FreeValue(ctx, qjs::JS_GetException(ctx)) };
+                    modules::restore_source(id, source);
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
 /// A QuickJS runtime whose imports resolve through `load_module`, with `__host` and
 /// `__pichamber_require` installed and the prelude evaluated.
 fn start_runtime() -> Result<Runtime, String> {
@@ -431,9 +465,27 @@ unsafe extern "C" fn load_module(
         }
         return std::ptr::null_mut();
     };
+    unsafe { compile_module(ctx, &module_name, &source) }
+}
+
+/// Compiles (does not evaluate) a module under its canonical id; null with an exception
+/// pending when it does not compile.
+///
+/// # Safety
+/// `ctx` must be a live context of this instance's runtime.
+unsafe fn compile_module(
+    ctx: *mut qjs::JSContext,
+    module_name: &str,
+    source: &str,
+) -> *mut qjs::JSModuleDef {
+    let name = CString::new(module_name).unwrap_or_default();
     let Ok(source) = CString::new(source) else {
         unsafe {
-            qjs::JS_ThrowSyntaxError(ctx, c"module '%s' contains a NUL byte".as_ptr(), name);
+            qjs::JS_ThrowSyntaxError(
+                ctx,
+                c"module '%s' contains a NUL byte".as_ptr(),
+                name.as_ptr(),
+            );
         }
         return std::ptr::null_mut();
     };
@@ -443,7 +495,7 @@ unsafe extern "C" fn load_module(
             ctx,
             source.as_ptr(),
             source.as_bytes().len() as _,
-            name,
+            name.as_ptr(),
             flags,
         );
         if qjs::JS_VALUE_GET_TAG(value) == qjs::JS_TAG_EXCEPTION {
@@ -451,8 +503,11 @@ unsafe extern "C" fn load_module(
         }
         let module = qjs::JS_VALUE_GET_PTR(value).cast::<qjs::JSModuleDef>();
         qjs::JS_FreeValue(ctx, value);
-        set_import_meta(ctx, module, &module_name);
-        MODULE_DEFS.with(|m| m.borrow_mut().insert(module_name, module as usize));
+        set_import_meta(ctx, module, module_name);
+        MODULE_DEFS.with(|m| {
+            m.borrow_mut()
+                .insert(module_name.to_owned(), module as usize)
+        });
         module
     }
 }

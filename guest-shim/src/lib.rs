@@ -36,6 +36,10 @@ impl bindings::Guest for Extension {
     fn pre_initialize() -> Result<(), String> {
         engine::pre_initialize()
     }
+
+    fn pre_compile(modules: Vec<ModuleSource>) -> Result<(), String> {
+        engine::pre_compile(modules)
+    }
 }
 
 impl Guest for Extension {

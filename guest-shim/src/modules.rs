@@ -28,6 +28,16 @@ pub fn set_extension_modules(sources: Vec<ModuleSource>) {
     });
 }
 
+/// The ids of the extension's modules not compiled yet.
+pub fn extension_module_ids() -> Vec<String> {
+    EXTENSION_MODULES.with(|m| m.borrow().keys().cloned().collect())
+}
+
+/// Hands a module's source back (its compilation failed: importing it reports why).
+pub fn restore_source(id: String, source: String) {
+    EXTENSION_MODULES.with(|m| m.borrow_mut().insert(id, source));
+}
+
 /// The source of a module, handed out once: QuickJS keeps the compiled module, so the text
 /// can be freed.
 pub fn take_source(id: &str) -> Option<String> {

@@ -4,12 +4,18 @@
 One long-lived process per side with tests/bench/noop.ts loaded: `new_session` requests, then
 `/noop` prompts, each timed from the request written to its response read. Sides, in one run:
 
-  pichamber                  `pichamber rpc -e noop.wasm` (guests start from their snapshot)
-  pichamber, no snapshot     the same with PICHAMBER_PREINIT=off: every instance initialises
-                             QuickJS and compiles its modules itself (the baseline)
+  pichamber                  `pichamber rpc -e noop.wasm`: instances start from the extension's
+                             own snapshot (its modules compiled in; made before the run)
+  pichamber, shim snapshot   PICHAMBER_PREINIT=shim: from the guest's snapshot, compiling the
+                             extension's modules in each instance
+  pichamber, no snapshot     PICHAMBER_PREINIT=off: every instance initialises QuickJS and
+                             compiles its modules itself (the baseline)
   pi 1.6.0, pi 0.73.1        `pi --mode rpc -e noop.ts` (skipped when not installed)
 
-    python3 tests/bench/session_rpc.py [--requests N] [--pichamber PATH]
+    python3 tests/bench/session_rpc.py [--requests N] [--pichamber PATH] [--extension PATH]
+
+`--extension` times new sessions of another extension (a file or a package folder, as `-e`
+takes it) instead, with no command round trip.
 
 Real pi comes from tests/setup.sh (tests/oracle, tests/oracle-1.6 and Node 24 for 1.6.0).
 """
@@ -72,17 +78,22 @@ class Rpc:
             self.proc.kill()
 
 
-def measure(argv, env, cwd, requests):
+def measure(argv, env, cwd, requests, noop):
     rpc = Rpc(argv, env, cwd)
     try:
         commands = rpc.request({"type": "get_commands"})[1]
         names = [c.get("name") for c in commands.get("data", {}).get("commands", [])]
-        if "noop" not in names:
+        if noop and "noop" not in names:
             raise SystemExit(f"{argv[0]} did not load noop.ts (commands: {names})")
+        if not names:
+            raise SystemExit(f"{argv[0]} loaded no command of the extension")
         for _ in range(3):  # warm-up
             rpc.request({"type": "new_session"})
-            rpc.request({"type": "prompt", "message": "/noop"})
+            if noop:
+                rpc.request({"type": "prompt", "message": "/noop"})
         sessions = [rpc.request({"type": "new_session"})[0] for _ in range(requests)]
+        if not noop:
+            return sessions, [float("nan")]
         noops = [rpc.request({"type": "prompt", "message": "/noop"})[0] for _ in range(requests)]
         return sessions, noops
     finally:
@@ -98,7 +109,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=100, help="requests of each kind per side (default 100)")
     parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    parser.add_argument("--extension", default=NOOP, help="the extension whose sessions are timed (default tests/bench/noop.ts)")
     args = parser.parse_args()
+    extension = os.path.abspath(args.extension)
+    noop = extension == NOOP
     if not os.path.exists(args.pichamber):
         raise SystemExit(f"missing {args.pichamber}: build it (cargo build --release) or pass --pichamber PATH")
 
@@ -107,13 +121,17 @@ def main():
     os.makedirs(home)
     env = dict(os.environ, HOME=home, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"),
                PI_CODING_AGENT_DIR=os.path.join(home, ".pi", "agent"))
-    wasm = os.path.join(work, "noop.wasm")
-    subprocess.run([args.pichamber, "build", NOOP, "-o", wasm], check=True, capture_output=True)
+    wasm = os.path.join(work, "extension.wasm")
+    subprocess.run([args.pichamber, "build", extension, "-o", wasm], check=True, capture_output=True)
     ours = [args.pichamber, "rpc", "--no-session", "-e", wasm]
-    subprocess.run(ours + ["--print", "--", "/noop"], env=env, cwd=work, capture_output=True)  # fills the compile cache
+    # Fills the compile cache: the guest's snapshot, the extension's own and the code as built.
+    for preinit in ["extension", "off"]:
+        subprocess.run(ours + ["--print", "--", "/noop" if noop else "hello"], env=dict(env, PICHAMBER_PREINIT=preinit),
+                       cwd=work, capture_output=True, timeout=600)
 
     sides = [
         ("pichamber", ours, env),
+        ("pichamber, shim snapshot", ours, dict(env, PICHAMBER_PREINIT="shim")),
         ("pichamber, no snapshot", ours, dict(env, PICHAMBER_PREINIT="off")),
     ]
     for version, folder, scope, node in [
@@ -122,15 +140,16 @@ def main():
     ]:
         cli = os.path.join(REPO, "tests", folder, "node_modules", scope, "pi-coding-agent", "dist", "cli.js")
         if os.path.exists(cli) and node:
-            sides.append((f"pi {version}", [node, cli, "--mode", "rpc", "--no-session", "-e", NOOP], env))
+            sides.append((f"pi {version}", [node, cli, "--mode", "rpc", "--no-session", "-e", extension], env))
         else:
             print(f"(pi {version} is not installed: tests/setup.sh installs it)")
 
     results = {}
     for name, argv, side_env in sides:
-        results[name] = [summary(s) for s in measure(argv, side_env, work, args.requests)]
+        results[name] = [summary(s) for s in measure(argv, side_env, work, args.requests, noop)]
 
-    print(f"over pi's RPC mode, noop.ts loaded; {args.requests} requests of each kind, one process per side")
+    loaded = os.path.relpath(extension, REPO)
+    print(f"over pi's RPC mode, {loaded} loaded; {args.requests} requests of each kind, one process per side")
     print(f"  {'':24} {'new_session':>22}   {'/noop round trip':>22}")
     print(f"  {'':24} {'median':>10} {'p90':>10}   {'median':>10} {'p90':>10}")
     for name, ((sm, sp), (nm, np)) in results.items():

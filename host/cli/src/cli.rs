@@ -1600,8 +1600,11 @@ fn print_inspection(report: &Value) {
     );
     say!(
         "  starts from:  {}",
-        if report["preInitialized"] == json!(true) {
-            "a pre-initialised snapshot (QuickJS, pichamber's prelude, typebox and pi-tui ready)"
+        if report["extensionSnapshot"] == json!(true) {
+            "its own snapshot (QuickJS, pichamber's prelude, typebox, pi-tui and its modules compiled)"
+        } else if report["preInitialized"] == json!(true) {
+            "the guest's snapshot (QuickJS, pichamber's prelude, typebox and pi-tui ready; its own, \
+             with its modules compiled, is made when `rpc` or `serve` starts it a second time)"
         } else {
             "nothing: each instance starts QuickJS (a guest from before pre-initialisation, or PICHAMBER_PREINIT=off)"
         }

@@ -20,7 +20,7 @@ use super::programs::Programs;
 use super::wasi::Determinism;
 use super::wit::{CommandState, CompletionItem, LoadContext, ModuleSource};
 use super::workers::{self, Inbox, ParentLink, Workers};
-use super::{Guest, GuestPre};
+use super::{Guest, GuestPre, StartImage};
 use pichamber_access::Grants;
 use pichamber_artifact::Artifact;
 use pichamber_artifact::source_map::SourceMaps;
@@ -323,7 +323,7 @@ impl ExtensionInstance {
 
     /// Runs the factory: the extension's modules load and it registers what it offers.
     async fn load(&mut self) -> Result<(), CallError> {
-        let (modules, context) = load_inputs(&self.artifact, &self.host, &self.options);
+        let (modules, context) = load_inputs(&self.pre, &self.artifact, &self.host, &self.options);
         let entry = self.artifact.manifest.load_entry();
         let loaded = guest_call_now!(self, |g, s| g.call_load(s, &modules, &entry, &context))?;
         loaded.map_err(|e| self.guest_error(e))
@@ -656,20 +656,25 @@ impl ExtensionInstance {
     }
 }
 
-/// What `load` is given: the extension's modules and the facts of its session.
+/// What `load` is given: the extension's modules (none when its image holds them compiled)
+/// and the facts of its session.
 fn load_inputs(
+    pre: &GuestPre,
     artifact: &Artifact,
     host: &Arc<dyn ExtensionHost>,
     options: &InstanceOptions,
 ) -> (Vec<ModuleSource>, LoadContext) {
-    let modules = artifact
-        .modules
-        .iter()
-        .map(|m| ModuleSource {
-            id: m.id.clone(),
-            source: m.source.clone(),
-        })
-        .collect();
+    let modules = match pre.image() {
+        StartImage::Extension => Vec::new(),
+        StartImage::Shim | StartImage::AsBuilt => artifact
+            .modules
+            .iter()
+            .map(|m| ModuleSource {
+                id: m.id.clone(),
+                source: m.source.clone(),
+            })
+            .collect(),
+    };
     let facts = host.facts();
     let context = LoadContext {
         extension_name: artifact.manifest.name.clone(),
@@ -737,7 +742,7 @@ async fn run_worker(
         ExtensionInstance::instantiate_as(pre, artifact, host, options, Some((inbox, link)))
             .await
             .map_err(|e| e.to_string())?;
-    let (modules, context) = load_inputs(artifact, host, options);
+    let (modules, context) = load_inputs(pre, artifact, host, options);
     let source = match source {
         workers::Source::Module(id) => serde_json::json!({ "module": id }),
         workers::Source::Script(code) => serde_json::json!({ "script": code }),

@@ -139,9 +139,33 @@ pub struct Runtime {
     engine: Engine,
     linker: Linker<instance::ExtensionState>,
     cache_dir: Option<PathBuf>,
-    /// Prepared components by content hash: every extension built by one pichamber shares
-    /// the same guest shim, so one compilation serves them all.
-    prepared: Mutex<HashMap<[u8; 32], GuestPre>>,
+    /// Prepared components by the hash of what they start from: the guest shim's image, which
+    /// every extension built by one pichamber shares (one compilation serves them all), or an
+    /// extension's own image ([`snapshot`]).
+    prepared: Arc<Mutex<HashMap<[u8; 32], GuestPre>>>,
+    /// Extensions' own images: how far each has come.
+    extension_images: Arc<Mutex<HashMap<[u8; 32], ExtensionImage>>>,
+}
+
+/// Where an extension's own image is: prepared ones are in `Runtime::prepared`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExtensionImage {
+    /// Instantiated this many times from the shim's image.
+    Used(u32),
+    Building,
+    /// Its shim cannot make one, or making it failed (said once, in the log).
+    Unavailable,
+}
+
+/// What an instance's memory starts as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartImage {
+    /// The component as built: QuickJS starts in every instance.
+    AsBuilt,
+    /// The shim's snapshot: QuickJS, the prelude and shared modules ready.
+    Shim,
+    /// The extension's own snapshot: that and its modules compiled.
+    Extension,
 }
 
 impl Runtime {
@@ -181,7 +205,8 @@ impl Runtime {
             engine,
             linker,
             cache_dir,
-            prepared: Mutex::new(HashMap::new()),
+            prepared: Arc::default(),
+            extension_images: Arc::default(),
         })
     }
 
@@ -189,49 +214,110 @@ impl Runtime {
         &self.engine
     }
 
-    /// The prepared component of an artifact, for the WIT version it was built with: from
-    /// memory, from the on-disk cache (by the component's hash, without reading the component),
-    /// or compiled, pre-initialised first when the shim offers it ([`snapshot`]).
+    /// The prepared component of an artifact, for the WIT version it was built with, starting
+    /// from the best image at hand ([`snapshot`]): the extension's own when it is ready (in
+    /// memory or the on-disk cache), else the shim's (from memory, the cache, or compiled,
+    /// pre-initialised first when the shim offers it). An extension instantiated a second
+    /// time in this process gets its own image made in the background, for the sessions after.
     pub fn prepare(&self, artifact: &Artifact) -> Result<GuestPre> {
+        self.prepare_as(artifact, true)
+    }
+
+    /// What an instance of the artifact would start from now, without counting a use.
+    pub fn start_image(&self, artifact: &Artifact) -> Result<StartImage> {
+        self.prepare_as(artifact, false).map(|pre| pre.image())
+    }
+
+    fn prepare_as(&self, artifact: &Artifact, counted: bool) -> Result<GuestPre> {
         let claimed = artifact.component_hash()?;
+        let mode = snapshot::mode();
+        if mode.extension_images()
+            && let Some(pre) = self.extension_image(artifact, &claimed, mode, counted)?
+        {
+            return Ok(pre);
+        }
         if let Some(pre) = self.prepared.lock().unwrap().get(&claimed) {
             return Ok(pre.clone());
         }
-        let (component, hash, pre_initialized) = if !snapshot::enabled() {
+        let (component, hash, image) = if mode == snapshot::Mode::Off {
             self.cached_or_compiled(&claimed, artifact, false)?
         } else if let Some(component) = self.cached(&snapshot_key(&claimed)) {
-            (component, claimed, true)
+            (component, claimed, StartImage::Shim)
         } else {
             let bytes = artifact.component_bytes()?;
-            let pre_initializable = snapshot::is_pre_initializable(&bytes);
-            self.cached_or_compiled(&claimed, artifact, pre_initializable)?
+            let offers = snapshot::Offers::of(&bytes);
+            self.cached_or_compiled(&claimed, artifact, offers.pre_initialize)?
         };
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(anyhow::Error::from)
-            .context("the component does not match pichamber's WIT interface")?;
-        let pre = GuestPre::new(&artifact.manifest.wit_version, pre, pre_initialized)?;
+        let pre = guest_pre(&self.linker, artifact, &component, image)?;
         self.prepared.lock().unwrap().insert(hash, pre.clone());
         Ok(pre)
     }
 
+    /// The extension's own image when it is ready; otherwise, when `counted`, counts the use,
+    /// and starts making it at the second (in the background, or here when `mode` says so).
+    fn extension_image(
+        &self,
+        artifact: &Artifact,
+        component_hash: &[u8; 32],
+        mode: snapshot::Mode,
+        counted: bool,
+    ) -> Result<Option<GuestPre>> {
+        let key = extension_snapshot_key(component_hash, &artifact.modules.digest());
+        if let Some(pre) = self.prepared.lock().unwrap().get(&key) {
+            return Ok(Some(pre.clone()));
+        }
+        if !counted {
+            return Ok(None);
+        }
+        let make = {
+            let mut images = self.extension_images.lock().unwrap();
+            let state = images.entry(key).or_insert(ExtensionImage::Used(0));
+            match *state {
+                ExtensionImage::Used(n) => {
+                    *state = ExtensionImage::Used(n + 1);
+                    if n == 0
+                        && let Some(component) = self.cached(&key)
+                    {
+                        let pre =
+                            guest_pre(&self.linker, artifact, &component, StartImage::Extension)?;
+                        self.prepared.lock().unwrap().insert(key, pre.clone());
+                        return Ok(Some(pre));
+                    }
+                    let make = n + 1 >= mode.extension_image_after();
+                    if make {
+                        *state = ExtensionImage::Building;
+                    }
+                    make
+                }
+                ExtensionImage::Building | ExtensionImage::Unavailable => false,
+            }
+        };
+        if !make {
+            return Ok(None);
+        }
+        let maker = ImageMaker {
+            engine: self.engine.clone(),
+            linker: self.linker.clone(),
+            cache_dir: self.cache_dir.clone(),
+            prepared: self.prepared.clone(),
+            images: self.extension_images.clone(),
+            key,
+            artifact: artifact.clone(),
+        };
+        if mode == snapshot::Mode::ExtensionNow {
+            return Ok(maker.make());
+        }
+        std::thread::Builder::new()
+            .name("pichamber-image".into())
+            .spawn(move || {
+                maker.make();
+            })?;
+        Ok(None)
+    }
+
     /// The compiled code cached under `key`, if any.
     fn cached(&self, key: &[u8; 32]) -> Option<Component> {
-        let path = self.cache_dir.as_ref()?.join(self.cache_name(key));
-        if !path.is_file() {
-            return None;
-        }
-        // SAFETY: files in our private cache are written by `Component::serialize` of an
-        // engine with this configuration (the name includes the compatibility hash). Whatever
-        // the artifact claims, the cached code is code we compiled from bytes with that hash.
-        match unsafe { Component::deserialize_file(&self.engine, &path) } {
-            Ok(component) => Some(component),
-            Err(e) => {
-                tracing::warn!("ignoring unusable cache entry {}: {e}", path.display());
-                None
-            }
-        }
+        cached(&self.engine, self.cache_dir.as_deref(), key)
     }
 
     /// The component as built, from the cache or compiled; with `pre_initialize`, its
@@ -241,46 +327,180 @@ impl Runtime {
         claimed: &[u8; 32],
         artifact: &Artifact,
         pre_initialize: bool,
-    ) -> Result<(Component, [u8; 32], bool)> {
+    ) -> Result<(Component, [u8; 32], StartImage)> {
         if !pre_initialize && let Some(component) = self.cached(claimed) {
-            return Ok((component, *claimed, false));
+            return Ok((component, *claimed, StartImage::AsBuilt));
         }
         let bytes = artifact.component_bytes()?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         let image = pre_initialize
-            .then(|| snapshot::pre_initialize(&self.engine, &bytes))
+            .then(|| snapshot::pre_initialize(&self.engine, &bytes, None))
             .and_then(|made| {
                 made.inspect_err(|e| tracing::warn!("{e:#}; instances start without it"))
                     .ok()
             });
-        let pre_initialized = image.is_some();
-        let (code, key) = match image {
-            Some(image) => (Cow::Owned(image), snapshot_key(&hash)),
-            None => (Cow::Borrowed(&bytes[..]), hash),
+        let (code, key, start) = match image {
+            Some(image) => (Cow::Owned(image), snapshot_key(&hash), StartImage::Shim),
+            None => (Cow::Borrowed(&bytes[..]), hash, StartImage::AsBuilt),
         };
         let component = Component::new(&self.engine, &code)?;
-        if let Some(dir) = &self.cache_dir {
-            let path = dir.join(self.cache_name(&key));
-            let written = component
-                .serialize()
-                .map_err(anyhow::Error::from)
-                .and_then(|b| Ok(write_cache(&path, &b)?));
-            if let Err(e) = written {
-                tracing::debug!("cannot write the compile cache {}: {e}", path.display());
+        release_freed_memory();
+        write_compiled(&component, self.cache_dir.as_deref(), &self.engine, &key);
+        Ok((component, hash, start))
+    }
+}
+
+/// Makes an extension's own image: the shim pre-initialised with the extension's modules
+/// compiled in, compiled, cached on disk and prepared for the sessions that follow.
+struct ImageMaker {
+    engine: Engine,
+    linker: Linker<instance::ExtensionState>,
+    cache_dir: Option<PathBuf>,
+    prepared: Arc<Mutex<HashMap<[u8; 32], GuestPre>>>,
+    images: Arc<Mutex<HashMap<[u8; 32], ExtensionImage>>>,
+    key: [u8; 32],
+    artifact: Artifact,
+}
+
+impl ImageMaker {
+    fn make(self) -> Option<GuestPre> {
+        let name = &self.artifact.manifest.name;
+        let made = self.try_make();
+        release_freed_memory();
+        match made {
+            Ok(Some(pre)) => {
+                tracing::info!("{name}: new instances start from the extension's own snapshot");
+                self.prepared.lock().unwrap().insert(self.key, pre.clone());
+                Some(pre)
+            }
+            outcome => {
+                if let Err(e) = outcome {
+                    tracing::warn!(
+                        "{name}: cannot make the extension's own snapshot ({e:#}); instances \
+                         start from the guest's"
+                    );
+                }
+                self.images
+                    .lock()
+                    .unwrap()
+                    .insert(self.key, ExtensionImage::Unavailable);
+                None
             }
         }
-        Ok((component, hash, pre_initialized))
     }
 
-    /// Cache file name: the component hash and the engine's compatibility hash.
-    fn cache_name(&self, component_hash: &[u8; 32]) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(component_hash);
-        let mut compat = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut compat);
-        hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
-        format!("{}.cwasm", &hex(&hasher.finalize())[..32])
+    /// `None` when the shim offers no such image (one built before it could).
+    fn try_make(&self) -> Result<Option<GuestPre>> {
+        let bytes = self.artifact.component_bytes()?;
+        let offers = snapshot::Offers::of(&bytes);
+        if !(offers.pre_initialize && offers.pre_compile) {
+            return Ok(None);
+        }
+        let modules = self
+            .artifact
+            .modules
+            .iter()
+            .map(|m| wit::ModuleSource {
+                id: m.id.clone(),
+                source: m.source.clone(),
+            })
+            .collect();
+        let image = snapshot::pre_initialize(&self.engine, &bytes, Some(modules))?;
+        let component = Component::new(&self.engine, &image)?;
+        write_compiled(
+            &component,
+            self.cache_dir.as_deref(),
+            &self.engine,
+            &self.key,
+        );
+        guest_pre(
+            &self.linker,
+            &self.artifact,
+            &component,
+            StartImage::Extension,
+        )
+        .map(Some)
     }
+}
+
+/// Hands the memory a compilation freed back to the system: the allocator keeps it otherwise
+/// (about 65 MiB after an extension's image, measured in `serve`), for a process that may run
+/// for months.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// A compiled component ready to instantiate for an artifact's WIT version.
+fn guest_pre(
+    linker: &Linker<instance::ExtensionState>,
+    artifact: &Artifact,
+    component: &Component,
+    image: StartImage,
+) -> Result<GuestPre> {
+    let pre = linker
+        .instantiate_pre(component)
+        .map_err(anyhow::Error::from)
+        .context("the component does not match pichamber's WIT interface")?;
+    GuestPre::new(&artifact.manifest.wit_version, pre, image)
+}
+
+/// The compiled code cached under `key`, if any.
+fn cached(engine: &Engine, cache_dir: Option<&Path>, key: &[u8; 32]) -> Option<Component> {
+    let path = cache_dir?.join(cache_name(engine, key));
+    if !path.is_file() {
+        return None;
+    }
+    // SAFETY: files in our private cache are written by `Component::serialize` of an
+    // engine with this configuration (the name includes the compatibility hash). Whatever
+    // the artifact claims, the cached code is code we compiled from bytes with that hash.
+    match unsafe { Component::deserialize_file(engine, &path) } {
+        Ok(component) => Some(component),
+        Err(e) => {
+            tracing::warn!("ignoring unusable cache entry {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+fn write_compiled(
+    component: &Component,
+    cache_dir: Option<&Path>,
+    engine: &Engine,
+    key: &[u8; 32],
+) {
+    let Some(dir) = cache_dir else { return };
+    let path = dir.join(cache_name(engine, key));
+    let written = component
+        .serialize()
+        .map_err(anyhow::Error::from)
+        .and_then(|b| Ok(write_cache(&path, &b)?));
+    if let Err(e) = written {
+        tracing::debug!("cannot write the compile cache {}: {e}", path.display());
+    }
+}
+
+/// Cache file name: the key and the engine's compatibility hash.
+fn cache_name(engine: &Engine, key: &[u8; 32]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(key);
+    let mut compat = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut compat);
+    hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
+    format!("{}.cwasm", &hex(&hasher.finalize())[..32])
+}
+
+/// The cache key of an extension's own snapshot: the shim's and the modules' (as read here,
+/// not as the artifact claims them) hashes.
+fn extension_snapshot_key(component_hash: &[u8; 32], modules_digest: &[u8; 32]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"pichamber extension snapshot 1\0");
+    hasher.update(component_hash);
+    hasher.update(modules_digest);
+    hasher.finalize().into()
 }
 
 /// The cache key of a component's pre-initialised snapshot. The snapshot's content follows
@@ -337,7 +557,7 @@ fn start_epoch_ticker(engine: Engine) {
 #[derive(Clone)]
 pub struct GuestPre {
     bindings: Bindings,
-    pre_initialized: bool,
+    image: StartImage,
 }
 
 #[derive(Clone)]
@@ -350,7 +570,7 @@ impl GuestPre {
     fn new(
         wit_version: &str,
         pre: InstancePre<instance::ExtensionState>,
-        pre_initialized: bool,
+        image: StartImage,
     ) -> Result<Self> {
         let context =
             || format!("the component does not export pichamber's WIT {wit_version} interface");
@@ -376,15 +596,12 @@ impl GuestPre {
             // The artifact reader refuses versions not in pichamber_artifact::WIT_VERSIONS.
             other => anyhow::bail!("no bindings for WIT {other}"),
         };
-        Ok(Self {
-            bindings,
-            pre_initialized,
-        })
+        Ok(Self { bindings, image })
     }
 
-    /// Whether instances start from the guest's pre-initialised snapshot ([`snapshot`]).
-    pub fn pre_initialized(&self) -> bool {
-        self.pre_initialized
+    /// What instances' memory starts as ([`snapshot`]).
+    pub fn image(&self) -> StartImage {
+        self.image
     }
 
     pub(crate) fn engine(&self) -> &Engine {

@@ -1,14 +1,21 @@
 //! Pre-initialised guests: a guest shim that exports `pre-initialize` is run up to the point
 //! where QuickJS, its host bindings and every module the shim carries are compiled, and that
 //! memory becomes the component's initial image (wasmtime-wizer). An instance then starts from
-//! it, a copy-on-write mapping, instead of building it again in every session. What is kept
-//! depends on no extension and no session: the extension's own modules, its load context and
-//! its factory still run per instance (`load`).
+//! it, a copy-on-write mapping, instead of building it again in every session. That image
+//! depends on no extension and no session, and is made once per shim.
 //!
-//! The snapshot is made once per shim and kept in the compile cache beside compiled code. The
-//! component comes from an artifact, which is untrusted: its initialisation runs in a store as
-//! bounded as an instance's (memory, time), with WASI but no grant, and every pichamber import
-//! traps.
+//! An extension's own image goes one step further: `pre-compile` also compiles its modules
+//! (not evaluating them: a module's top level may read the session's environment, clock or
+//! grants) and puts its package files in place, so that a session neither copies nor parses
+//! them again, and their compiled code is pages shared by every instance. It costs a
+//! compilation of the whole component per extension, so a process makes it only for an
+//! extension it instantiates more than once (a second session), in the background; the
+//! sessions before it start from the shim's image. Its load context and factory still run per
+//! instance (`load`).
+//!
+//! Both are kept in the compile cache beside compiled code. The component comes from an
+//! artifact, which is untrusted: its initialisation runs in a store as bounded as an
+//! instance's (memory, time), with WASI but no grant, and every pichamber import traps.
 
 use std::time::{Duration, Instant};
 
@@ -18,44 +25,94 @@ use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
+use crate::wit::ModuleSource;
+
 /// The shim's export that builds the shared state (guest-shim/wit/shim.wit).
 pub const INIT_EXPORT: &str = "pre-initialize";
+/// The shim's export that compiles an extension's modules into it.
+pub const COMPILE_EXPORT: &str = "pre-compile";
 /// Bounds of the initialisation run.
 const INIT_MEMORY_LIMIT: usize = 256 << 20;
 const INIT_TIME_LIMIT: Duration = Duration::from_secs(30);
 
-/// Whether instances start from snapshots: `PICHAMBER_PREINIT=off` runs every guest as built,
-/// initialising in each instance (the benchmarks' baseline).
-pub fn enabled() -> bool {
-    std::env::var_os("PICHAMBER_PREINIT").is_none_or(|v| v != "off")
+/// Which snapshots instances start from, by `PICHAMBER_PREINIT`: unset, the shim's and, for an
+/// extension instantiated twice, its own; `shim`, only the shim's; `off`, none (every guest
+/// as built, initialising in each instance: the benchmarks' baseline); `extension`, the
+/// extension's own made at its first instance, before it starts (what tests use to see it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    Shim,
+    Extension,
+    ExtensionNow,
 }
 
-/// Whether a component offers pre-initialisation (a shim built before it did not).
-pub fn is_pre_initializable(component: &[u8]) -> bool {
-    use wasmparser::{ComponentExternalKind, Parser, Payload};
-    let mut depth = 0usize;
-    for payload in Parser::new(0).parse_all(component) {
-        match payload {
-            Ok(Payload::ModuleSection { .. } | Payload::ComponentSection { .. }) => depth += 1,
-            Ok(Payload::End(_)) => depth = depth.saturating_sub(1),
-            Ok(Payload::ComponentExportSection(exports)) if depth == 0 => {
-                for export in exports.into_iter().flatten() {
-                    if export.name.name == INIT_EXPORT && export.kind == ComponentExternalKind::Func
-                    {
-                        return true;
-                    }
-                }
-            }
-            Err(_) => return false,
-            _ => {}
+impl Mode {
+    pub fn extension_images(self) -> bool {
+        matches!(self, Mode::Extension | Mode::ExtensionNow)
+    }
+
+    /// At which instance of an extension its own image is made.
+    pub fn extension_image_after(self) -> u32 {
+        match self {
+            Mode::ExtensionNow => 1,
+            _ => 2,
         }
     }
-    false
+}
+
+pub fn mode() -> Mode {
+    match std::env::var("PICHAMBER_PREINIT").as_deref() {
+        Ok("off") => Mode::Off,
+        Ok("shim") => Mode::Shim,
+        Ok("extension") => Mode::ExtensionNow,
+        _ => Mode::Extension,
+    }
+}
+
+/// Which pre-initialisation exports a component has (a shim built before one did not).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Offers {
+    pub pre_initialize: bool,
+    pub pre_compile: bool,
+}
+
+impl Offers {
+    pub fn of(component: &[u8]) -> Self {
+        use wasmparser::{ComponentExternalKind, Parser, Payload};
+        let mut offers = Offers::default();
+        let mut depth = 0usize;
+        for payload in Parser::new(0).parse_all(component) {
+            match payload {
+                Ok(Payload::ModuleSection { .. } | Payload::ComponentSection { .. }) => depth += 1,
+                Ok(Payload::End(_)) => depth = depth.saturating_sub(1),
+                Ok(Payload::ComponentExportSection(exports)) if depth == 0 => {
+                    for export in exports.into_iter().flatten() {
+                        if export.kind != ComponentExternalKind::Func {
+                            continue;
+                        }
+                        match export.name.name {
+                            INIT_EXPORT => offers.pre_initialize = true,
+                            COMPILE_EXPORT => offers.pre_compile = true,
+                            _ => {}
+                        }
+                    }
+                }
+                Err(_) => return Offers::default(),
+                _ => {}
+            }
+        }
+        offers
+    }
 }
 
 /// The component with its initialisation already run: its memory and globals as they were
-/// when `pre-initialize` returned.
-pub fn pre_initialize(engine: &Engine, component: &[u8]) -> Result<Vec<u8>> {
+/// when `pre-initialize` returned, or with `modules`, when `pre-compile` then returned.
+pub fn pre_initialize(
+    engine: &Engine,
+    component: &[u8],
+    modules: Option<Vec<ModuleSource>>,
+) -> Result<Vec<u8>> {
     let engine = engine.clone();
     let component = component.to_vec();
     // wasmtime-wasi's async host functions want a tokio runtime; the caller may be inside one
@@ -66,7 +123,7 @@ pub fn pre_initialize(engine: &Engine, component: &[u8]) -> Result<Vec<u8>> {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?
-                .block_on(run(&engine, &component))
+                .block_on(run(&engine, &component, modules))
         })?
         .join()
         .map_err(|panic| {
@@ -95,7 +152,7 @@ impl WasiView for InitState {
     }
 }
 
-async fn run(engine: &Engine, wasm: &[u8]) -> Result<Vec<u8>> {
+async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -> Result<Vec<u8>> {
     let mut wizer = Wizer::new();
     // The export stays (wizer's component rewrite cannot drop it without leaving its core
     // function unexported); called again, the shim refuses: it is already initialised.
@@ -176,6 +233,22 @@ async fn run(engine: &Engine, wasm: &[u8]) -> Result<Vec<u8>> {
         .context("the guest trapped while pre-initialising")?;
     if let Err(message) = outcome {
         bail!("the guest could not pre-initialise: {message}");
+    }
+    if let Some(modules) = modules {
+        let compile = instance
+            .get_typed_func::<(Vec<ModuleSource>,), (Result<(), String>,)>(
+                &mut store,
+                COMPILE_EXPORT,
+            )
+            .map_err(anyhow::Error::from)?;
+        let (outcome,) = compile
+            .call_async(&mut store, (modules,))
+            .await
+            .map_err(anyhow::Error::from)
+            .context("the guest trapped while compiling the extension's modules")?;
+        if let Err(message) = outcome {
+            bail!("the guest could not compile the extension's modules: {message}");
+        }
     }
     // A handle the guest kept (a stream, a file) would name nothing in an instance made from
     // the snapshot, or worse, something else.

@@ -18,7 +18,7 @@ use pichamber_artifact::Artifact;
 use pichamber_artifact::bundle;
 use pichamber_model::ModelClient;
 use pichamber_pi::PiVersion;
-use pichamber_runtime::{InstanceOptions, Runtime};
+use pichamber_runtime::{InstanceOptions, Runtime, StartImage};
 
 /// Builds sources into an artifact, or reads a built `.wasm`.
 pub fn load_artifact(path: &Path) -> Result<Artifact> {
@@ -240,11 +240,8 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         }
     });
     let runtime = Runtime::global()?;
-    let pre_initialized = runtime
-        .prepare(artifact)
-        .is_ok_and(|pre| pre.pre_initialized());
     let mut session = Session::new(
-        runtime,
+        runtime.clone(),
         SessionConfig {
             cwd: "/".into(),
             has_ui: false,
@@ -262,6 +259,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         },
     );
     let loaded = session.load(artifact).await.is_ok();
+    let image = runtime.start_image(artifact).ok();
     let state = session.shared.state.lock().unwrap();
     let registrations = state.registrations.first().cloned().unwrap_or_default();
     let tools = serde_json::to_value(&state.tools)?;
@@ -275,7 +273,8 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         .collect();
     let report = json!({
         "manifest": artifact.manifest,
-        "preInitialized": pre_initialized,
+        "preInitialized": image.is_some_and(|i| i != StartImage::AsBuilt),
+        "extensionSnapshot": image == Some(StartImage::Extension),
         "files": artifact.bundled_files(),
         "packageFiles": artifact.package_files(),
         "loaded": loaded,
