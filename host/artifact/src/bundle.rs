@@ -341,7 +341,25 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let files = if layout.single_file {
         Vec::new()
     } else {
-        let (files, left_out) = crate::package_files::collect(&layout.root);
+        // A code file the bundle did not take is data to the extension when its own code (not
+        // its dependencies') names the file, as `new URL("./client/x.js", import.meta.url)` does.
+        let own_code: Vec<&str> = modules
+            .iter()
+            .filter(|m| {
+                m.id.starts_with("/ext/")
+                    && !m.id.starts_with("/ext/_external/")
+                    && !m.id.contains("/node_modules/")
+            })
+            .map(|m| m.code.as_str())
+            .collect();
+        let read_as_text = |path: &Path| {
+            !done.contains_key(path)
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|name| own_code.iter().any(|code| code.contains(name)))
+        };
+        let (files, left_out) = crate::package_files::collect(&layout.root, &read_as_text);
         warnings.extend(
             left_out
                 .into_iter()

@@ -1,8 +1,10 @@
 //! The files of a package an extension reads as files at run time (its README, prompt and
 //! agent definitions, templates, its package.json): they go into the artifact, and the
 //! guest's `node:fs` serves them read-only at their `/ext/...` paths, where the extension's
-//! `import.meta.url` and `__dirname` point. Only text that is not code (code is bundled as
-//! modules), outside `node_modules` and hidden folders, and bounded in size.
+//! `import.meta.url` and `__dirname` point. Only text, outside `node_modules` and hidden
+//! folders, and bounded in size; code only when the bundle did not take it as a module and the
+//! package's own code names the file (a script it reads to inject into a page, say), since
+//! code is otherwise bundled, or only read by tools.
 
 use std::path::Path;
 
@@ -17,10 +19,10 @@ const MAX_TOTAL: usize = 8 << 20;
 /// Files of one package.
 const MAX_FILES: usize = 2000;
 
-/// Extensions of code (bundled as modules, not files) and of what only tools read.
-const SKIPPED: &[&str] = &[
-    "ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs", "map", "wasm", "node",
-];
+/// Extensions of code: bundled as modules, or read as text when the package's code names them.
+const CODE: &[&str] = &["ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs"];
+/// Extensions of what only tools read.
+const SKIPPED: &[&str] = &["map", "wasm", "node"];
 
 /// One file, by its `/ext/...` path.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,80 +32,92 @@ pub struct PackageFile {
 }
 
 /// The package's files under `root`, sorted by path, and what was left out and why.
-pub fn collect(root: &Path) -> (Vec<PackageFile>, Vec<String>) {
+/// `read_as_text` says of a code file whether the extension reads it as a file.
+pub fn collect(
+    root: &Path,
+    read_as_text: &dyn Fn(&Path) -> bool,
+) -> (Vec<PackageFile>, Vec<String>) {
     let mut files = Vec::new();
     let mut left_out = Vec::new();
     let mut total = 0;
-    walk(root, root, &mut files, &mut left_out, &mut total);
+    let walked = Walk { root, read_as_text };
+    walked.walk(root, &mut files, &mut left_out, &mut total);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     (files, left_out)
 }
 
-fn walk(
-    root: &Path,
-    dir: &Path,
-    files: &mut Vec<PackageFile>,
-    left_out: &mut Vec<String>,
-    total: &mut usize,
-) {
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = read.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || name == "node_modules" {
-            continue;
-        }
-        // Links are not followed: a package's files are what is inside it.
-        let Ok(kind) = entry.file_type() else {
-            continue;
+struct Walk<'a> {
+    root: &'a Path,
+    read_as_text: &'a dyn Fn(&Path) -> bool,
+}
+
+impl Walk<'_> {
+    fn walk(
+        &self,
+        dir: &Path,
+        files: &mut Vec<PackageFile>,
+        left_out: &mut Vec<String>,
+        total: &mut usize,
+    ) {
+        let root = self.root;
+        let Ok(read) = std::fs::read_dir(dir) else {
+            return;
         };
-        let path = entry.path();
-        if kind.is_dir() {
-            walk(root, &path, files, left_out, total);
-            continue;
+        let mut entries: Vec<_> = read.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "node_modules" {
+                continue;
+            }
+            // Links are not followed: a package's files are what is inside it.
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                self.walk(&path, files, left_out, total);
+                continue;
+            }
+            let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            let skipped = SKIPPED.contains(&extension)
+                || (CODE.contains(&extension) && !(self.read_as_text)(&path));
+            if !kind.is_file() || skipped {
+                continue;
+            }
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            let shown = rel.to_string_lossy().replace('\\', "/");
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+            if size > MAX_FILE && looks_binary(&path) {
+                continue;
+            }
+            if size > MAX_FILE {
+                left_out.push(format!(
+                    "{shown} ({size} bytes; files over {MAX_FILE} bytes are not packaged)"
+                ));
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            // Binary files (images, fonts) are not served: the boundary carries text.
+            let Ok(text) = String::from_utf8(bytes) else {
+                continue;
+            };
+            if files.len() >= MAX_FILES || *total + text.len() > MAX_TOTAL {
+                left_out.push(format!(
+                    "{shown} (the package's files are over {MAX_FILES} files or {MAX_TOTAL} bytes)"
+                ));
+                continue;
+            }
+            *total += text.len();
+            files.push(PackageFile {
+                path: format!("/ext/{shown}"),
+                text,
+            });
         }
-        let skipped = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| SKIPPED.contains(&e));
-        if !kind.is_file() || skipped {
-            continue;
-        }
-        let Ok(rel) = path.strip_prefix(root) else {
-            continue;
-        };
-        let shown = rel.to_string_lossy().replace('\\', "/");
-        let size = entry.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
-        if size > MAX_FILE && looks_binary(&path) {
-            continue;
-        }
-        if size > MAX_FILE {
-            left_out.push(format!(
-                "{shown} ({size} bytes; files over {MAX_FILE} bytes are not packaged)"
-            ));
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
-        // Binary files (images, fonts) are not served: the boundary carries text.
-        let Ok(text) = String::from_utf8(bytes) else {
-            continue;
-        };
-        if files.len() >= MAX_FILES || *total + text.len() > MAX_TOTAL {
-            left_out.push(format!(
-                "{shown} (the package's files are over {MAX_FILES} files or {MAX_TOTAL} bytes)"
-            ));
-            continue;
-        }
-        *total += text.len();
-        files.push(PackageFile {
-            path: format!("/ext/{shown}"),
-            text,
-        });
     }
 }
 
@@ -131,6 +145,8 @@ mod tests {
             ("agents/scout.md", b"scout"),
             ("package.json", b"{}"),
             ("index.ts", b"export default () => {}"),
+            ("client/inject.js", b"document.title = 1"),
+            ("scripts/build.js", b"build()"),
             ("node_modules/x/README.md", b"dep"),
             (".git/config", b"x"),
             ("logo.png", &[0xff, 0xd8, 0xff, 0x00]),
@@ -143,13 +159,16 @@ mod tests {
         let mut huge_image = vec![0xffu8; MAX_FILE as usize + 1];
         huge_image[0] = 0x89;
         std::fs::write(root.join("banner.png"), huge_image).unwrap();
-        let (files, left_out) = collect(root);
+        // index.ts is bundled; the extension reads client/inject.js as text.
+        let read_as_text = |p: &Path| p.ends_with("client/inject.js");
+        let (files, left_out) = collect(root, &read_as_text);
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(
             paths,
             [
                 "/ext/README.md",
                 "/ext/agents/scout.md",
+                "/ext/client/inject.js",
                 "/ext/package.json"
             ]
         );
