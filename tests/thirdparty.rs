@@ -55,6 +55,13 @@ const PACKAGES: &[Package] = &[
         random_output: false,
     },
     Package {
+        name: "pi-markdown-preview",
+        what: "Markdown and LaTeX previews in the terminal, a browser or a PDF",
+        monthly_downloads: 2669,
+        note: "Builds with `node:tty` (its `debug` dependency asks whether stderr is a terminal) and loads with the two browser scripts it reads as text from its package (`new URL(\"./client/…js\", import.meta.url)`), which the build now packages as files. Granted `pandoc`, which this machine lacks: both sides report it missing, so no preview renders here. Past pandoc, its terminal preview drives a Chromium it launches through puppeteer over a WebSocket, and its watch mode serves the page from a `node:http` server: pichamber refuses both (extensions get no sockets or servers by design, SECURITY.md).",
+        random_output: false,
+    },
+    Package {
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
@@ -93,6 +100,20 @@ const PACKAGES: &[Package] = &[
         name: "pi-mermaid",
         what: "Mermaid diagrams rendered as ASCII",
         monthly_downloads: 645,
+        note: "",
+        random_output: false,
+    },
+    Package {
+        name: "pi-system-theme",
+        what: "pi's theme following the system's light or dark appearance",
+        monthly_downloads: 618,
+        note: "",
+        random_output: false,
+    },
+    Package {
+        name: "pi-sync-system-theme",
+        what: "pi's theme following the terminal's background, also over SSH",
+        monthly_downloads: 613,
         note: "",
         random_output: false,
     },
@@ -159,8 +180,9 @@ the package is pichamber's isolation unit, and its skills and prompt templates, 
 each against a mock model serving the same script, and what both print and send to the model
 is compared step by step after the same normalisation. pichamber runs with the same grants
 as for pi's examples (the workspace and pi's agent folder writable, git and a shell allowed,
-HOME visible), and what three packages need to do their job: pi-mcp-adapter may run `node`
-(the MCP servers it starts), pi-subagents may write `/tmp` (its run folders), pi-web-access
+HOME visible), and what four packages need to do their job: pi-mcp-adapter may run `node`
+(the MCP servers it starts), pi-markdown-preview `pandoc` (its converter, which this machine
+lacks: both sides find none), pi-subagents may write `/tmp` (its run folders), pi-web-access
 may reach the search services it calls (this machine has no network to them, so on both sides
 those requests fail, and fail alike).
 Two packages draw names or ids at random or from the clock: pi runs them twice, and where
@@ -175,7 +197,8 @@ which pichamber's pi-ai is), `Intl.Segmenter` (the JavaScript engine has no `Int
 timer handles; for @aliou/pi-processes a package's extensions in one instance; for
 pi-subagents `node:worker_threads`, `node:vm` and the package's own files, readable at
 `/ext`; for pi-mcp-adapter 2.36 the modules undici needs (`node:assert`, `node:async_hooks`,
-`node:diagnostics_channel`, `node:dns`, `node:tls`, ...), `WeakRef` and `performance`.
+`node:diagnostics_channel`, `node:dns`, `node:tls`, ...), `WeakRef` and `performance`; for
+pi-markdown-preview `node:tty` and a package's scripts that it reads as text, not imports.
 Versions are the newest the registry offers.
 
 "#;

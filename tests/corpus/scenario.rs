@@ -402,6 +402,8 @@ fn extra_grants(example: &str) -> &'static [&'static str] {
         "pi-mcp-adapter" => &["--allow-run", "node"],
         // Its results and run folders are under the system's temporary folder.
         "pi-subagents" => &["--allow-write", "/tmp"],
+        // The converter its previews run (not installed here: both sides find no pandoc).
+        "pi-markdown-preview" => &["--allow-run", "pandoc"],
         // The search and extraction services it calls (no network here: both sides' requests
         // fail the same way).
         "pi-web-access" => &[
