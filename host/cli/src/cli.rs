@@ -1495,8 +1495,27 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     };
     session.start().await;
-    rpc::serve(session, dialogs, output, tokio::io::stdin()).await;
+    rpc::serve(session, dialogs, output, protocol_input()).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The RPC protocol's input. A pipe, as clients start `rpc`, is read by the runtime's own
+/// poller: tokio's stdin hands every read to its blocking pool, two thread switches per
+/// request. Anything else (a file, a terminal) is read through tokio's stdin.
+fn protocol_input() -> Box<dyn tokio::io::AsyncRead + Unpin> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        // Refused for what is not a FIFO; for a pipe it sets O_NONBLOCK on our read end.
+        if let Ok(pipe) = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd)
+        {
+            return Box::new(pipe);
+        }
+    }
+    Box::new(tokio::io::stdin())
 }
 
 /// The prompts of a one-shot run, as pi builds them: text piped on stdin, then the `@path`
