@@ -357,3 +357,46 @@ fn rpc_starts_later_sessions_from_the_extensions_own_snapshot() {
         true
     );
 }
+
+/// An extension's own snapshot is cached under the component hash the manifest claims and the
+/// modules' digest, where every artifact with those modules and that claim finds it. An
+/// artifact whose component is not the one its manifest names must not leave an image there:
+/// it would run its code in another artifact's sessions.
+#[test]
+fn an_artifact_whose_component_is_not_the_one_it_claims_leaves_no_snapshot_for_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let honest = dir.path().join("probe.wasm");
+    let out = common::pichamber(&[
+        "build",
+        &common::path(PROBE),
+        "-o",
+        honest.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // The same manifest and modules, the component changed: a custom section of its own
+    // right after the preamble keeps it valid and changes its hash.
+    let bytes = std::fs::read(&honest).unwrap();
+    let name = b"tampered";
+    let mut section = vec![0u8, (1 + name.len() + 4) as u8, name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(b"evil");
+    let mut tampered_bytes = bytes[..8].to_vec();
+    tampered_bytes.extend_from_slice(&section);
+    tampered_bytes.extend_from_slice(&bytes[8..]);
+    let tampered = dir.path().join("tampered.wasm");
+    std::fs::write(&tampered, tampered_bytes).unwrap();
+
+    let lied = inspect_with_cache(tampered.to_str().unwrap(), Some("extension"), &cache);
+    assert_eq!(lied["loaded"], true, "{lied}");
+    assert_eq!(lied["extensionSnapshot"], false, "{lied}");
+    let honest = honest.to_str().unwrap();
+    assert_eq!(
+        inspect_with_cache(honest, None, &cache)["extensionSnapshot"],
+        false
+    );
+    assert_eq!(
+        inspect_with_cache(honest, Some("extension"), &cache)["extensionSnapshot"],
+        true
+    );
+}

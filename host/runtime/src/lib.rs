@@ -302,6 +302,7 @@ impl Runtime {
             prepared: self.prepared.clone(),
             images: self.extension_images.clone(),
             key,
+            component_hash: *component_hash,
             artifact: artifact.clone(),
         };
         if mode == snapshot::Mode::ExtensionNow {
@@ -359,6 +360,8 @@ struct ImageMaker {
     prepared: Arc<Mutex<HashMap<[u8; 32], GuestPre>>>,
     images: Arc<Mutex<HashMap<[u8; 32], ExtensionImage>>>,
     key: [u8; 32],
+    /// The component's hash as the artifact claims it, which `key` was made of.
+    component_hash: [u8; 32],
     artifact: Artifact,
 }
 
@@ -392,6 +395,12 @@ impl ImageMaker {
     /// `None` when the shim offers no such image (one built before it could).
     fn try_make(&self) -> Result<Option<GuestPre>> {
         let bytes = self.artifact.component_bytes()?;
+        // The image is kept under the claimed hash, where any artifact with these modules
+        // and that claim finds it: it must be made of the component so named, or one
+        // artifact's lie would be another's code.
+        if Sha256::digest(&bytes)[..] != self.component_hash[..] {
+            anyhow::bail!("the component is not the one its manifest's componentHash names");
+        }
         let offers = snapshot::Offers::of(&bytes);
         if !(offers.pre_initialize && offers.pre_compile) {
             return Ok(None);
