@@ -188,13 +188,7 @@ impl Runtime {
     }
 
     pub fn new(cache_dir: Option<PathBuf>, slots: InstanceSlots) -> Result<Self> {
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        // Deep JS recursion must become a catchable error or a trap, never a host crash.
-        config.max_wasm_stack(8 << 20);
-        config.async_stack_size(10 << 20);
-        let engine = slots.engine(config)?;
+        let engine = slots.engine(engine_config())?;
         start_epoch_ticker(engine.clone());
 
         let mut linker = Linker::new(&engine);
@@ -335,7 +329,7 @@ impl Runtime {
         let bytes = artifact.component_bytes()?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         let image = pre_initialize
-            .then(|| snapshot::pre_initialize(&self.engine, &bytes, None))
+            .then(|| snapshot::pre_initialize(&bytes, None))
             .and_then(|made| {
                 made.inspect_err(|e| tracing::warn!("{e:#}; instances start without it"))
                     .ok()
@@ -414,7 +408,7 @@ impl ImageMaker {
                 source: m.source.clone(),
             })
             .collect();
-        let image = snapshot::pre_initialize(&self.engine, &bytes, Some(modules))?;
+        let image = snapshot::pre_initialize(&bytes, Some(modules))?;
         let component = Component::new(&self.engine, &image)?;
         write_compiled(
             &component,
@@ -545,6 +539,18 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("pichamber"))
 }
 
+/// The engine configuration, but for how instances are allocated.
+fn engine_config() -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    // Deep JS recursion must become a catchable error or a trap, never a host crash.
+    config.max_wasm_stack(8 << 20);
+    config.async_stack_size(10 << 20);
+    config
+}
+
+/// Advances `engine`'s epoch every [`EPOCH_TICK`] until the engine is dropped.
 fn start_epoch_ticker(engine: Engine) {
     let weak = engine.weak();
     std::thread::Builder::new()

@@ -108,12 +108,11 @@ impl Offers {
 
 /// The component with its initialisation already run: its memory and globals as they were
 /// when `pre-initialize` returned, or with `modules`, when `pre-compile` then returned.
-pub fn pre_initialize(
-    engine: &Engine,
-    component: &[u8],
-    modules: Option<Vec<ModuleSource>>,
-) -> Result<Vec<u8>> {
-    let engine = engine.clone();
+pub fn pre_initialize(component: &[u8], modules: Option<Vec<ModuleSource>>) -> Result<Vec<u8>> {
+    // An engine of its own, allocating on demand: the run takes none of the instance slots a
+    // process's sessions count on (an extension's image is made while they run).
+    let engine = Engine::new(&crate::engine_config())?;
+    crate::start_epoch_ticker(engine.clone());
     let component = component.to_vec();
     // wasmtime-wasi's async host functions want a tokio runtime; the caller may be inside one
     // (a session being opened), so the run gets a thread and a runtime of its own.
