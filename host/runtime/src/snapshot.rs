@@ -61,13 +61,22 @@ impl Mode {
     }
 }
 
+/// The mode `PICHAMBER_PREINIT` chooses, read once per process.
 pub fn mode() -> Mode {
-    match std::env::var("PICHAMBER_PREINIT").as_deref() {
+    static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("PICHAMBER_PREINIT").as_deref() {
+        Err(_) | Ok("") => Mode::Extension,
         Ok("off") => Mode::Off,
         Ok("shim") => Mode::Shim,
         Ok("extension") => Mode::ExtensionNow,
-        _ => Mode::Extension,
-    }
+        Ok(other) => {
+            tracing::warn!(
+                "PICHAMBER_PREINIT={other:?} is not one of off, shim or extension; \
+                 instances start from the snapshots as they do without it"
+            );
+            Mode::Extension
+        }
+    })
 }
 
 /// Which pre-initialisation exports a component has (a shim built before one did not).
