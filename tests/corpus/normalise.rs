@@ -474,10 +474,27 @@ impl Noise {
     }
 }
 
-fn cover_streams(noise: &Noise, streams: &mut Vec<Vec<Value>>) {
-    let mut value = json!(streams);
-    noise.cover(&mut value);
-    *streams = serde_json::from_value(value).expect("streams stay arrays of arrays");
+/// Covers each step's lines. A step whose line count varied between pi's runs (or a run whose
+/// step count did) is covered whole: it becomes the one line [`VARIES`] on both sides.
+fn cover_streams(noise: &Noise, streams: &mut [Vec<Value>]) {
+    match noise {
+        Noise::Same => {}
+        Noise::Items(steps) => {
+            for (noise, lines) in steps.iter().zip(streams.iter_mut()) {
+                let mut value = json!(lines);
+                noise.cover(&mut value);
+                *lines = match value {
+                    Value::Array(covered) => covered,
+                    whole => vec![whole],
+                };
+            }
+        }
+        _ => {
+            for lines in streams.iter_mut() {
+                *lines = vec![json!(VARIES)];
+            }
+        }
+    }
 }
 
 /// [`compare`], leaving out what a second run of pi (`pi_again`) shows pi itself varies from
@@ -573,5 +590,22 @@ mod noise_tests {
             ours,
             json!({"name": VARIES, "n": 2, "list": [9, VARIES], "grew": VARIES})
         );
+    }
+
+    /// pi's two runs printed a different number of lines in one step (a run that failed on
+    /// the network sooner, say): that step is covered whole, the others line by line.
+    #[test]
+    fn a_step_whose_line_count_varies_is_covered_whole() {
+        let first = json!([[{"a": 1}], [{"b": 1}, {"c": 1}]]);
+        let second = json!([[{"a": 2}], [{"b": 1}]]);
+        let noise = Noise::between(&first, &second);
+        let mut ours = vec![vec![json!({"a": 3})], vec![json!({"b": 5})]];
+        cover_streams(&noise, &mut ours);
+        assert_eq!(ours, vec![vec![json!({"a": VARIES})], vec![json!(VARIES)]]);
+        // Runs with different step counts cover every step.
+        let noise = Noise::between(&json!([[1]]), &json!([[1], [2]]));
+        let mut ours = vec![vec![json!(1)], vec![json!(2)]];
+        cover_streams(&noise, &mut ours);
+        assert_eq!(ours, vec![vec![json!(VARIES)], vec![json!(VARIES)]]);
     }
 }
