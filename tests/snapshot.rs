@@ -400,3 +400,87 @@ fn an_artifact_whose_component_is_not_the_one_it_claims_leaves_no_snapshot_for_o
         true
     );
 }
+
+const AHEAD: &str = "tests/fixtures/snapshot/ahead/index.ts";
+
+/// Runs /ahead once in a process of its own; what it reported, and the process's stdout and
+/// stderr.
+fn ahead_run(preinit: &str, cache: &std::path::Path, value: &str) -> (Value, String) {
+    let out = std::process::Command::new(common::bin())
+        .args(["run", &common::path(AHEAD), "--json", "--command", "/ahead"])
+        .args(["--allow-env", "AHEAD_VALUE"])
+        .env("AHEAD_VALUE", value)
+        .env("PICHAMBER_CACHE_DIR", cache)
+        .env("PICHAMBER_PREINIT", preinit)
+        .env("PICHAMBER_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let report = common::of_type(&events, "entry")
+        .into_iter()
+        .find(|e| e["entry"]["customType"] == "ahead")
+        .map(|e| e["entry"]["data"].clone())
+        .unwrap_or_else(|| panic!("no report: {events:?}"));
+    (report, stdout + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// An extension's own snapshot holds its modules evaluated, but for those whose top level
+/// touches a session (here: Math.random, the environment even when the refusal is caught, a
+/// timer, the console) or imports one that does: those run in each instance, as without it.
+#[test]
+fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
+    let cache = tempfile::tempdir().unwrap();
+    let (first, output) = ahead_run("extension", cache.path(), "first");
+    assert!(
+        output.contains("modules evaluated into the extension's snapshot"),
+        "{output}"
+    );
+    let (second, output_again) = ahead_run("extension", cache.path(), "second");
+    let (unsnapshotted, _) = ahead_run("shim", cache.path(), "third");
+
+    // Only a dynamic import names pure-lazy.ts: the factory sees it ran only when it was
+    // evaluated ahead. Every other module ran at load, in each instance.
+    for report in [&first, &second] {
+        let at_factory = report["atFactory"].as_array().unwrap();
+        assert!(at_factory.contains(&"pure-lazy".into()), "{report}");
+        for module in ["random", "through-dependency", "caught", "timer", "console"] {
+            assert!(at_factory.contains(&module.into()), "{module}: {report}");
+        }
+    }
+    let at_factory = unsnapshotted["atFactory"].as_array().unwrap();
+    assert!(!at_factory.contains(&"pure-lazy".into()), "{unsnapshotted}");
+
+    for (report, value) in [
+        (&first, "first"),
+        (&second, "second"),
+        (&unsnapshotted, "third"),
+    ] {
+        assert_eq!(report["lazyTable"], 256, "{report}");
+        assert_eq!(report["seen"], value, "the session's environment: {report}");
+        assert!(
+            report["order"]
+                .as_array()
+                .unwrap()
+                .contains(&"timer fired".into()),
+            "{report}"
+        );
+        let (via, drawn) = (report["viaDependency"].as_f64(), report["drawn"].as_f64());
+        assert!(
+            (via.unwrap() - drawn.unwrap() * 2.0).abs() < 1e-9,
+            "{report}"
+        );
+    }
+    // What each instance drew is its own, whether drawn at the top level or through a
+    // Math.random kept by a module evaluated ahead.
+    assert_ne!(first["drawn"], second["drawn"]);
+    assert_ne!(first["captured"], second["captured"]);
+    assert_ne!(first["captured"][0], first["captured"][1]);
+    for output in [&output, &output_again] {
+        assert!(output.contains("console.ts ran its top level"), "{output}");
+    }
+}

@@ -4,11 +4,33 @@
 // the extension's modules. Every effect goes through `__host(name, argsJson)`.
 
 
-const hostCall = (name, ...args) => JSON.parse(globalThis.__host(name, JSON.stringify(args)));
+// Evaluating modules ahead, into the extension's snapshot (engine.rs `pre_evaluate`): a
+// module's top level then runs once for every instance, so it may touch nothing that belongs
+// to a session or differs between instances. What does calls `touchedAhead`, which refuses it
+// while `ahead.on` (the module then runs per instance, as before) and is nothing afterwards.
+const ahead = { on: false, touched: [] };
+function touchedAhead(what) {
+  if (!ahead.on) return;
+  ahead.touched.push({ what, stack: String(new Error().stack ?? "") });
+  throw new Error(`${what} belongs to a session, not to the extension's snapshot`);
+}
+
+const hostCall = (name, ...args) => {
+  if (ahead.on) touchedAhead(`the host (${name})`);
+  return JSON.parse(globalThis.__host(name, JSON.stringify(args)));
+};
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
 // its top level reads none of it and calls no host function; `applyLoadContext` does.
-const loadContext = {};
+const loadContext = new Proxy(
+  {},
+  {
+    get(target, key) {
+      if (ahead.on) touchedAhead("the load context");
+      return target[key];
+    },
+  },
+);
 // Whether the session follows pi 1.6.0 (README, "Which pi"): its additions to the API exist.
 let followsPi16 = true;
 
@@ -151,6 +173,7 @@ class Immediate extends Timeout {
   }
 }
 function addTimer(fn, ms, args, repeat, least = 1) {
+  if (ahead.on) touchedAhead("a timer");
   if (typeof fn !== "function") throw new TypeError("The callback must be a function");
   // Node's range: a delay past 2^31 - 1 ms (or not a number) becomes the least one.
   let delay = Math.max(least, Number(ms) || 0);
@@ -195,7 +218,13 @@ function startOperation(op, signal) {
 
 // Math.random from the guest's random source (the host's, seeded under `pichamber check`)
 // rather than QuickJS's clock-seeded generator: xoshiro128**, 53 bits per number. Seeded at
-// load: a snapshot's seed would be every instance's.
+// load: a snapshot's seed would be every instance's. Math.random stays this one function, so
+// a reference taken before load (by a module evaluated ahead) draws from the seeded source.
+let drawRandom = Math.random;
+Math.random = function random() {
+  if (ahead.on) touchedAhead("Math.random");
+  return drawRandom();
+};
 function seedRandom() {
   const bytes = hostCall("randomBytes", 16);
   let [a, b, c, d] = [0, 4, 8, 12].map(
@@ -214,7 +243,7 @@ function seedRandom() {
     d = rotl(d, 11);
     return result;
   };
-  Math.random = () => ((next() >>> 5) * 67108864 + (next() >>> 6)) / 9007199254740992;
+  drawRandom = () => ((next() >>> 5) * 67108864 + (next() >>> 6)) / 9007199254740992;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -346,8 +375,10 @@ if (typeof globalThis.FinalizationRegistry !== "function") {
 const requireModule = globalThis.__pichamber_require;
 delete globalThis.__pichamber_require;
 const loadingGlobals = new Set();
+const lazyGlobalNames = new Set();
 const lazyGlobal = (name, id, exportName) => {
   if (name in globalThis) return;
+  lazyGlobalNames.add(name);
   const settle = (value) => Object.defineProperty(globalThis, name, { value, writable: true, configurable: true });
   Object.defineProperty(globalThis, name, {
     configurable: true,
@@ -497,11 +528,25 @@ globalThis.console = {
 };
 
 // process: only granted environment variables, plus PiChamber's detection marker.
-const env = { PICHAMBER: "1" };
+let env = { PICHAMBER: "1" };
+const argv = ["pichamber", ""];
 let startedAt = Date.now();
+const sinceStart = () => {
+  if (ahead.on) touchedAhead("process's clock");
+  return Date.now() - startedAt;
+};
 globalThis.process = {
-  env,
-  argv: ["pichamber", ""],
+  get env() {
+    if (ahead.on) touchedAhead("process.env");
+    return env;
+  },
+  set env(value) {
+    env = value;
+  },
+  get argv() {
+    if (ahead.on) touchedAhead("process.argv");
+    return argv;
+  },
   platform: "linux",
   arch: "wasm32",
   version: "v20.0.0",
@@ -517,13 +562,13 @@ globalThis.process = {
   nextTick: (fn, ...args) => queueMicrotask(() => fn(...args)),
   hrtime: Object.assign(
     (prev) => {
-      const ns = BigInt(Math.round((Date.now() - startedAt) * 1e6));
+      const ns = BigInt(Math.round(sinceStart() * 1e6));
       const t = [Number(ns / 1000000000n), Number(ns % 1000000000n)];
       return prev ? [t[0] - prev[0], t[1] - prev[1]] : t;
     },
-    { bigint: () => BigInt(Math.round((Date.now() - startedAt) * 1e6)) },
+    { bigint: () => BigInt(Math.round(sinceStart() * 1e6)) },
   ),
-  uptime: () => (Date.now() - startedAt) / 1000,
+  uptime: () => sinceStart() / 1000,
   memoryUsage: Object.assign(
     () => {
       const { used, linear } = memoryUsage();
@@ -617,6 +662,9 @@ const memoryUsage = () => hostCall("memoryUsage");
 
 /** fetch, carried out by the host: `{cancelled}`, `{error}` or `{ok: response}`. */
 const fetchOperation = (request, signal) => startOperation({ op: "fetch", ...request }, signal);
+let currentWorker = null;
+let loaded = false;
+const loadedHooks = [];
 globalThis.__pichamber_internal = {
   memoryUsage,
   exec,
@@ -627,7 +675,13 @@ globalThis.__pichamber_internal = {
   terminateWorker: (id) => globalThis.__workers.terminate(id),
   // In a worker: { data (JSON text), threadId, onParentMessage(listener), listen(on), post };
   // null in the extension.
-  worker: null,
+  get worker() {
+    if (ahead.on) touchedAhead("worker_threads' worker");
+    return currentWorker;
+  },
+  set worker(value) {
+    currentWorker = value;
+  },
   builtinTools,
   runBuiltinTool,
   fetchOperation,
@@ -637,6 +691,11 @@ globalThis.__pichamber_internal = {
   // The pi release the session follows: pi-coding-agent's VERSION.
   get piVersion() {
     return loadContext.piVersion;
+  },
+  // Runs `fn` once the load context is known: now, or at load for a module evaluated ahead.
+  whenLoaded(fn) {
+    if (loaded) fn();
+    else loadedHooks.push(fn);
   },
 };
 
@@ -1407,9 +1466,11 @@ function applyLoadContext(context) {
   followsPi16 = !String(loadContext.piVersion ?? "1.6.0").startsWith("0.");
   if (followsPi16) Object.assign(pi, pi16Api);
   Object.assign(env, loadContext.env, { PICHAMBER: "1" });
-  globalThis.process.argv[1] = loadContext.extensionName;
+  argv[1] = loadContext.extensionName;
   startedAt = Date.now();
   seedRandom();
+  loaded = true;
+  for (const hook of loadedHooks.splice(0)) hook();
 }
 
 const RESULT_FIELDS = new Set(["content", "details", "terminate", "structuredContent"]);
@@ -1519,7 +1580,82 @@ async function runFactory(id) {
   return null;
 }
 
+// The objects whose properties a module evaluated ahead may not change (globalThis: may only
+// add to): its top level would then have changed the world of every instance before the
+// extension's factory runs, where it may look at them.
+const watchedAhead = () => [
+  globalThis,
+  Object.prototype,
+  Function.prototype,
+  Array.prototype,
+  String.prototype,
+  Number.prototype,
+  Boolean.prototype,
+  Symbol.prototype,
+  BigInt.prototype,
+  Promise.prototype,
+  Map.prototype,
+  Set.prototype,
+  WeakMap.prototype,
+  RegExp.prototype,
+  Date.prototype,
+  Error.prototype,
+  Object,
+  Array,
+  Promise,
+  Symbol,
+  JSON,
+  Math,
+  Reflect,
+  globalThis.process,
+];
+const propertiesOf = (object) =>
+  new Map(Reflect.ownKeys(object).map((key) => [key, Object.getOwnPropertyDescriptor(object, key)]));
+const sameProperty = (a, b) =>
+  Object.is(a.value, b.value) && a.get === b.get && a.set === b.set && a.writable === b.writable && a.enumerable === b.enumerable;
+let aheadBefore = null;
+
 globalThis.__pichamber = {
+  // Around the evaluation of one module ahead: begin, then end, which says what it touched,
+  // in which modules' code, and which watched properties it changed.
+  aheadBegin() {
+    ahead.touched = [];
+    aheadBefore = watchedAhead().map(propertiesOf);
+    ahead.on = true;
+  },
+  aheadEnd() {
+    ahead.on = false;
+    const touched = ahead.touched.map((t) => t.what);
+    const implicated = new Set();
+    for (const { stack } of ahead.touched) {
+      for (const line of stack.split("\n")) {
+        const frame = /\(([^()]+?):\d+(?::\d+)?\)\s*$/.exec(line) ?? /^\s*at ([^\s()]+?):\d+(?::\d+)?\s*$/.exec(line);
+        if (frame && !frame[1].startsWith("pichamber:")) implicated.add(frame[1]);
+      }
+    }
+    const objects = watchedAhead();
+    objects.forEach((object, i) => {
+      const before = aheadBefore[i];
+      const after = propertiesOf(object);
+      const name = (key) => (i === 0 ? `globalThis.${String(key)}` : `a built-in's ${String(key)}`);
+      for (const [key, descriptor] of after) {
+        const was = before.get(key);
+        // A global of its own (zod's registry) is the module's: what ran before could not
+        // have used it. A built-in's new property (a polyfill) could have been looked for.
+        if (was === undefined) {
+          if (i !== 0) touched.push(`${name(key)} (added)`);
+        }
+        // A lazily loaded global (Buffer, fetch...) taking its value is the prelude's doing.
+        else if (!sameProperty(was, descriptor) && !(i === 0 && lazyGlobalNames.has(key) && was.get && !descriptor.get)) {
+          touched.push(`${name(key)} (changed)`);
+        }
+      }
+      for (const key of before.keys()) if (!after.has(key)) touched.push(`${name(key)} (deleted)`);
+    });
+    aheadBefore = null;
+    ahead.touched = [];
+    return JSON.stringify({ touched, implicated: [...implicated] });
+  },
   load: envelope(async (entry, contextJson) => {
     applyLoadContext(JSON.parse(contextJson));
     if (entry.startsWith("{")) return runWorker(JSON.parse(entry));

@@ -99,6 +99,72 @@ pub fn pre_compile(sources: Vec<ModuleSource>) -> Result<(), String> {
     })
 }
 
+/// For one extension's snapshot, after [`pre_compile`]: evaluates the module `id` and what it
+/// imports, so that instances made from the snapshot find it evaluated (a module's top level
+/// runs once for every instance: the factory still runs per instance). Refused when that
+/// touched anything of a session (see [`crate::ahead`] and the prelude's `touchedAhead`): the
+/// evaluation is then spoiled, and the host makes the snapshot again without that module.
+pub fn pre_evaluate(id: &str) -> Result<(), crate::bindings::AheadRefusal> {
+    let refusal = |reason: String| crate::bindings::AheadRefusal {
+        reason,
+        implicated: Vec::new(),
+    };
+    if LOADED.with(|l| l.get()) {
+        return Err(refusal("pre-evaluate was called after load".into()));
+    }
+    RUNTIME.with(|r| {
+        let guard = r.borrow();
+        let runtime = guard
+            .as_ref()
+            .ok_or_else(|| refusal("pre-evaluate was called before pre-initialize".into()))?;
+        runtime.context().with(|ctx| {
+            let api: Object = ctx
+                .globals()
+                .get("__pichamber")
+                .map_err(|e| refusal(js_error_text(&ctx, e)))?;
+            let call = |name: &str| -> Result<Value<'_>, crate::bindings::AheadRefusal> {
+                api.get::<_, Function>(name)
+                    .and_then(|f| f.call(()))
+                    .map_err(|e| refusal(js_error_text(&ctx, e)))
+            };
+            call("aheadBegin")?;
+            crate::ahead::begin();
+            let evaluated = javy::quickjs::Module::import(&ctx, id.to_owned())
+                .map_err(|e| js_error_text(&ctx, e))
+                .and_then(|promise| settle_raw(&ctx, promise.into_value()).map(|_| ()));
+            let natives = crate::ahead::end();
+            let report: String = call("aheadEnd")?
+                .as_string()
+                .and_then(|s| s.to_string().ok())
+                .unwrap_or_default();
+            let report: serde_json::Value = serde_json::from_str(&report).unwrap_or_default();
+            let strings = |key: &str| -> Vec<String> {
+                report[key]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let mut touched = strings("touched");
+            for what in natives {
+                if !touched.contains(&what) {
+                    touched.push(what);
+                }
+            }
+            if !touched.is_empty() {
+                return Err(crate::bindings::AheadRefusal {
+                    reason: format!("it touched {}", touched.join(", ")),
+                    implicated: strings("implicated"),
+                });
+            }
+            evaluated.map_err(refusal)
+        })
+    })
+}
+
 /// A QuickJS runtime whose imports resolve through `load_module`, with `__host` and
 /// `__pichamber_require` installed and the prelude evaluated.
 fn start_runtime() -> Result<Runtime, String> {

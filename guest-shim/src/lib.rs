@@ -13,6 +13,7 @@ mod bindings {
     });
 }
 
+mod ahead;
 mod engine;
 mod fs;
 mod hostcall;
@@ -39,6 +40,10 @@ impl bindings::Guest for Extension {
 
     fn pre_compile(modules: Vec<ModuleSource>) -> Result<(), String> {
         engine::pre_compile(modules)
+    }
+
+    fn pre_evaluate(id: String) -> Result<(), bindings::AheadRefusal> {
+        engine::pre_evaluate(&id)
     }
 }
 

@@ -31,6 +31,7 @@ pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
              cwd: Option<String>,
              env: Vec<Vec<String>>|
              -> javy::quickjs::Result<u32> {
+                crate::ahead::refuse(&ctx, "a program")?;
                 let env = env
                     .into_iter()
                     .filter_map(|pair| match <[String; 2]>::try_from(pair) {

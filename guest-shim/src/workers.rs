@@ -30,6 +30,7 @@ pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
         Function::new(
             ctx.clone(),
             |ctx: Ctx<'_>, kind: String, text: String, data: String| {
+                crate::ahead::refuse(&ctx, "a worker")?;
                 let source = if kind == "script" {
                     WorkerSource::Script(text)
                 } else {

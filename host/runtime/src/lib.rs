@@ -256,7 +256,11 @@ impl Runtime {
         mode: snapshot::Mode,
         counted: bool,
     ) -> Result<Option<GuestPre>> {
-        let key = extension_snapshot_key(component_hash, &artifact.modules.digest());
+        let manifest = &artifact.manifest;
+        let entries: Vec<&str> = std::iter::once(manifest.entry.as_str())
+            .chain(manifest.extensions.iter().map(String::as_str))
+            .collect();
+        let key = extension_snapshot_key(component_hash, &artifact.modules.digest(), &entries);
         if let Some(pre) = self.prepared.lock().unwrap().get(&key) {
             return Ok(Some(pre.clone()));
         }
@@ -333,7 +337,8 @@ impl Runtime {
             .and_then(|made| {
                 made.inspect_err(|e| tracing::warn!("{e:#}; instances start without it"))
                     .ok()
-            });
+            })
+            .map(|made| made.image);
         let (code, key, start) = match image {
             Some(image) => (Cow::Owned(image), snapshot_key(&hash), StartImage::Shim),
             None => (Cow::Borrowed(&bytes[..]), hash, StartImage::AsBuilt),
@@ -398,7 +403,7 @@ impl ImageMaker {
         if !(offers.pre_initialize && offers.pre_compile) {
             return Ok(None);
         }
-        let modules = self
+        let sources = self
             .artifact
             .modules
             .iter()
@@ -407,8 +412,26 @@ impl ImageMaker {
                 source: m.source.clone(),
             })
             .collect();
-        let image = snapshot::pre_initialize(&bytes, Some(modules))?;
-        let compiled = Component::new(&self.engine, &image)?;
+        let evaluate = if offers.pre_evaluate {
+            evaluation_order(&self.artifact)
+        } else {
+            Vec::new()
+        };
+        let candidates = evaluate.len();
+        let made = snapshot::pre_initialize(
+            &bytes,
+            Some(snapshot::ExtensionModules { sources, evaluate }),
+        )?;
+        let name = &self.artifact.manifest.name;
+        tracing::info!(
+            "{name}: {} of {candidates} modules evaluated into the extension's snapshot; the rest \
+             run in each instance",
+            made.evaluated
+        );
+        for (id, why) in &made.refused {
+            tracing::debug!("{name}: {id} runs in each instance: {why}");
+        }
+        let compiled = Component::new(&self.engine, &made.image)?;
         let component = keep_compiled(compiled, self.cache_dir.as_deref(), &self.engine, &self.key);
         guest_pre(
             &self.linker,
@@ -418,6 +441,26 @@ impl ImageMaker {
         )
         .map(Some)
     }
+}
+
+/// The modules an extension's image evaluates, in order: its entries as `load` imports them,
+/// then the rest (those a session would import later, or never) as the artifact lists them.
+/// Package files are not modules, and a CommonJS body only defines the function that runs it.
+fn evaluation_order(artifact: &Artifact) -> Vec<String> {
+    let manifest = &artifact.manifest;
+    let mut order: Vec<String> = std::iter::once(&manifest.entry)
+        .chain(&manifest.extensions)
+        .cloned()
+        .collect();
+    order.dedup();
+    for module in artifact.modules.iter() {
+        let id = &module.id;
+        if id.starts_with(pichamber_artifact::package_files::FILE_ID_PREFIX) || order.contains(id) {
+            continue;
+        }
+        order.push(id.clone());
+    }
+    order
 }
 
 /// Hands the memory a compilation freed back to the system: the allocator keeps it otherwise
@@ -504,11 +547,20 @@ fn cache_name(engine: &Engine, key: &[u8; 32]) -> String {
 
 /// The cache key of an extension's own snapshot: the shim's and the modules' (as read here,
 /// not as the artifact claims them) hashes.
-fn extension_snapshot_key(component_hash: &[u8; 32], modules_digest: &[u8; 32]) -> [u8; 32] {
+fn extension_snapshot_key(
+    component_hash: &[u8; 32],
+    modules_digest: &[u8; 32],
+    entries: &[&str],
+) -> [u8; 32] {
     let mut hasher = Sha256::new();
-    hasher.update(b"pichamber extension snapshot 1\0");
+    hasher.update(b"pichamber extension snapshot 2\0");
     hasher.update(component_hash);
     hasher.update(modules_digest);
+    // The modules evaluated, and so the image, follow from the entries' order.
+    for entry in entries {
+        hasher.update(entry.as_bytes());
+        hasher.update(b"\0");
+    }
     hasher.finalize().into()
 }
 

@@ -5,18 +5,23 @@
 //! depends on no extension and no session, and is made once per shim.
 //!
 //! An extension's own image goes one step further: `pre-compile` also compiles its modules
-//! (not evaluating them: a module's top level may read the session's environment, clock or
-//! grants) and puts its package files in place, so that a session neither copies nor parses
-//! them again, and their compiled code is pages shared by every instance. It costs a
-//! compilation of the whole component per extension, so a process makes it only for an
-//! extension it instantiates more than once (a second session), in the background; the
-//! sessions before it start from the shim's image. Its load context and factory still run per
-//! instance (`load`).
+//! and puts its package files in place, so that a session neither copies nor parses them
+//! again, and their compiled code is pages shared by every instance. Then `pre-evaluate`
+//! evaluates them, one by one, so that their top level runs once rather than in every
+//! instance. A module's top level that touches anything of a session (the host, the load
+//! context, the environment, the clock, timers, `Math.random`, the globals) is refused; the
+//! image is then made again without that module, which runs per instance as before, and so
+//! on until an evaluation touches nothing ([`MAX_ROUNDS`]). It costs a compilation of the
+//! whole component per extension, so a process makes it only for an extension it
+//! instantiates more than once (a second session), in the background; the sessions before it
+//! start from the shim's image. Its load context and factory still run per instance (`load`).
 //!
 //! Both are kept in the compile cache beside compiled code. The component comes from an
 //! artifact, which is untrusted: its initialisation runs in a store as bounded as an
 //! instance's (memory, time), with WASI but no grant, and every pichamber import traps.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -31,6 +36,15 @@ use crate::wit::ModuleSource;
 pub const INIT_EXPORT: &str = "pre-initialize";
 /// The shim's export that compiles an extension's modules into it.
 pub const COMPILE_EXPORT: &str = "pre-compile";
+/// The shim's export that evaluates one of them into it.
+pub const EVALUATE_EXPORT: &str = "pre-evaluate";
+/// How many times an extension's image is made again without the modules the last attempt
+/// refused, before it is made with none evaluated. Each attempt evaluates again from the
+/// shim's state, and a module refused in one is never tried again, so this bounds the cost of
+/// a package whose modules touch their sessions one behind the other.
+const MAX_ROUNDS: usize = 6;
+/// What all attempts together may take before the image is made with none evaluated.
+const EVALUATION_BUDGET: Duration = Duration::from_secs(60);
 /// Bounds of the initialisation run.
 const INIT_MEMORY_LIMIT: usize = 256 << 20;
 const INIT_TIME_LIMIT: Duration = Duration::from_secs(30);
@@ -84,6 +98,7 @@ pub fn mode() -> Mode {
 pub struct Offers {
     pub pre_initialize: bool,
     pub pre_compile: bool,
+    pub pre_evaluate: bool,
 }
 
 impl Offers {
@@ -103,6 +118,7 @@ impl Offers {
                         match export.name.name {
                             INIT_EXPORT => offers.pre_initialize = true,
                             COMPILE_EXPORT => offers.pre_compile = true,
+                            EVALUATE_EXPORT => offers.pre_evaluate = true,
                             _ => {}
                         }
                     }
@@ -115,9 +131,24 @@ impl Offers {
     }
 }
 
+/// An extension's modules for its own image: all of them compiled, and those named in
+/// `evaluate` evaluated, in that order (the entries first, as `load` would).
+pub struct ExtensionModules {
+    pub sources: Vec<ModuleSource>,
+    pub evaluate: Vec<String>,
+}
+
+/// A snapshot made: the component's bytes, and for an extension's image, which modules it
+/// holds evaluated and which were refused, with why.
+pub struct Made {
+    pub image: Vec<u8>,
+    pub evaluated: usize,
+    pub refused: Vec<(String, String)>,
+}
+
 /// The component with its initialisation already run: its memory and globals as they were
-/// when `pre-initialize` returned, or with `modules`, when `pre-compile` then returned.
-pub fn pre_initialize(component: &[u8], modules: Option<Vec<ModuleSource>>) -> Result<Vec<u8>> {
+/// when `pre-initialize` returned, or with `modules`, when their evaluation then returned.
+pub fn pre_initialize(component: &[u8], modules: Option<ExtensionModules>) -> Result<Made> {
     // An engine of its own, allocating on demand: the run takes none of the instance slots a
     // process's sessions count on (an extension's image is made while they run).
     let engine = Engine::new(&crate::engine_config())?;
@@ -149,6 +180,8 @@ struct InitState {
     table: ResourceTable,
     limits: StoreLimits,
     started: Instant,
+    /// Reads of the clock, which a module evaluated ahead may not make.
+    clock_reads: Arc<AtomicU64>,
 }
 
 impl WasiView for InitState {
@@ -160,7 +193,7 @@ impl WasiView for InitState {
     }
 }
 
-async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -> Result<Vec<u8>> {
+async fn run(engine: &Engine, wasm: &[u8], modules: Option<ExtensionModules>) -> Result<Made> {
     let mut wizer = Wizer::new();
     // The export stays (wizer's component rewrite cannot drop it without leaving its core
     // function unexported); called again, the shim refuses: it is already initialised.
@@ -172,13 +205,69 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -
     let component = Component::new(engine, &instrumented)
         .map_err(anyhow::Error::from)
         .context("cannot compile the guest for its snapshot")?;
+    let linker = init_linker(engine, &component)?;
 
+    let started = Instant::now();
+    let (sources, mut evaluate) = match modules {
+        Some(m) => (Some(m.sources), m.evaluate),
+        None => (None, Vec::new()),
+    };
+    let mut refused: Vec<(String, String)> = Vec::new();
+    for round in 1.. {
+        let (mut store, instance) =
+            initialised(engine, &linker, &component, sources.clone()).await?;
+        let last = round >= MAX_ROUNDS || started.elapsed() > EVALUATION_BUDGET;
+        let outcome = evaluate_ahead(&mut store, instance, &evaluate).await;
+        let spoiled = match outcome {
+            Ok(r) if r.is_empty() => None,
+            Ok(r) => Some(r),
+            // A trap (the time limit, a host import the prelude let through): nothing of this
+            // attempt tells which module to leave out.
+            Err(e) => Some(vec![(String::new(), format!("{e:#}"))]),
+        };
+        let Some(newly) = spoiled else {
+            check_no_resources(&store)?;
+            let image = wizer
+                .snapshot_component(
+                    &cx,
+                    &mut Snapshotting {
+                        store: &mut store,
+                        instance,
+                    },
+                )
+                .await
+                .map_err(anyhow::Error::from)?;
+            return Ok(Made {
+                image,
+                evaluated: evaluate.len(),
+                refused,
+            });
+        };
+        let trapped = newly.iter().any(|(id, _)| id.is_empty());
+        if last || trapped {
+            for id in evaluate.drain(..) {
+                let reason = newly
+                    .iter()
+                    .find(|(refused, _)| refused.is_empty() || *refused == id)
+                    .map(|(_, why)| why.clone())
+                    .unwrap_or_else(|| "its evaluation was given up".into());
+                refused.push((id, reason));
+            }
+        } else {
+            evaluate.retain(|id| !newly.iter().any(|(refused, _)| refused == id));
+            refused.extend(newly);
+        }
+    }
+    unreachable!("the rounds end with an attempt that evaluates nothing")
+}
+
+/// A linker with WASI, and pichamber's host interface trapping: initialisation must not need
+/// the host, and whatever it asked for would not exist in the instances made from it.
+fn init_linker(engine: &Engine, component: &Component) -> Result<Linker<InitState>> {
     let mut linker: Linker<InitState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(anyhow::Error::from)?;
-    // pichamber's host interface traps: initialisation must not need the host, and whatever
-    // it asked for would not exist in the instances made from it. (wasmtime's
-    // define_unknown_imports_as_traps would also shadow WASI's resources under the guest's
-    // newer version names.)
+    // (wasmtime's define_unknown_imports_as_traps would also shadow WASI's resources under
+    // the guest's newer version names.)
     for (name, item) in component.component_type().imports(engine) {
         let wasmtime::component::types::ComponentItem::ComponentInstance(instance) = item.ty else {
             continue;
@@ -198,12 +287,23 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -
             }
         }
     }
+    Ok(linker)
+}
 
+/// A fresh instance of the guest, pre-initialised and, with `modules`, those compiled in.
+async fn initialised(
+    engine: &Engine,
+    linker: &Linker<InitState>,
+    component: &Component,
+    modules: Option<Vec<ModuleSource>>,
+) -> Result<(Store<InitState>, Instance)> {
+    let clock_reads = Arc::new(AtomicU64::new(0));
+    let clock = FixedClock(clock_reads.clone());
     let state = InitState {
         // No grant, no environment; a fixed clock and seed make the snapshot reproducible.
         wasi: WasiCtxBuilder::new()
-            .wall_clock(FixedClock)
-            .monotonic_clock(FixedClock)
+            .wall_clock(clock.clone())
+            .monotonic_clock(clock)
             .secure_random(fixed_rng())
             .insecure_random(fixed_rng())
             .insecure_random_seed(0)
@@ -215,6 +315,7 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -
             .trap_on_grow_failure(true)
             .build(),
         started: Instant::now(),
+        clock_reads,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
@@ -227,7 +328,7 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -
     store.set_epoch_deadline(1);
 
     let instance = linker
-        .instantiate_async(&mut store, &component)
+        .instantiate_async(&mut store, component)
         .await
         .map_err(anyhow::Error::from)
         .context("cannot instantiate the guest for its snapshot")?;
@@ -258,36 +359,84 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<Vec<ModuleSource>>) -
             bail!("the guest could not compile the extension's modules: {message}");
         }
     }
-    // A handle the guest kept (a stream, a file) would name nothing in an instance made from
-    // the snapshot, or worse, something else.
+    Ok((store, instance))
+}
+
+/// The shim's refusal of a module evaluated ahead (guest-shim/wit/shim.wit).
+#[derive(wasmtime::component::ComponentType, wasmtime::component::Lift)]
+#[component(record)]
+struct AheadRefusal {
+    reason: String,
+    implicated: Vec<String>,
+}
+
+/// Evaluates `ids` one by one; the modules refused (each with why), none when all went
+/// through untouched. A module whose evaluation read the clock is refused here, where the
+/// clock is.
+async fn evaluate_ahead(
+    store: &mut Store<InitState>,
+    instance: Instance,
+    ids: &[String],
+) -> Result<Vec<(String, String)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let evaluate = instance
+        .get_typed_func::<(&str,), (Result<(), AheadRefusal>,)>(&mut *store, EVALUATE_EXPORT)
+        .map_err(anyhow::Error::from)?;
+    let mut refused: Vec<(String, String)> = Vec::new();
+    for id in ids {
+        let reads = store.data().clock_reads.load(Ordering::Relaxed);
+        let (outcome,) = evaluate
+            .call_async(&mut *store, (id.as_str(),))
+            .await
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("the guest trapped evaluating {id}"))?;
+        let read_clock = store.data().clock_reads.load(Ordering::Relaxed) != reads;
+        let mut refuse = |id: &str, why: &str| {
+            if ids.iter().any(|i| i == id) && !refused.iter().any(|(r, _)| r == id) {
+                refused.push((id.to_owned(), why.to_owned()));
+            }
+        };
+        match outcome {
+            Err(refusal) => {
+                refuse(id, &refusal.reason);
+                for other in &refusal.implicated {
+                    refuse(
+                        other,
+                        &format!("{} (while {id} was evaluated)", refusal.reason),
+                    );
+                }
+            }
+            Ok(()) if read_clock => refuse(id, "it read the clock"),
+            Ok(()) => {}
+        }
+    }
+    Ok(refused)
+}
+
+/// A handle the guest kept (a stream, a file) would name nothing in an instance made from the
+/// snapshot, or worse, something else.
+fn check_no_resources(store: &Store<InitState>) -> Result<()> {
     if !store.data().table.is_empty() {
         bail!(
             "the guest kept WASI resources open after pre-initialising; it cannot be snapshotted"
         );
     }
-
-    let snapshot = wizer
-        .snapshot_component(
-            &cx,
-            &mut Snapshotting {
-                store: &mut store,
-                instance,
-            },
-        )
-        .await
-        .map_err(anyhow::Error::from)?;
-    Ok(snapshot)
+    Ok(())
 }
 
 /// 2026-01-01T00:00:00Z for the wall clock, zero for the monotonic one: QuickJS reads the
-/// time as it starts (and `load` reseeds what it derived from it).
-struct FixedClock;
+/// time as it starts (and `load` reseeds what it derived from it). Reads are counted.
+#[derive(Clone)]
+struct FixedClock(Arc<AtomicU64>);
 
 impl wasmtime_wasi::HostWallClock for FixedClock {
     fn resolution(&self) -> Duration {
         Duration::from_nanos(1)
     }
     fn now(&self) -> Duration {
+        self.0.fetch_add(1, Ordering::Relaxed);
         Duration::from_secs(1_767_225_600)
     }
 }
@@ -297,6 +446,7 @@ impl wasmtime_wasi::HostMonotonicClock for FixedClock {
         1
     }
     fn now(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed);
         0
     }
 }
