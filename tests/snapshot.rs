@@ -406,10 +406,20 @@ const AHEAD: &str = "tests/fixtures/snapshot/ahead/index.ts";
 /// Runs /ahead once in a process of its own; what it reported, and the process's stdout and
 /// stderr.
 fn ahead_run(preinit: &str, cache: &std::path::Path, value: &str) -> (Value, String) {
+    ahead_run_granting(preinit, cache, value, &["--allow-env", "AHEAD_VALUE"])
+}
+
+fn ahead_run_granting(
+    preinit: &str,
+    cache: &std::path::Path,
+    value: &str,
+    grants: &[&str],
+) -> (Value, String) {
     let out = std::process::Command::new(common::bin())
         .args(["run", &common::path(AHEAD), "--json", "--command", "/ahead"])
-        .args(["--allow-env", "AHEAD_VALUE"])
+        .args(grants)
         .env("AHEAD_VALUE", value)
+        .env("AHEAD_UNGRANTED", "present, but not granted")
         .env("PICHAMBER_CACHE_DIR", cache)
         .env("PICHAMBER_PREINIT", preinit)
         .env("PICHAMBER_LOG", "info")
@@ -430,8 +440,9 @@ fn ahead_run(preinit: &str, cache: &std::path::Path, value: &str) -> (Value, Str
 }
 
 /// An extension's own snapshot holds its modules evaluated, but for those whose top level
-/// touches a session (here: Math.random, the environment even when the refusal is caught, a
-/// timer, the console) or imports one that does: those run in each instance, as without it.
+/// touches a session (here: Math.random, a granted environment variable even when the refusal
+/// is caught, a timer, the console) or imports one that does: those run in each instance, as
+/// without it. Reading a variable the sessions are not granted touches nothing.
 #[test]
 fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
     let cache = tempfile::tempdir().unwrap();
@@ -443,17 +454,19 @@ fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
     let (second, output_again) = ahead_run("extension", cache.path(), "second");
     let (unsnapshotted, _) = ahead_run("shim", cache.path(), "third");
 
-    // Only a dynamic import names pure-lazy.ts: the factory sees it ran only when it was
-    // evaluated ahead. Every other module ran at load, in each instance.
+    // Only a dynamic import names pure-lazy.ts and env-lazy.ts: the factory sees they ran only
+    // when they were evaluated ahead. Every other module ran at load, in each instance.
     for report in [&first, &second] {
         let at_factory = report["atFactory"].as_array().unwrap();
         assert!(at_factory.contains(&"pure-lazy".into()), "{report}");
+        assert!(at_factory.contains(&"env-lazy".into()), "{report}");
         for module in ["random", "through-dependency", "caught", "timer", "console"] {
             assert!(at_factory.contains(&module.into()), "{module}: {report}");
         }
     }
     let at_factory = unsnapshotted["atFactory"].as_array().unwrap();
     assert!(!at_factory.contains(&"pure-lazy".into()), "{unsnapshotted}");
+    assert!(!at_factory.contains(&"env-lazy".into()), "{unsnapshotted}");
 
     for (report, value) in [
         (&first, "first"),
@@ -461,6 +474,7 @@ fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
         (&unsnapshotted, "third"),
     ] {
         assert_eq!(report["lazyTable"], 256, "{report}");
+        assert_eq!(report["ungranted"], "absent", "{report}");
         assert_eq!(report["seen"], value, "the session's environment: {report}");
         assert!(
             report["order"]
@@ -483,4 +497,19 @@ fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
     for output in [&output, &output_again] {
         assert!(output.contains("console.ts ran its top level"), "{output}");
     }
+}
+
+/// An extension's image is made for the environment variables its sessions are granted: one
+/// granted another set starts from another image, never from one in which a module read as
+/// absent a variable this session is given.
+#[test]
+fn sessions_granted_other_environment_variables_start_from_another_image() {
+    let cache = tempfile::tempdir().unwrap();
+    // Not granted: caught.ts reads nothing of a session and is evaluated ahead.
+    let (ungranted, _) = ahead_run_granting("extension", cache.path(), "hidden", &[]);
+    assert_eq!(ungranted["seen"], "nothing", "{ungranted}");
+    let (granted, _) = ahead_run("extension", cache.path(), "given");
+    assert_eq!(granted["seen"], "given", "{granted}");
+    let (again, _) = ahead_run_granting("extension", cache.path(), "hidden", &[]);
+    assert_eq!(again["seen"], "nothing", "{again}");
 }

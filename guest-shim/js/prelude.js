@@ -8,7 +8,7 @@
 // module's top level then runs once for every instance, so it may touch nothing that belongs
 // to a session or differs between instances. What does calls `touchedAhead`, which refuses it
 // while `ahead.on` (the module then runs per instance, as before) and is nothing afterwards.
-const ahead = { on: false, touched: [] };
+const ahead = { on: false, touched: [], grantedEnv: new Set() };
 function touchedAhead(what) {
   if (!ahead.on) return;
   ahead.touched.push({ what, stack: String(new Error().stack ?? "") });
@@ -528,7 +528,48 @@ globalThis.console = {
 };
 
 // process: only granted environment variables, plus PiChamber's detection marker.
+// process.env: a view of `env`, which load fills. Ahead of load it holds only the marker, as a
+// session's holds only what is granted: a module evaluated ahead may read any variable the
+// session's grants leave out (it is absent in both), never one they give (`ahead.grantedEnv`),
+// nor list them, nor write.
 let env = { PICHAMBER: "1" };
+const envNameTouched = (key) => {
+  if (ahead.on && typeof key === "string" && ahead.grantedEnv.has(key)) touchedAhead(`process.env.${key}`);
+};
+const envWritten = () => {
+  if (ahead.on) touchedAhead("process.env (written)");
+};
+const envHandler = {
+  get(target, key) {
+    envNameTouched(key);
+    return Reflect.get(target, key);
+  },
+  has(target, key) {
+    envNameTouched(key);
+    return Reflect.has(target, key);
+  },
+  getOwnPropertyDescriptor(target, key) {
+    envNameTouched(key);
+    return Reflect.getOwnPropertyDescriptor(target, key);
+  },
+  ownKeys(target) {
+    if (ahead.on && ahead.grantedEnv.size > 0) touchedAhead("process.env's names");
+    return Reflect.ownKeys(target);
+  },
+  set(target, key, value) {
+    envWritten();
+    return Reflect.set(target, key, value);
+  },
+  deleteProperty(target, key) {
+    envWritten();
+    return Reflect.deleteProperty(target, key);
+  },
+  defineProperty(target, key, descriptor) {
+    envWritten();
+    return Reflect.defineProperty(target, key, descriptor);
+  },
+};
+let envView = new Proxy(env, envHandler);
 const argv = ["pichamber", ""];
 let startedAt = Date.now();
 const sinceStart = () => {
@@ -537,11 +578,12 @@ const sinceStart = () => {
 };
 globalThis.process = {
   get env() {
-    if (ahead.on) touchedAhead("process.env");
-    return env;
+    return envView;
   },
   set env(value) {
+    envWritten();
     env = value;
+    envView = new Proxy(env, envHandler);
   },
   get argv() {
     if (ahead.on) touchedAhead("process.argv");
@@ -1618,8 +1660,9 @@ let aheadBefore = null;
 globalThis.__pichamber = {
   // Around the evaluation of one module ahead: begin, then end, which says what it touched,
   // in which modules' code, and which watched properties it changed.
-  aheadBegin() {
+  aheadBegin(grantedEnvJson) {
     ahead.touched = [];
+    ahead.grantedEnv = new Set(JSON.parse(grantedEnvJson));
     aheadBefore = watchedAhead().map(propertiesOf);
     ahead.on = true;
   },

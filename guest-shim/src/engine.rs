@@ -102,9 +102,10 @@ pub fn pre_compile(sources: Vec<ModuleSource>) -> Result<(), String> {
 /// For one extension's snapshot, after [`pre_compile`]: evaluates the module `id` and what it
 /// imports, so that instances made from the snapshot find it evaluated (a module's top level
 /// runs once for every instance: the factory still runs per instance). Refused when that
-/// touched anything of a session (see [`crate::ahead`] and the prelude's `touchedAhead`): the
-/// evaluation is then spoiled, and the host makes the snapshot again without that module.
-pub fn pre_evaluate(id: &str) -> Result<(), crate::bindings::AheadRefusal> {
+/// touched anything of a session (see [`crate::ahead`] and the prelude's `touchedAhead`),
+/// among which the environment variables `granted_env` names: the evaluation is then spoiled,
+/// and the host makes the snapshot again without that module.
+pub fn pre_evaluate(id: &str, granted_env: &[String]) -> Result<(), crate::bindings::AheadRefusal> {
     let refusal = |reason: String| crate::bindings::AheadRefusal {
         reason,
         implicated: Vec::new(),
@@ -122,18 +123,22 @@ pub fn pre_evaluate(id: &str) -> Result<(), crate::bindings::AheadRefusal> {
                 .globals()
                 .get("__pichamber")
                 .map_err(|e| refusal(js_error_text(&ctx, e)))?;
-            let call = |name: &str| -> Result<Value<'_>, crate::bindings::AheadRefusal> {
-                api.get::<_, Function>(name)
-                    .and_then(|f| f.call(()))
-                    .map_err(|e| refusal(js_error_text(&ctx, e)))
+            let call = |name: &str, args: Vec<String>| {
+                let mut call_args = Args::new(ctx.clone(), args.len());
+                for arg in args {
+                    call_args.push_arg(arg)?;
+                }
+                api.get::<_, Function>(name)?.call_arg::<Value>(call_args)
             };
-            call("aheadBegin")?;
+            let granted = serde_json::to_string(granted_env).unwrap_or_default();
+            call("aheadBegin", vec![granted]).map_err(|e| refusal(js_error_text(&ctx, e)))?;
             crate::ahead::begin();
             let evaluated = javy::quickjs::Module::import(&ctx, id.to_owned())
                 .map_err(|e| js_error_text(&ctx, e))
                 .and_then(|promise| settle_raw(&ctx, promise.into_value()).map(|_| ()));
             let natives = crate::ahead::end();
-            let report: String = call("aheadEnd")?
+            let report: String = call("aheadEnd", Vec::new())
+                .map_err(|e| refusal(js_error_text(&ctx, e)))?
                 .as_string()
                 .and_then(|s| s.to_string().ok())
                 .unwrap_or_default();

@@ -42,8 +42,8 @@ impl bindings::Guest for Extension {
         engine::pre_compile(modules)
     }
 
-    fn pre_evaluate(id: String) -> Result<(), bindings::AheadRefusal> {
-        engine::pre_evaluate(&id)
+    fn pre_evaluate(id: String, granted_env: Vec<String>) -> Result<(), bindings::AheadRefusal> {
+        engine::pre_evaluate(&id, &granted_env)
     }
 }
 

@@ -212,21 +212,29 @@ impl Runtime {
     /// from the best image at hand ([`snapshot`]): the extension's own when it is ready (in
     /// memory or the on-disk cache), else the shim's (from memory, the cache, or compiled,
     /// pre-initialised first when the shim offers it). An extension instantiated a second
-    /// time in this process gets its own image made in the background, for the sessions after.
-    pub fn prepare(&self, artifact: &Artifact) -> Result<GuestPre> {
-        self.prepare_as(artifact, true)
+    /// time in this process gets its own image made in the background, for the sessions after
+    /// with the same environment variables granted (`granted_env`: their names).
+    pub fn prepare(&self, artifact: &Artifact, granted_env: &[String]) -> Result<GuestPre> {
+        self.prepare_as(artifact, granted_env, true)
     }
 
     /// What an instance of the artifact would start from now, without counting a use.
-    pub fn start_image(&self, artifact: &Artifact) -> Result<StartImage> {
-        self.prepare_as(artifact, false).map(|pre| pre.image())
+    pub fn start_image(&self, artifact: &Artifact, granted_env: &[String]) -> Result<StartImage> {
+        self.prepare_as(artifact, granted_env, false)
+            .map(|pre| pre.image())
     }
 
-    fn prepare_as(&self, artifact: &Artifact, counted: bool) -> Result<GuestPre> {
+    fn prepare_as(
+        &self,
+        artifact: &Artifact,
+        granted_env: &[String],
+        counted: bool,
+    ) -> Result<GuestPre> {
         let claimed = artifact.component_hash()?;
         let mode = snapshot::mode();
         if mode.extension_images()
-            && let Some(pre) = self.extension_image(artifact, &claimed, mode, counted)?
+            && let Some(pre) =
+                self.extension_image(artifact, &claimed, granted_env, mode, counted)?
         {
             return Ok(pre);
         }
@@ -253,6 +261,7 @@ impl Runtime {
         &self,
         artifact: &Artifact,
         component_hash: &[u8; 32],
+        granted_env: &[String],
         mode: snapshot::Mode,
         counted: bool,
     ) -> Result<Option<GuestPre>> {
@@ -260,7 +269,15 @@ impl Runtime {
         let entries: Vec<&str> = std::iter::once(manifest.entry.as_str())
             .chain(manifest.extensions.iter().map(String::as_str))
             .collect();
-        let key = extension_snapshot_key(component_hash, &artifact.modules.digest(), &entries);
+        let mut granted_env = granted_env.to_vec();
+        granted_env.sort();
+        granted_env.dedup();
+        let key = extension_snapshot_key(
+            component_hash,
+            &artifact.modules.digest(),
+            &entries,
+            &granted_env,
+        );
         if let Some(pre) = self.prepared.lock().unwrap().get(&key) {
             return Ok(Some(pre.clone()));
         }
@@ -302,6 +319,7 @@ impl Runtime {
             key,
             component_hash: *component_hash,
             artifact: artifact.clone(),
+            granted_env,
         };
         if mode == snapshot::Mode::ExtensionNow {
             return Ok(maker.make());
@@ -361,6 +379,8 @@ struct ImageMaker {
     /// The component's hash as the artifact claims it, which `key` was made of.
     component_hash: [u8; 32],
     artifact: Artifact,
+    /// The environment variables the sessions it is for are granted, sorted.
+    granted_env: Vec<String>,
 }
 
 impl ImageMaker {
@@ -420,7 +440,11 @@ impl ImageMaker {
         let candidates = evaluate.len();
         let made = snapshot::pre_initialize(
             &bytes,
-            Some(snapshot::ExtensionModules { sources, evaluate }),
+            Some(snapshot::ExtensionModules {
+                sources,
+                evaluate,
+                granted_env: self.granted_env.clone(),
+            }),
         )?;
         let name = &self.artifact.manifest.name;
         tracing::info!(
@@ -546,19 +570,26 @@ fn cache_name(engine: &Engine, key: &[u8; 32]) -> String {
 }
 
 /// The cache key of an extension's own snapshot: the shim's and the modules' (as read here,
-/// not as the artifact claims them) hashes.
+/// not as the artifact claims them) hashes, the entries and the granted variables' names.
 fn extension_snapshot_key(
     component_hash: &[u8; 32],
     modules_digest: &[u8; 32],
     entries: &[&str],
+    granted_env: &[String],
 ) -> [u8; 32] {
     let mut hasher = Sha256::new();
-    hasher.update(b"pichamber extension snapshot 2\0");
+    hasher.update(b"pichamber extension snapshot 3\0");
     hasher.update(component_hash);
     hasher.update(modules_digest);
     // The modules evaluated, and so the image, follow from the entries' order.
     for entry in entries {
         hasher.update(entry.as_bytes());
+        hasher.update(b"\0");
+    }
+    // And from which environment variables its sessions are granted (names, never values).
+    hasher.update(b"\x01");
+    for name in granted_env {
+        hasher.update(name.as_bytes());
         hasher.update(b"\0");
     }
     hasher.finalize().into()

@@ -132,10 +132,13 @@ impl Offers {
 }
 
 /// An extension's modules for its own image: all of them compiled, and those named in
-/// `evaluate` evaluated, in that order (the entries first, as `load` would).
+/// `evaluate` evaluated, in that order (the entries first, as `load` would), for sessions
+/// granted the environment variables `granted_env` (which a module evaluated ahead may not
+/// read: their values are the sessions').
 pub struct ExtensionModules {
     pub sources: Vec<ModuleSource>,
     pub evaluate: Vec<String>,
+    pub granted_env: Vec<String>,
 }
 
 /// A snapshot made: the component's bytes, and for an extension's image, which modules it
@@ -208,16 +211,16 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<ExtensionModules>) ->
     let linker = init_linker(engine, &component)?;
 
     let started = Instant::now();
-    let (sources, mut evaluate) = match modules {
-        Some(m) => (Some(m.sources), m.evaluate),
-        None => (None, Vec::new()),
+    let (sources, mut evaluate, granted_env) = match modules {
+        Some(m) => (Some(m.sources), m.evaluate, m.granted_env),
+        None => (None, Vec::new(), Vec::new()),
     };
     let mut refused: Vec<(String, String)> = Vec::new();
     for round in 1.. {
         let (mut store, instance) =
             initialised(engine, &linker, &component, sources.clone()).await?;
         let last = round >= MAX_ROUNDS || started.elapsed() > EVALUATION_BUDGET;
-        let outcome = evaluate_ahead(&mut store, instance, &evaluate).await;
+        let outcome = evaluate_ahead(&mut store, instance, &evaluate, &granted_env).await;
         let spoiled = match outcome {
             Ok(r) if r.is_empty() => None,
             Ok(r) => Some(r),
@@ -377,18 +380,22 @@ async fn evaluate_ahead(
     store: &mut Store<InitState>,
     instance: Instance,
     ids: &[String],
+    granted_env: &[String],
 ) -> Result<Vec<(String, String)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let evaluate = instance
-        .get_typed_func::<(&str,), (Result<(), AheadRefusal>,)>(&mut *store, EVALUATE_EXPORT)
+        .get_typed_func::<(&str, &[String]), (Result<(), AheadRefusal>,)>(
+            &mut *store,
+            EVALUATE_EXPORT,
+        )
         .map_err(anyhow::Error::from)?;
     let mut refused: Vec<(String, String)> = Vec::new();
     for id in ids {
         let reads = store.data().clock_reads.load(Ordering::Relaxed);
         let (outcome,) = evaluate
-            .call_async(&mut *store, (id.as_str(),))
+            .call_async(&mut *store, (id.as_str(), granted_env))
             .await
             .map_err(anyhow::Error::from)
             .with_context(|| format!("the guest trapped evaluating {id}"))?;

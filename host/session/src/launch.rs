@@ -259,7 +259,8 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
         },
     );
     let loaded = session.load(artifact).await.is_ok();
-    let image = runtime.start_image(artifact).ok();
+    // Inspected with no grants: no variable granted.
+    let image = runtime.start_image(artifact, &[]).ok();
     let state = session.shared.state.lock().unwrap();
     let registrations = state.registrations.first().cloned().unwrap_or_default();
     let tools = serde_json::to_value(&state.tools)?;

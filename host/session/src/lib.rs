@@ -460,20 +460,26 @@ impl Session {
         found: &resources::Metadata,
     ) -> Result<(), String> {
         let index = self.extensions.len();
-        let prepared = match self.runtime.prepare(artifact) {
-            Ok(p) => p,
-            Err(e) => {
-                let message = format!("cannot load: {e:#}");
-                self.error(&artifact.manifest.name, "load", &message);
-                return Err(message);
-            }
-        };
         let options = match self.extension_grants.get(&artifact.manifest.source_hash) {
             Some(grants) => InstanceOptions {
                 grants: grants.clone(),
                 ..self.options.clone()
             },
             None => self.options.clone(),
+        };
+        let granted_env: Vec<String> = options
+            .grants
+            .env_pairs()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let prepared = match self.runtime.prepare(artifact, &granted_env) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = format!("cannot load: {e:#}");
+                self.error(&artifact.manifest.name, "load", &message);
+                return Err(message);
+            }
         };
         let owner = state::owner_key(&artifact.manifest.name, &artifact.manifest.source_hash);
         {
