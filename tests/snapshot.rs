@@ -409,6 +409,8 @@ fn ahead_run(preinit: &str, cache: &std::path::Path, value: &str) -> (Value, Str
     ahead_run_granting(preinit, cache, value, &["--allow-env", "AHEAD_VALUE"])
 }
 
+const AHEAD_LAZY: [&str; 3] = ["pure-lazy", "env-lazy", "version-lazy"];
+
 fn ahead_run_granting(
     preinit: &str,
     cache: &std::path::Path,
@@ -454,19 +456,21 @@ fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
     let (second, output_again) = ahead_run("extension", cache.path(), "second");
     let (unsnapshotted, _) = ahead_run("shim", cache.path(), "third");
 
-    // Only a dynamic import names pure-lazy.ts and env-lazy.ts: the factory sees they ran only
-    // when they were evaluated ahead. Every other module ran at load, in each instance.
+    // Only a dynamic import names the lazy ones: the factory sees they ran only when they were
+    // evaluated ahead. Every other module ran at load, in each instance.
     for report in [&first, &second] {
         let at_factory = report["atFactory"].as_array().unwrap();
-        assert!(at_factory.contains(&"pure-lazy".into()), "{report}");
-        assert!(at_factory.contains(&"env-lazy".into()), "{report}");
+        for module in AHEAD_LAZY {
+            assert!(at_factory.contains(&module.into()), "{module}: {report}");
+        }
         for module in ["random", "through-dependency", "caught", "timer", "console"] {
             assert!(at_factory.contains(&module.into()), "{module}: {report}");
         }
     }
     let at_factory = unsnapshotted["atFactory"].as_array().unwrap();
-    assert!(!at_factory.contains(&"pure-lazy".into()), "{unsnapshotted}");
-    assert!(!at_factory.contains(&"env-lazy".into()), "{unsnapshotted}");
+    for module in AHEAD_LAZY {
+        assert!(!at_factory.contains(&module.into()), "{unsnapshotted}");
+    }
 
     for (report, value) in [
         (&first, "first"),
@@ -475,6 +479,8 @@ fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
     ] {
         assert_eq!(report["lazyTable"], 256, "{report}");
         assert_eq!(report["ungranted"], "absent", "{report}");
+        let shared = serde_json::json!({"version": "1.6.0", "name": "ahead"});
+        assert_eq!(report["shared"], shared, "{report}");
         assert_eq!(report["seen"], value, "the session's environment: {report}");
         assert!(
             report["order"]
@@ -512,4 +518,28 @@ fn sessions_granted_other_environment_variables_start_from_another_image() {
     assert_eq!(granted["seen"], "given", "{granted}");
     let (again, _) = ahead_run_granting("extension", cache.path(), "hidden", &[]);
     assert_eq!(again["seen"], "nothing", "{again}");
+}
+
+/// An extension's image is made for the pi release its sessions follow: a module evaluated
+/// ahead reads the session's, and a session following the other release starts from another
+/// image.
+#[test]
+fn sessions_following_another_pi_release_start_from_another_image() {
+    let cache = tempfile::tempdir().unwrap();
+    let (current, _) = ahead_run("extension", cache.path(), "a");
+    assert_eq!(current["shared"]["version"], "1.6.0", "{current}");
+    let (old, _) = ahead_run_granting(
+        "extension",
+        cache.path(),
+        "a",
+        &["--allow-env", "AHEAD_VALUE", "--pi-version", "0.73.1"],
+    );
+    assert!(
+        old["atFactory"]
+            .as_array()
+            .unwrap()
+            .contains(&"version-lazy".into()),
+        "{old}"
+    );
+    assert_eq!(old["shared"]["version"], "0.73.1", "{old}");
 }

@@ -8,7 +8,8 @@
 // module's top level then runs once for every instance, so it may touch nothing that belongs
 // to a session or differs between instances. What does calls `touchedAhead`, which refuses it
 // while `ahead.on` (the module then runs per instance, as before) and is nothing afterwards.
-const ahead = { on: false, touched: [], grantedEnv: new Set() };
+// `known`: what load will say that every session the snapshot is for shares.
+const ahead = { on: false, touched: [], grantedEnv: new Set(), known: {} };
 function touchedAhead(what) {
   if (!ahead.on) return;
   ahead.touched.push({ what, stack: String(new Error().stack ?? "") });
@@ -26,7 +27,10 @@ const loadContext = new Proxy(
   {},
   {
     get(target, key) {
-      if (ahead.on) touchedAhead("the load context");
+      if (ahead.on) {
+        if (Object.hasOwn(ahead.known, key)) return ahead.known[key];
+        touchedAhead("the load context");
+      }
       return target[key];
     },
   },
@@ -585,8 +589,8 @@ globalThis.process = {
     env = value;
     envView = new Proxy(env, envHandler);
   },
+  // ["pichamber", the extension's name]: the same in every session.
   get argv() {
-    if (ahead.on) touchedAhead("process.argv");
     return argv;
   },
   platform: "linux",
@@ -734,6 +738,8 @@ globalThis.__pichamber_internal = {
   get piVersion() {
     return loadContext.piVersion;
   },
+  // Refuses, while modules are evaluated ahead, what belongs to a session (`what`).
+  touchedAhead,
   // Runs `fn` once the load context is known: now, or at load for a module evaluated ahead.
   whenLoaded(fn) {
     if (loaded) fn();
@@ -1660,9 +1666,12 @@ let aheadBefore = null;
 globalThis.__pichamber = {
   // Around the evaluation of one module ahead: begin, then end, which says what it touched,
   // in which modules' code, and which watched properties it changed.
-  aheadBegin(grantedEnvJson) {
+  aheadBegin(sessionsJson) {
+    const { grantedEnv, piVersion, extensionName } = JSON.parse(sessionsJson);
     ahead.touched = [];
-    ahead.grantedEnv = new Set(JSON.parse(grantedEnvJson));
+    ahead.grantedEnv = new Set(grantedEnv);
+    ahead.known = { piVersion, extensionName };
+    argv[1] = extensionName;
     aheadBefore = watchedAhead().map(propertiesOf);
     ahead.on = true;
   },

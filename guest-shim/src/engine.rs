@@ -102,10 +102,13 @@ pub fn pre_compile(sources: Vec<ModuleSource>) -> Result<(), String> {
 /// For one extension's snapshot, after [`pre_compile`]: evaluates the module `id` and what it
 /// imports, so that instances made from the snapshot find it evaluated (a module's top level
 /// runs once for every instance: the factory still runs per instance). Refused when that
-/// touched anything of a session (see [`crate::ahead`] and the prelude's `touchedAhead`),
-/// among which the environment variables `granted_env` names: the evaluation is then spoiled,
-/// and the host makes the snapshot again without that module.
-pub fn pre_evaluate(id: &str, granted_env: &[String]) -> Result<(), crate::bindings::AheadRefusal> {
+/// touched anything of a session (see [`crate::ahead`] and the prelude's `touchedAhead`) but
+/// what all the sessions it is for share (`sessions`): the evaluation is then spoiled, and the
+/// host makes the snapshot again without that module.
+pub fn pre_evaluate(
+    id: &str,
+    sessions: &crate::bindings::AheadContext,
+) -> Result<(), crate::bindings::AheadRefusal> {
     let refusal = |reason: String| crate::bindings::AheadRefusal {
         reason,
         implicated: Vec::new(),
@@ -130,8 +133,13 @@ pub fn pre_evaluate(id: &str, granted_env: &[String]) -> Result<(), crate::bindi
                 }
                 api.get::<_, Function>(name)?.call_arg::<Value>(call_args)
             };
-            let granted = serde_json::to_string(granted_env).unwrap_or_default();
-            call("aheadBegin", vec![granted]).map_err(|e| refusal(js_error_text(&ctx, e)))?;
+            let sessions = serde_json::json!({
+                "grantedEnv": sessions.granted_env,
+                "piVersion": sessions.pi_version,
+                "extensionName": sessions.extension_name,
+            })
+            .to_string();
+            call("aheadBegin", vec![sessions]).map_err(|e| refusal(js_error_text(&ctx, e)))?;
             crate::ahead::begin();
             let evaluated = javy::quickjs::Module::import(&ctx, id.to_owned())
                 .map_err(|e| js_error_text(&ctx, e))

@@ -42,8 +42,11 @@ impl bindings::Guest for Extension {
         engine::pre_compile(modules)
     }
 
-    fn pre_evaluate(id: String, granted_env: Vec<String>) -> Result<(), bindings::AheadRefusal> {
-        engine::pre_evaluate(&id, &granted_env)
+    fn pre_evaluate(
+        id: String,
+        sessions: bindings::AheadContext,
+    ) -> Result<(), bindings::AheadRefusal> {
+        engine::pre_evaluate(&id, &sessions)
     }
 }
 

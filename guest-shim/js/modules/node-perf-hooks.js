@@ -3,10 +3,18 @@
 // of its own).
 
 const entries = [];
-// Milliseconds since this module loaded, from process.hrtime where there is one.
+// Milliseconds since the instance loaded (Node's: since the process started), from
+// process.hrtime where there is one. Taken at load, not when this module is evaluated: that
+// may be ahead of any instance, in the extension's snapshot.
 const hrtime = globalThis.process?.hrtime?.bigint;
-const originNs = hrtime ? hrtime() : 0n;
-const origin = Date.now();
+let originNs = 0n;
+let origin;
+const start = () => {
+  originNs = hrtime ? hrtime() : 0n;
+  origin = Date.now();
+};
+if (globalThis.__pichamber_internal?.whenLoaded) globalThis.__pichamber_internal.whenLoaded(start);
+else start();
 const now = () => (hrtime ? Number(hrtime() - originNs) / 1e6 : Date.now() - origin);
 
 function entry(name, entryType, startTime, duration, detail) {
@@ -15,7 +23,10 @@ function entry(name, entryType, startTime, duration, detail) {
 
 export const performance = {
   now,
-  timeOrigin: origin,
+  get timeOrigin() {
+    if (origin === undefined) globalThis.__pichamber_internal?.touchedAhead?.("performance.timeOrigin");
+    return origin ?? 0;
+  },
   mark(name, options) {
     const mark = entry(name, "mark", options?.startTime ?? now(), 0, options?.detail);
     entries.push(mark);

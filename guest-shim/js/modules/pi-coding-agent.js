@@ -48,13 +48,7 @@ function hostOnlyClass(name) {
 // ---- config ----------------------------------------------------------------------------------
 
 // The pi release the session follows (README, "Which pi"); 1.6.0 when the host does not say.
-// Known at load: this module may be evaluated before it, into the extension's snapshot.
-export let VERSION = "1.6.0";
-const knowVersion = () => {
-  VERSION = globalThis.__pichamber_internal?.piVersion ?? "1.6.0";
-};
-if (globalThis.__pichamber_internal?.whenLoaded) globalThis.__pichamber_internal.whenLoaded(knowVersion);
-else knowVersion();
+export const VERSION = globalThis.__pichamber_internal?.piVersion ?? "1.6.0";
 export const CONFIG_DIR_NAME = ".pi";
 
 export function getAgentDir() {

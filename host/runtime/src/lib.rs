@@ -213,28 +213,27 @@ impl Runtime {
     /// memory or the on-disk cache), else the shim's (from memory, the cache, or compiled,
     /// pre-initialised first when the shim offers it). An extension instantiated a second
     /// time in this process gets its own image made in the background, for the sessions after
-    /// with the same environment variables granted (`granted_env`: their names).
-    pub fn prepare(&self, artifact: &Artifact, granted_env: &[String]) -> Result<GuestPre> {
-        self.prepare_as(artifact, granted_env, true)
+    /// that are like this one (`session`).
+    pub fn prepare(&self, artifact: &Artifact, session: &ImageFor) -> Result<GuestPre> {
+        self.prepare_as(artifact, session, true)
     }
 
     /// What an instance of the artifact would start from now, without counting a use.
-    pub fn start_image(&self, artifact: &Artifact, granted_env: &[String]) -> Result<StartImage> {
-        self.prepare_as(artifact, granted_env, false)
+    pub fn start_image(&self, artifact: &Artifact, session: &ImageFor) -> Result<StartImage> {
+        self.prepare_as(artifact, session, false)
             .map(|pre| pre.image())
     }
 
     fn prepare_as(
         &self,
         artifact: &Artifact,
-        granted_env: &[String],
+        session: &ImageFor,
         counted: bool,
     ) -> Result<GuestPre> {
         let claimed = artifact.component_hash()?;
         let mode = snapshot::mode();
         if mode.extension_images()
-            && let Some(pre) =
-                self.extension_image(artifact, &claimed, granted_env, mode, counted)?
+            && let Some(pre) = self.extension_image(artifact, &claimed, session, mode, counted)?
         {
             return Ok(pre);
         }
@@ -261,7 +260,7 @@ impl Runtime {
         &self,
         artifact: &Artifact,
         component_hash: &[u8; 32],
-        granted_env: &[String],
+        session: &ImageFor,
         mode: snapshot::Mode,
         counted: bool,
     ) -> Result<Option<GuestPre>> {
@@ -269,14 +268,19 @@ impl Runtime {
         let entries: Vec<&str> = std::iter::once(manifest.entry.as_str())
             .chain(manifest.extensions.iter().map(String::as_str))
             .collect();
-        let mut granted_env = granted_env.to_vec();
+        let mut granted_env = session.granted_env.clone();
         granted_env.sort();
         granted_env.dedup();
+        let sessions = snapshot::AheadContext {
+            granted_env,
+            pi_version: session.pi_version.clone(),
+            extension_name: manifest.name.clone(),
+        };
         let key = extension_snapshot_key(
             component_hash,
             &artifact.modules.digest(),
             &entries,
-            &granted_env,
+            &sessions,
         );
         if let Some(pre) = self.prepared.lock().unwrap().get(&key) {
             return Ok(Some(pre.clone()));
@@ -319,7 +323,7 @@ impl Runtime {
             key,
             component_hash: *component_hash,
             artifact: artifact.clone(),
-            granted_env,
+            sessions,
         };
         if mode == snapshot::Mode::ExtensionNow {
             return Ok(maker.make());
@@ -379,8 +383,8 @@ struct ImageMaker {
     /// The component's hash as the artifact claims it, which `key` was made of.
     component_hash: [u8; 32],
     artifact: Artifact,
-    /// The environment variables the sessions it is for are granted, sorted.
-    granted_env: Vec<String>,
+    /// What the sessions it is for share, which its modules' top level may read.
+    sessions: snapshot::AheadContext,
 }
 
 impl ImageMaker {
@@ -443,7 +447,7 @@ impl ImageMaker {
             Some(snapshot::ExtensionModules {
                 sources,
                 evaluate,
-                granted_env: self.granted_env.clone(),
+                sessions: self.sessions.clone(),
             }),
         )?;
         let name = &self.artifact.manifest.name;
@@ -465,6 +469,17 @@ impl ImageMaker {
         )
         .map(Some)
     }
+}
+
+/// What the sessions an extension's image is made for share: those that start from it. Its
+/// modules' top level may read these; what differs between sessions (values of variables,
+/// the cwd, the clock) it may not.
+#[derive(Clone, Debug, Default)]
+pub struct ImageFor {
+    /// Names of the environment variables the sessions are granted.
+    pub granted_env: Vec<String>,
+    /// The pi release they follow, as pi numbers it.
+    pub pi_version: String,
 }
 
 /// The modules an extension's image evaluates, in order: its entries as `load` imports them,
@@ -570,12 +585,12 @@ fn cache_name(engine: &Engine, key: &[u8; 32]) -> String {
 }
 
 /// The cache key of an extension's own snapshot: the shim's and the modules' (as read here,
-/// not as the artifact claims them) hashes, the entries and the granted variables' names.
+/// not as the artifact claims them) hashes, the entries and what its sessions share.
 fn extension_snapshot_key(
     component_hash: &[u8; 32],
     modules_digest: &[u8; 32],
     entries: &[&str],
-    granted_env: &[String],
+    sessions: &snapshot::AheadContext,
 ) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(b"pichamber extension snapshot 3\0");
@@ -586,12 +601,17 @@ fn extension_snapshot_key(
         hasher.update(entry.as_bytes());
         hasher.update(b"\0");
     }
-    // And from which environment variables its sessions are granted (names, never values).
+    // And from what its sessions share: the variables granted (names, never values), the pi
+    // release and the extension's name.
     hasher.update(b"\x01");
-    for name in granted_env {
+    for name in &sessions.granted_env {
         hasher.update(name.as_bytes());
         hasher.update(b"\0");
     }
+    hasher.update(b"\x01");
+    hasher.update(sessions.pi_version.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(sessions.extension_name.as_bytes());
     hasher.finalize().into()
 }
 

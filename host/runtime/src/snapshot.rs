@@ -132,13 +132,24 @@ impl Offers {
 }
 
 /// An extension's modules for its own image: all of them compiled, and those named in
-/// `evaluate` evaluated, in that order (the entries first, as `load` would), for sessions
-/// granted the environment variables `granted_env` (which a module evaluated ahead may not
-/// read: their values are the sessions').
+/// `evaluate` evaluated, in that order (the entries first, as `load` would), for the sessions
+/// `sessions` describes.
 pub struct ExtensionModules {
     pub sources: Vec<ModuleSource>,
     pub evaluate: Vec<String>,
+    pub sessions: AheadContext,
+}
+
+/// What the sessions an image is made for share (guest-shim/wit/shim.wit).
+#[derive(Clone, Debug, wasmtime::component::ComponentType, wasmtime::component::Lower)]
+#[component(record)]
+pub struct AheadContext {
+    #[component(name = "granted-env")]
     pub granted_env: Vec<String>,
+    #[component(name = "pi-version")]
+    pub pi_version: String,
+    #[component(name = "extension-name")]
+    pub extension_name: String,
 }
 
 /// A snapshot made: the component's bytes, and for an extension's image, which modules it
@@ -211,16 +222,19 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<ExtensionModules>) ->
     let linker = init_linker(engine, &component)?;
 
     let started = Instant::now();
-    let (sources, mut evaluate, granted_env) = match modules {
-        Some(m) => (Some(m.sources), m.evaluate, m.granted_env),
-        None => (None, Vec::new(), Vec::new()),
+    let (sources, mut evaluate, sessions) = match modules {
+        Some(m) => (Some(m.sources), m.evaluate, Some(m.sessions)),
+        None => (None, Vec::new(), None),
     };
     let mut refused: Vec<(String, String)> = Vec::new();
     for round in 1.. {
         let (mut store, instance) =
             initialised(engine, &linker, &component, sources.clone()).await?;
         let last = round >= MAX_ROUNDS || started.elapsed() > EVALUATION_BUDGET;
-        let outcome = evaluate_ahead(&mut store, instance, &evaluate, &granted_env).await;
+        let outcome = match &sessions {
+            Some(sessions) => evaluate_ahead(&mut store, instance, &evaluate, sessions).await,
+            None => Ok(Vec::new()),
+        };
         let spoiled = match outcome {
             Ok(r) if r.is_empty() => None,
             Ok(r) => Some(r),
@@ -380,13 +394,13 @@ async fn evaluate_ahead(
     store: &mut Store<InitState>,
     instance: Instance,
     ids: &[String],
-    granted_env: &[String],
+    sessions: &AheadContext,
 ) -> Result<Vec<(String, String)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let evaluate = instance
-        .get_typed_func::<(&str, &[String]), (Result<(), AheadRefusal>,)>(
+        .get_typed_func::<(&str, &AheadContext), (Result<(), AheadRefusal>,)>(
             &mut *store,
             EVALUATE_EXPORT,
         )
@@ -395,7 +409,7 @@ async fn evaluate_ahead(
     for id in ids {
         let reads = store.data().clock_reads.load(Ordering::Relaxed);
         let (outcome,) = evaluate
-            .call_async(&mut *store, (id.as_str(), granted_env))
+            .call_async(&mut *store, (id.as_str(), sessions))
             .await
             .map_err(anyhow::Error::from)
             .with_context(|| format!("the guest trapped evaluating {id}"))?;

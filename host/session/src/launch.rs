@@ -260,7 +260,11 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
     );
     let loaded = session.load(artifact).await.is_ok();
     // Inspected with no grants: no variable granted.
-    let image = runtime.start_image(artifact, &[]).ok();
+    let image_for = pichamber_runtime::ImageFor {
+        granted_env: Vec::new(),
+        pi_version: session.shared.pi.number().to_owned(),
+    };
+    let image = runtime.start_image(artifact, &image_for).ok();
     let state = session.shared.state.lock().unwrap();
     let registrations = state.registrations.first().cloned().unwrap_or_default();
     let tools = serde_json::to_value(&state.tools)?;

@@ -467,13 +467,16 @@ impl Session {
             },
             None => self.options.clone(),
         };
-        let granted_env: Vec<String> = options
-            .grants
-            .env_pairs()
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect();
-        let prepared = match self.runtime.prepare(artifact, &granted_env) {
+        let image_for = pichamber_runtime::ImageFor {
+            granted_env: options
+                .grants
+                .env_pairs()
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect(),
+            pi_version: self.shared.pi.number().to_owned(),
+        };
+        let prepared = match self.runtime.prepare(artifact, &image_for) {
             Ok(p) => p,
             Err(e) => {
                 let message = format!("cannot load: {e:#}");
