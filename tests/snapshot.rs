@@ -443,8 +443,8 @@ fn ahead_run_granting(
 
 /// An extension's own snapshot holds its modules evaluated, but for those whose top level
 /// touches a session (here: Math.random, a granted environment variable even when the refusal
-/// is caught, a timer, the console) or imports one that does: those run in each instance, as
-/// without it. Reading a variable the sessions are not granted touches nothing.
+/// is caught, a timer, the console, a built-in) or imports one that does: those run in each
+/// instance, as without it. Reading a variable the sessions are not granted touches nothing.
 #[test]
 fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
     let cache = tempfile::tempdir().unwrap();
@@ -481,6 +481,9 @@ fn modules_evaluated_into_the_snapshot_are_those_that_touch_no_session() {
         assert_eq!(report["ungranted"], "absent", "{report}");
         let shared = serde_json::json!({"version": "1.6.0", "name": "ahead"});
         assert_eq!(report["shared"], shared, "{report}");
+        // The built-in it changes is changed when it is imported, not before.
+        assert_eq!(report["markedBefore"], false, "{report}");
+        assert_eq!(report["markedAfter"], true, "{report}");
         assert_eq!(report["seen"], value, "the session's environment: {report}");
         assert!(
             report["order"]

@@ -1667,12 +1667,12 @@ globalThis.__pichamber = {
   // Around the evaluation of one module ahead: begin, then end, which says what it touched,
   // in which modules' code, and which watched properties it changed.
   aheadBegin(sessionsJson) {
-    const { grantedEnv, piVersion, extensionName } = JSON.parse(sessionsJson);
+    const { grantedEnv, piVersion, extensionName, watchGlobals } = JSON.parse(sessionsJson);
     ahead.touched = [];
     ahead.grantedEnv = new Set(grantedEnv);
     ahead.known = { piVersion, extensionName };
     argv[1] = extensionName;
-    aheadBefore = watchedAhead().map(propertiesOf);
+    aheadBefore = watchGlobals ? watchedAhead().map(propertiesOf) : null;
     ahead.on = true;
   },
   aheadEnd() {
@@ -1685,7 +1685,7 @@ globalThis.__pichamber = {
         if (frame && !frame[1].startsWith("pichamber:")) implicated.add(frame[1]);
       }
     }
-    const objects = watchedAhead();
+    const objects = aheadBefore ? watchedAhead() : [];
     objects.forEach((object, i) => {
       const before = aheadBefore[i];
       const after = propertiesOf(object);

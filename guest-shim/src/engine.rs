@@ -103,11 +103,12 @@ pub fn pre_compile(sources: Vec<ModuleSource>) -> Result<(), String> {
 /// imports, so that instances made from the snapshot find it evaluated (a module's top level
 /// runs once for every instance: the factory still runs per instance). Refused when that
 /// touched anything of a session (see [`crate::ahead`] and the prelude's `touchedAhead`) but
-/// what all the sessions it is for share (`sessions`): the evaluation is then spoiled, and the
-/// host makes the snapshot again without that module.
+/// what all the sessions it is for share (`sessions`; the globals only when `watch_globals`):
+/// the evaluation is then spoiled, and the host makes the snapshot again without that module.
 pub fn pre_evaluate(
     id: &str,
     sessions: &crate::bindings::AheadContext,
+    watch_globals: bool,
 ) -> Result<(), crate::bindings::AheadRefusal> {
     let refusal = |reason: String| crate::bindings::AheadRefusal {
         reason,
@@ -137,6 +138,7 @@ pub fn pre_evaluate(
                 "grantedEnv": sessions.granted_env,
                 "piVersion": sessions.pi_version,
                 "extensionName": sessions.extension_name,
+                "watchGlobals": watch_globals,
             })
             .to_string();
             call("aheadBegin", vec![sessions]).map_err(|e| refusal(js_error_text(&ctx, e)))?;

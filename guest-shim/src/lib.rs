@@ -45,8 +45,9 @@ impl bindings::Guest for Extension {
     fn pre_evaluate(
         id: String,
         sessions: bindings::AheadContext,
+        watch_globals: bool,
     ) -> Result<(), bindings::AheadRefusal> {
-        engine::pre_evaluate(&id, &sessions)
+        engine::pre_evaluate(&id, &sessions, watch_globals)
     }
 }
 

@@ -281,6 +281,7 @@ impl Runtime {
             &artifact.modules.digest(),
             &entries,
             &sessions,
+            mode.evaluates(),
         );
         if let Some(pre) = self.prepared.lock().unwrap().get(&key) {
             return Ok(Some(pre.clone()));
@@ -324,6 +325,7 @@ impl Runtime {
             component_hash: *component_hash,
             artifact: artifact.clone(),
             sessions,
+            evaluates: mode.evaluates(),
         };
         if mode == snapshot::Mode::ExtensionNow {
             return Ok(maker.make());
@@ -385,6 +387,8 @@ struct ImageMaker {
     artifact: Artifact,
     /// What the sessions it is for share, which its modules' top level may read.
     sessions: snapshot::AheadContext,
+    /// Whether it holds the modules evaluated (or only compiled).
+    evaluates: bool,
 }
 
 impl ImageMaker {
@@ -436,7 +440,7 @@ impl ImageMaker {
                 source: m.source.clone(),
             })
             .collect();
-        let evaluate = if offers.pre_evaluate {
+        let evaluate = if offers.pre_evaluate && self.evaluates {
             evaluation_order(&self.artifact)
         } else {
             Vec::new()
@@ -591,6 +595,7 @@ fn extension_snapshot_key(
     modules_digest: &[u8; 32],
     entries: &[&str],
     sessions: &snapshot::AheadContext,
+    evaluated: bool,
 ) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(b"pichamber extension snapshot 3\0");
@@ -612,6 +617,7 @@ fn extension_snapshot_key(
     hasher.update(sessions.pi_version.as_bytes());
     hasher.update(b"\0");
     hasher.update(sessions.extension_name.as_bytes());
+    hasher.update([u8::from(evaluated)]);
     hasher.finalize().into()
 }
 
