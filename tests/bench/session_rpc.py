@@ -5,7 +5,10 @@ One long-lived process per side with tests/bench/noop.ts loaded: `new_session` r
 `/noop` prompts, each timed from the request written to its response read. Sides, in one run:
 
   pichamber                  `pichamber rpc -e noop.wasm`: instances start from the extension's
-                             own snapshot (its modules compiled in; made before the run)
+                             own snapshot (its modules compiled in, those that touch no session
+                             evaluated; made before the run)
+  pichamber, compiled only   PICHAMBER_PREINIT=compiled: from the extension's own snapshot made
+                             without evaluating its modules
   pichamber, shim snapshot   PICHAMBER_PREINIT=shim: from the guest's snapshot, compiling the
                              extension's modules in each instance
   pichamber, no snapshot     PICHAMBER_PREINIT=off: every instance initialises QuickJS and
@@ -125,12 +128,13 @@ def main():
     subprocess.run([args.pichamber, "build", extension, "-o", wasm], check=True, capture_output=True)
     ours = [args.pichamber, "rpc", "--no-session", "-e", wasm]
     # Fills the compile cache: the guest's snapshot, the extension's own and the code as built.
-    for preinit in ["extension", "off"]:
+    for preinit in ["extension", "compiled", "off"]:
         subprocess.run(ours + ["--print", "--", "/noop" if noop else "hello"], env=dict(env, PICHAMBER_PREINIT=preinit),
                        cwd=work, capture_output=True, timeout=600)
 
     sides = [
         ("pichamber", ours, env),
+        ("pichamber, compiled only", ours, dict(env, PICHAMBER_PREINIT="compiled")),
         ("pichamber, shim snapshot", ours, dict(env, PICHAMBER_PREINIT="shim")),
         ("pichamber, no snapshot", ours, dict(env, PICHAMBER_PREINIT="off")),
     ]
