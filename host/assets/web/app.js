@@ -942,12 +942,16 @@ function appendConsole(extension, level, text, { scroll = true } = {}) {
 const FOLLOW_SLACK = 48; // px from the end that still count as "at the end"
 
 const atBottom = (el) => el.scrollHeight - el.scrollTop - el.clientHeight <= FOLLOW_SLACK;
+// Where following last put the transcript. Its own scroll event may arrive after more output
+// did (a busy machine renders in bursts): that is not the reader leaving the end.
+let followedTo = 0;
 
 function scrollToEnd({ force = false } = {}) {
 	const transcript = $("transcript");
 	if (force) state.follow = true;
 	if (state.follow) {
 		transcript.scrollTop = transcript.scrollHeight;
+		followedTo = transcript.scrollTop;
 		$("jump-latest").hidden = true;
 	} else if (transcript.scrollHeight > transcript.clientHeight) $("jump-latest").hidden = false;
 }
@@ -955,9 +959,15 @@ function scrollToEnd({ force = false } = {}) {
 function setupFollow() {
 	const transcript = $("transcript");
 	transcript.addEventListener("scroll", () => {
+		if (state.follow && transcript.scrollTop >= followedTo - FOLLOW_SLACK) return;
 		state.follow = atBottom(transcript);
 		if (state.follow) $("jump-latest").hidden = true;
 	});
+	// Whatever changes the transcript while the reader follows it (an entry added, a card or a
+	// live message growing) keeps them at its end, whichever code path made the change.
+	new MutationObserver(() => {
+		if (state.follow) scrollToEnd();
+	}).observe(transcript, { childList: true, subtree: true, characterData: true });
 	$("jump-latest").addEventListener("click", () => {
 		scrollToEnd({ force: true });
 		$("prompt-input").focus();
