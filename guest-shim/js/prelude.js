@@ -1101,7 +1101,31 @@ const modelRegistry = {
 
 const neverAborted = () => new AbortController().signal;
 
+// ctx's methods read nothing of the call they are made for: made once, not for every call.
+const contextMethods = {
+  isIdle: () => hostCall("isIdle"),
+  abort: () => void hostCall("abort"),
+  hasPendingMessages: () => hostCall("hasPendingMessages"),
+  shutdown: () => void hostCall("shutdown"),
+  getContextUsage: () => hostCall("getContextUsage") ?? undefined,
+  compact(options) {
+    const { onComplete, onError, ...data } = options ?? {};
+    let callback;
+    if (typeof onComplete === "function" || typeof onError === "function") {
+      callback = nextCompactionCallback++;
+      compactionCallbacks.set(callback, { onComplete, onError });
+    }
+    // pi starts it at once, beside the command, which may then await its callbacks: from a
+    // running command it is an action the command's call stops at.
+    if (commandRunning) void awaitedAction("compact", { ...data, callback });
+    else hostCall("compact", { ...data, callback });
+  },
+  getSystemPrompt: () => hostCall("getSystemPrompt"),
+};
+const thinkingLevelProperty = { get: () => hostCall("getThinkingLevel"), enumerable: true };
+
 function makeContext(snapshot, extras = {}) {
+  const m = contextMethods;
   const ctx = {
     ui,
     hasUI: snapshot.hasUI ?? loadContext.hasUI,
@@ -1111,31 +1135,21 @@ function makeContext(snapshot, extras = {}) {
     modelRegistry,
     model: snapshot.model ?? undefined,
     signal: extras.signal,
-    isIdle: () => hostCall("isIdle"),
-    abort: () => void hostCall("abort"),
-    hasPendingMessages: () => hostCall("hasPendingMessages"),
-    shutdown: () => void hostCall("shutdown"),
-    getContextUsage: () => hostCall("getContextUsage") ?? undefined,
-    compact(options) {
-      const { onComplete, onError, ...data } = options ?? {};
-      let callback;
-      if (typeof onComplete === "function" || typeof onError === "function") {
-        callback = nextCompactionCallback++;
-        compactionCallbacks.set(callback, { onComplete, onError });
-      }
-      // pi starts it at once, beside the command, which may then await its callbacks: from a
-      // running command it is an action the command's call stops at.
-      if (commandRunning) void awaitedAction("compact", { ...data, callback });
-      else hostCall("compact", { ...data, callback });
-    },
-    getSystemPrompt: () => hostCall("getSystemPrompt"),
+    isIdle: m.isIdle,
+    abort: m.abort,
+    hasPendingMessages: m.hasPendingMessages,
+    shutdown: m.shutdown,
+    getContextUsage: m.getContextUsage,
+    compact: m.compact,
+    getSystemPrompt: m.getSystemPrompt,
   };
   if (followsPi16) {
-    Object.defineProperty(ctx, "thinkingLevel", { get: () => hostCall("getThinkingLevel"), enumerable: true });
+    Object.defineProperty(ctx, "thinkingLevel", thinkingLevelProperty);
     ctx.scopedModels = [];
     // Whether the folder's own resources were trusted to load (pi counts a folder with none as
     // trusted): --trust-project, or pi's rules through the pi entry.
-    ctx.isProjectTrusted = () => snapshot.projectTrusted !== false;
+    const trusted = snapshot.projectTrusted !== false;
+    ctx.isProjectTrusted = () => trusted;
   }
   return ctx;
 }
@@ -1730,12 +1744,16 @@ globalThis.__pichamber = {
     return null;
   }),
   // [chain result, event]
-  dispatchEvent: envelopeParts(async (name, eventJson, ctxJson) => {
-    const event = JSON.parse(eventJson);
-    const ctx = makeContext(JSON.parse(ctxJson));
-    const { result, event: after } = await runChain(name, event, ctx);
-    return [result, after];
-  }),
+  // [chain result, event]; envelopeParts written out: this is the busiest call.
+  async dispatchEvent(name, eventJson, ctxJson) {
+    try {
+      const ctx = makeContext(JSON.parse(ctxJson));
+      const { result, event } = await runChain(name, JSON.parse(eventJson), ctx);
+      return [null, jsonPart(result), jsonPart(event)];
+    } catch (err) {
+      return failure(err);
+    }
+  },
   prepareArguments: envelope(async (toolName, argsJson) => {
     const tool = extension.tools.get(toolName);
     const args = JSON.parse(argsJson);
