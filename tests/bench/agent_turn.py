@@ -2,15 +2,15 @@
 """Benchmark (not a test): one agent prompt over pi's RPC protocol, process start to exit.
 
 The same scripted model (`pichamber mock-model`, an OpenAI-compatible endpoint on loopback)
-answers both sides: a turn that calls the extension's tool and the built-in `read`, then a
-text turn. Runs `pichamber rpc -e hello-tool` and real `pi --mode rpc -e hello-tool/index.ts`,
-sends one prompt, waits for `agent_end`, closes stdin, and prints median wall time, peak RSS
-and their ratios.
+answers every side: a turn that calls the extension's tool and the built-in `read`, then a
+text turn. Runs `pichamber rpc -e hello-tool` and real pi 1.6.0 and 0.73.1
+(`pi --mode rpc -e hello-tool/index.ts`), sends one prompt, waits for `agent_end`, closes
+stdin, and prints median wall time, peak RSS and their ratios.
 
     python3 tests/bench/agent_turn.py [--runs N] [--pichamber PATH]
 
-Needs the dist build (cargo build --profile dist: the size-optimised release), real pi in tests/oracle
-(npm ci --prefix tests/oracle) and GNU time (apt-get install time).
+Needs the dist build (cargo build --profile dist: the size-optimised release), real pi 1.6.0
+and 0.73.1 (tests/setup.sh) and GNU time (apt-get install time).
 """
 
 import argparse
@@ -21,10 +21,9 @@ import subprocess
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ORACLE = os.path.join(REPO, "tests", "oracle", "node_modules")
+from oracles import REPO, measured, pi_releases, read_rss
+
 EXTENSION = os.path.join(REPO, "extensions", "hello-tool", "index.ts")
-TIME = "/usr/bin/time"
 SCRIPT = {
     "turns": [
         {
@@ -37,19 +36,6 @@ SCRIPT = {
         {"text": "Done."},
     ]
 }
-
-
-def measured(argv):
-    fd, path = tempfile.mkstemp(prefix="pichamber-bench-rss-")
-    os.close(fd)
-    return [TIME, "-f", "%M", "-o", path] + argv, path
-
-
-def read_rss(path):
-    with open(path) as f:
-        value = int(f.read().strip().splitlines()[-1])
-    os.unlink(path)
-    return value
 
 
 def mock_model(pichamber, script_path):
@@ -99,7 +85,7 @@ def run_once(spec, pichamber, script_path, work):
     mock.stdin.close()
     mock.wait()
     if results != 2:
-        raise SystemExit(f"{argv[4]}: expected two successful tool calls, got {results}")
+        raise SystemExit(f"{' '.join(argv)}: expected two successful tool calls, got {results}")
     return elapsed, read_rss(rss_file)
 
 
@@ -108,11 +94,11 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "dist", "pichamber"))
     args = parser.parse_args()
-    pi = os.path.join(ORACLE, ".bin", "pi")
-    for needed, how in [(args.pichamber, "cargo build --profile dist"), (pi, "npm ci --prefix tests/oracle"),
-                        (TIME, "apt-get install time")]:
-        if not os.path.exists(needed):
-            raise SystemExit(f"missing {needed}: run `{how}` first")
+    if not os.path.exists(args.pichamber):
+        raise SystemExit(f"missing {args.pichamber}: run `cargo build --profile dist` first, or pass --pichamber PATH")
+    releases = pi_releases()
+    if not releases:
+        raise SystemExit("no real pi to compare with: run tests/setup.sh first")
     work = tempfile.mkdtemp(prefix="pichamber-bench-")
     with open(os.path.join(work, "notes.txt"), "w") as f:
         f.write("bench notes\n" * 50)
@@ -122,19 +108,23 @@ def main():
     wasm = os.path.join(work, "hello-tool.wasm")
     subprocess.run([args.pichamber, "build", EXTENSION, "-o", wasm], check=True, capture_output=True)
     common = ["--provider", "mock", "--model", "mock-model"]
-    ours = lambda models: [args.pichamber, "rpc", "-e", wasm, "--models", models] + common
-    theirs = lambda models: [pi, "--mode", "rpc", "--no-session", "--no-extensions", "--no-skills",
-                             "--no-prompt-templates", "-e", EXTENSION] + common
+    sides = [("pichamber rpc -e hello-tool.wasm", lambda models: [args.pichamber, "rpc", "-e", wasm, "--models", models] + common)]
+    for release, pi, _ in releases:
+        sides.append((f"pi {release} --mode rpc -e hello-tool",
+                       lambda models, pi=pi: pi + ["--mode", "rpc", "--no-session", "--no-extensions", "--no-skills",
+                                                   "--no-prompt-templates", "-e", EXTENSION] + common))
     results = {}
-    for name, spec in [("pichamber", ours), ("pi", theirs)]:
+    for name, spec in sides:
         run_once(spec, args.pichamber, script_path, work)  # warm-up (page cache, compile cache)
         samples = [run_once(spec, args.pichamber, script_path, work) for _ in range(args.runs)]
         results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
-    (ps, pm), (ns, nm) = results["pichamber"], results["pi"]
     print(f"one prompt (extension tool + built-in read, then text) over RPC; median of {args.runs} runs, start to exit")
-    print(f"  pichamber rpc -e hello-tool.wasm:  {ps * 1000:8.1f} ms  {pm / 1024:7.1f} MiB peak")
-    print(f"  pi --mode rpc -e hello-tool:       {ns * 1000:8.1f} ms  {nm / 1024:7.1f} MiB peak")
-    print(f"  ratio pi/pichamber:                {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
+    for name, (seconds, rss) in results.items():
+        print(f"  {name:36} {seconds * 1000:8.1f} ms  {rss / 1024:7.1f} MiB peak")
+    ps, pm = results[sides[0][0]]
+    for release, _, _ in releases:
+        ns, nm = results[f"pi {release} --mode rpc -e hello-tool"]
+        print(f"  {'ratio pi ' + release + '/pichamber':36} {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark (not a test): one slash command of one extension, from process start to exit.
 
-Runs `pichamber run EXT.wasm --command ... --answer ...` and real pi
-(`pi --mode rpc -e EXT.ts`, answering the same dialog over RPC) on the same extension,
+Runs `pichamber run EXT.wasm --command ... --answer ...` and real pi 1.6.0 and 0.73.1
+(`pi --mode rpc -e EXT.ts`, answering the same dialog over RPC) on pi's rpc-demo.ts,
 several times each, and prints median wall time, peak RSS and the ratios.
 
     python3 tests/bench/command_startup.py [--runs N] [--pichamber PATH]
 
-Needs the dist build (cargo build --profile dist: the size-optimised release), real pi in tests/oracle
-(npm ci --prefix tests/oracle) and GNU time (apt-get install time), which measures the peak
+Needs the dist build (cargo build --profile dist: the size-optimised release), real pi 1.6.0
+and 0.73.1 (tests/setup.sh) and GNU time (apt-get install time), which measures the peak
 resident memory of each process. Wall time is measured around each process, so it includes
 the same small overhead of GNU time for both.
 """
@@ -21,29 +21,11 @@ import subprocess
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ORACLE = os.path.join(REPO, "tests", "oracle", "node_modules")
-EXAMPLE = os.path.join(ORACLE, "@mariozechner", "pi-coding-agent", "examples", "extensions", "rpc-demo.ts")
+from oracles import REPO, measured, pi_releases, read_rss
+
+EXAMPLE = "rpc-demo.ts"  # one of pi's example extensions, in both releases
 COMMAND = "/rpc-input"
 ANSWER = "benchmark"
-TIME = "/usr/bin/time"  # GNU time: reports the peak RSS of exactly the process it runs
-
-
-def measured(argv):
-    """argv prefixed with GNU time writing the peak RSS (KiB) to a file; returns (argv, file).
-
-    The peak RSS of a child started directly from Python would include Python's own memory:
-    the kernel carries the forking process's high-water mark across exec."""
-    fd, path = tempfile.mkstemp(prefix="pichamber-bench-rss-")
-    os.close(fd)
-    return [TIME, "-f", "%M", "-o", path] + argv, path
-
-
-def read_rss(path):
-    with open(path) as f:
-        value = int(f.read().strip().splitlines()[-1])
-    os.unlink(path)
-    return value
 
 
 def run_once(spec):
@@ -89,36 +71,39 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "dist", "pichamber"))
     args = parser.parse_args()
-    pi = os.path.join(ORACLE, ".bin", "pi")
-    for needed, how in [
-        (args.pichamber, "cargo build --profile dist"),
-        (pi, "npm ci --prefix tests/oracle"),
-        (TIME, "apt-get install time"),
-    ]:
-        if not os.path.exists(needed):
-            raise SystemExit(f"missing {needed}: run `{how}` first")
+    if not os.path.exists(args.pichamber):
+        raise SystemExit(f"missing {args.pichamber}: run `cargo build --profile dist` first, or pass --pichamber PATH")
+    releases = pi_releases()
+    if not releases:
+        raise SystemExit("no real pi to compare with: run tests/setup.sh first")
 
     work = tempfile.mkdtemp(prefix="pichamber-bench-")
     wasm = os.path.join(work, "rpc-demo.wasm")
-    subprocess.run([args.pichamber, "build", EXAMPLE, "-o", wasm], check=True, capture_output=True)
+    subprocess.run([args.pichamber, "build", os.path.join(releases[0][2], EXAMPLE), "-o", wasm],
+                   check=True, capture_output=True)
     env = dict(os.environ, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"), HOME=os.path.join(work, "home"))
     os.makedirs(env["HOME"], exist_ok=True)
     ours = {"kind": "pichamber", "argv": [args.pichamber, "run", wasm, "--command", COMMAND, "--answer", ANSWER], "env": env}
-    theirs = {"kind": "pi", "argv": [pi, "--mode", "rpc", "--no-session", "-e", EXAMPLE], "env": env, "cwd": work}
+    sides = [("pichamber run rpc-demo.wasm", ours)]
+    for release, pi, examples in releases:
+        argv = pi + ["--mode", "rpc", "--no-session", "-e", os.path.join(examples, EXAMPLE)]
+        sides.append((f"pi {release} --mode rpc -e rpc-demo.ts", {"kind": "pi", "argv": argv, "env": env, "cwd": work}))
 
     cold = run_once(ours)  # the first run compiles the component into the cache
     results = {}
-    for name, spec in [("pichamber", ours), ("pi", theirs)]:
+    for name, spec in sides:
         run_once(spec)  # warm-up (page cache, compile cache)
         samples = [run_once(spec) for _ in range(args.runs)]
         results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
 
-    (ps, pm), (ns, nm) = results["pichamber"], results["pi"]
     print(f"command {COMMAND} of rpc-demo.ts, answered '{ANSWER}'; median of {args.runs} runs, process start to exit")
-    print(f"  pichamber (first run, compiling):  {cold[0] * 1000:8.1f} ms  {cold[1] / 1024:7.1f} MiB peak")
-    print(f"  pichamber run rpc-demo.wasm:       {ps * 1000:8.1f} ms  {pm / 1024:7.1f} MiB peak")
-    print(f"  pi --mode rpc -e rpc-demo.ts:      {ns * 1000:8.1f} ms  {nm / 1024:7.1f} MiB peak")
-    print(f"  ratio pi/pichamber:                {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
+    print(f"  {'pichamber (first run, compiling)':36} {cold[0] * 1000:8.1f} ms  {cold[1] / 1024:7.1f} MiB peak")
+    for name, (seconds, rss) in results.items():
+        print(f"  {name:36} {seconds * 1000:8.1f} ms  {rss / 1024:7.1f} MiB peak")
+    ps, pm = results[sides[0][0]]
+    for release, _, _ in releases:
+        ns, nm = results[f"pi {release} --mode rpc -e rpc-demo.ts"]
+        print(f"  {'ratio pi ' + release + '/pichamber':36} {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
 
 
 if __name__ == "__main__":

