@@ -16,6 +16,7 @@ mod bindings {
 mod ahead;
 mod engine;
 mod fs;
+mod heap;
 mod hostcall;
 mod modules;
 mod package_files;
@@ -35,11 +36,15 @@ struct Extension;
 
 impl bindings::Guest for Extension {
     fn pre_initialize() -> Result<(), String> {
-        engine::pre_initialize()
+        engine::pre_initialize()?;
+        heap::fill_holes();
+        Ok(())
     }
 
     fn pre_compile(modules: Vec<ModuleSource>) -> Result<(), String> {
-        engine::pre_compile(modules)
+        engine::pre_compile(modules)?;
+        heap::fill_holes();
+        Ok(())
     }
 
     fn pre_evaluate(
@@ -47,7 +52,11 @@ impl bindings::Guest for Extension {
         sessions: bindings::AheadContext,
         watch_globals: bool,
     ) -> Result<(), bindings::AheadRefusal> {
-        engine::pre_evaluate(&id, &sessions, watch_globals)
+        engine::pre_evaluate(&id, &sessions, watch_globals)?;
+        if !watch_globals {
+            heap::fill_holes();
+        }
+        Ok(())
     }
 }
 
