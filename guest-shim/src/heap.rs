@@ -6,19 +6,30 @@
 //! allocations to fresh memory past the image, where its objects sit together.
 
 unsafe extern "C" {
-    fn sbrk(increment: isize) -> *mut u8;
     fn malloc(size: usize) -> *mut u8;
     fn free(ptr: *mut u8);
 }
 
-/// Allocates, and never frees, every free chunk below the heap's current end, largest sizes
-/// first. Returns how many bytes that took.
+/// Larger than the free chunks a QuickJS heap keeps: a chunk this large comes from the top of
+/// the heap (the free memory at its end), so its address is where the top begins. The first
+/// call may grow the memory by this much; the top then stays at least this large.
+const TOP_PROBE: usize = 256 << 10;
+
+/// Allocates, and never frees, every free chunk below the top of the heap, largest sizes
+/// first; the top itself stays free (it is where instances allocate). Returns how many bytes
+/// that took. Called after each step that may be the last before a snapshot, it fills only
+/// what the step left.
 pub fn fill_holes() -> usize {
-    // SAFETY: sbrk(0) only reads the break; malloc and free are libc's, used as documented.
-    let end = unsafe { sbrk(0) } as usize;
+    // SAFETY: libc's malloc and free, used as documented; the probe is freed at once.
+    let top = unsafe {
+        let probe = malloc(TOP_PROBE);
+        if probe.is_null() {
+            return 0;
+        }
+        free(probe);
+        probe as usize
+    };
     let mut filled = 0;
-    // At most a wasm page past the end: growing the memory further would count against the
-    // instance's limit for nothing.
     let mut size = 64usize << 10;
     while size >= 8 {
         loop {
@@ -26,8 +37,8 @@ pub fn fill_holes() -> usize {
             if chunk.is_null() {
                 break;
             }
-            if chunk as usize + size > end {
-                // Past the old end: the heap grew for it, so no hole of this size is left.
+            if chunk as usize >= top {
+                // From the top: no hole of this size is left.
                 unsafe { free(chunk) };
                 break;
             }
