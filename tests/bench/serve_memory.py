@@ -5,7 +5,8 @@ Starts `pichamber serve` with tests/bench/noop.ts (a session_start handler and a
 command) and enough users for the largest count (a user may have 64 sessions open), opens
 sessions up to each count (100, 1,000 and 10,000 by default) and prints, once they are open
 and idle, the server's resident memory, its anonymous share and the growth per session over
-the server with none.
+the server with none; then how many pages of the image it starts from each session wrote
+(copied), and where in the image.
 
     python3 tests/bench/serve_memory.py [--counts 100,1000,10000] [--extension FILE]
                                         [--pichamber PATH]
@@ -15,9 +16,12 @@ release build with --pichamber for production figures.
 """
 
 import argparse
+import collections
 import concurrent.futures
 import http.client
 import os
+import statistics
+import struct
 import sys
 import time
 
@@ -56,6 +60,41 @@ def open_session(port, user):
     conn.close()
     if response.status != 201:
         raise RuntimeError(f"POST /api/pi/sessions: {response.status} {body[:200]!r}")
+
+
+def image_pages(pid):
+    """What the sessions wrote of the image they start from, from the kernel's pagemap.
+
+    Each instance maps the image from the compiled file, privately: a page it wrote is its own
+    (anonymous) copy, one it only read is still the file's. Returns (image pages, median
+    written per instance, [share of the pages written in each eighth of the image, averaged
+    over the instances]), or None when no image mapping is found."""
+    mappings = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[1] == "rw-p" and parts[5].endswith(".cwasm"):
+                start, end = (int(x, 16) for x in parts[0].split("-"))
+                mappings.append((start, end))
+    if not mappings:
+        return None
+    pages = max((end - start) // 4096 for start, end in mappings)
+    eighth = -(-pages // 8)
+    written, bands = [], collections.Counter()
+    with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+        for start, end in mappings:
+            pagemap.seek(start // 4096 * 8)
+            entries = pagemap.read((end - start) // 4096 * 8)
+            count = 0
+            for page in range(len(entries) // 8):
+                entry = struct.unpack_from("<Q", entries, page * 8)[0]
+                present, file_page = entry >> 63 & 1, entry >> 61 & 1
+                if present and not file_page:
+                    count += 1
+                    bands[page // eighth] += 1
+            written.append(count)
+    shares = [bands[b] / len(mappings) / min(eighth, pages - b * eighth) for b in range(8) if b * eighth < pages]
+    return pages, statistics.median(written), shares
 
 
 def settle(pid, seconds=2.0):
@@ -117,6 +156,12 @@ def main():
             print(f"{count:>9} {took:>8.1f} {rss / 1024:>9.1f} {anon / 1024:>9.1f}"
                   f" {(rss - base_rss) / count:>8.0f} KiB {(anon - base_anon) / count:>9.0f} KiB",
                   flush=True)
+        image = image_pages(server.pid)
+        if image:
+            pages, written, bands = image
+            print(f"each session wrote {written:.0f} of its image's {pages} pages ({written * 4:.0f} KiB); "
+                  "share written of each eighth of the image, first to last: "
+                  + " ".join(f"{share:.0%}" for share in bands))
     finally:
         server.terminate()
         server.wait()
