@@ -546,3 +546,52 @@ fn sessions_following_another_pi_release_start_from_another_image() {
     );
     assert_eq!(old["shared"]["version"], "0.73.1", "{old}");
 }
+
+/// The size of the largest compiled image a cache holds.
+fn image_bytes(cache: &std::path::Path) -> u64 {
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .max()
+        .unwrap_or_else(|| panic!("no image in {cache:?}"))
+}
+
+/// Before an image is kept the guest fills its allocator's holes, so that instances allocate
+/// past the image (guest-shim/src/heap.rs), and it does so after evaluating each module, not
+/// knowing which is the last. It must leave the heap's free top alone: each filling would
+/// otherwise keep what the last one grew, and an extension of many modules find its image,
+/// and every session's memory, megabytes larger.
+#[test]
+fn an_extensions_image_grows_with_what_its_modules_hold_not_with_their_number() {
+    let package = tempfile::tempdir().unwrap();
+    let mut index = String::new();
+    for i in 0..64 {
+        std::fs::write(
+            package.path().join(format!("m{i}.ts")),
+            format!("export const value{i} = {i};\n"),
+        )
+        .unwrap();
+        index.push_str(&format!("import {{ value{i} }} from \"./m{i}.ts\";\n"));
+    }
+    let sum = (0..64).map(|i| format!("value{i}")).collect::<Vec<_>>();
+    index.push_str(&format!(
+        "export default function (pi: any) {{\n  const sum = {};\n  pi.registerCommand(\"sum\", {{ handler: async () => void sum }});\n}}\n",
+        sum.join(" + ")
+    ));
+    let entry = package.path().join("index.ts");
+    std::fs::write(&entry, index).unwrap();
+    let entry = entry.to_string_lossy();
+
+    let shim_only = tempfile::tempdir().unwrap();
+    let guest = inspect_with_cache(&entry, Some("shim"), shim_only.path());
+    assert_eq!(guest["extensionSnapshot"], false, "{guest}");
+    let own = tempfile::tempdir().unwrap();
+    let made = inspect_with_cache(&entry, Some("extension"), own.path());
+    assert_eq!(made["extensionSnapshot"], true, "{made}");
+    assert_eq!(made["commands"][0]["name"], "sum", "{made}");
+    let (guest, own) = (image_bytes(shim_only.path()), image_bytes(own.path()));
+    assert!(
+        own < guest + (1 << 20),
+        "64 one-line modules grew the image from {guest} to {own} bytes"
+    );
+}
