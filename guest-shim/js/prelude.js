@@ -1743,7 +1743,6 @@ globalThis.__pichamber = {
     }
     return null;
   }),
-  // [chain result, event]
   // [chain result, event]; envelopeParts written out: this is the busiest call.
   async dispatchEvent(name, eventJson, ctxJson) {
     try {

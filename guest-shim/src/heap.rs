@@ -16,20 +16,18 @@ unsafe extern "C" {
 const TOP_PROBE: usize = 256 << 10;
 
 /// Allocates, and never frees, every free chunk below the top of the heap, largest sizes
-/// first; the top itself stays free (it is where instances allocate). Returns how many bytes
-/// that took. Called after each step that may be the last before a snapshot, it fills only
-/// what the step left.
-pub fn fill_holes() -> usize {
+/// first; the top itself stays free (it is where instances allocate). Called after each step
+/// that may be the last before a snapshot, it fills only what the step left.
+pub fn fill_holes() {
     // SAFETY: libc's malloc and free, used as documented; the probe is freed at once.
     let top = unsafe {
         let probe = malloc(TOP_PROBE);
         if probe.is_null() {
-            return 0;
+            return;
         }
         free(probe);
         probe as usize
     };
-    let mut filled = 0;
     let mut size = 64usize << 10;
     while size >= 8 {
         loop {
@@ -42,9 +40,7 @@ pub fn fill_holes() -> usize {
                 unsafe { free(chunk) };
                 break;
             }
-            filled += size;
         }
         size /= 2;
     }
-    filled
 }
