@@ -16,12 +16,11 @@ and 0.73.1 (tests/setup.sh) and GNU time (apt-get install time).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 import time
 
-from oracles import REPO, measured, pi_releases, read_rss
+from oracles import REPO, measured, pi_releases, print_sides, read_rss, time_sides
 
 EXTENSION = os.path.join(REPO, "extensions", "hello-tool", "index.ts")
 SCRIPT = {
@@ -113,19 +112,9 @@ def main():
         sides.append((f"pi {release} --mode rpc -e hello-tool",
                        lambda models, pi=pi: pi + ["--mode", "rpc", "--no-session", "--no-extensions", "--no-skills",
                                                    "--no-prompt-templates", "-e", EXTENSION] + common))
-    results = {}
-    for name, spec in sides:
-        run_once(spec, args.pichamber, script_path, work)  # warm-up (page cache, compile cache)
-        samples = [run_once(spec, args.pichamber, script_path, work) for _ in range(args.runs)]
-        results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
+    results = time_sides(sides, lambda spec: run_once(spec, args.pichamber, script_path, work), args.runs)
     print(f"one prompt (extension tool + built-in read, then text) over RPC; median of {args.runs} runs, start to exit")
-    for name, (seconds, rss) in results.items():
-        print(f"  {name:36} {seconds * 1000:8.1f} ms  {rss / 1024:7.1f} MiB peak")
-    ps, pm = results[sides[0][0]]
-    for release, _, _ in releases:
-        ns, nm = results[f"pi {release} --mode rpc -e hello-tool"]
-        print(f"  {'ratio pi ' + release + '/pichamber':36} {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
-
+    print_sides(results, releases, lambda release: f"pi {release} --mode rpc -e hello-tool")
 
 if __name__ == "__main__":
     main()

@@ -16,12 +16,11 @@ the same small overhead of GNU time for both.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 import time
 
-from oracles import REPO, measured, pi_releases, read_rss
+from oracles import REPO, measured, pi_releases, print_sides, read_rss, time_sides
 
 EXAMPLE = "rpc-demo.ts"  # one of pi's example extensions, in both releases
 COMMAND = "/rpc-input"
@@ -90,21 +89,10 @@ def main():
         sides.append((f"pi {release} --mode rpc -e rpc-demo.ts", {"kind": "pi", "argv": argv, "env": env, "cwd": work}))
 
     cold = run_once(ours)  # the first run compiles the component into the cache
-    results = {}
-    for name, spec in sides:
-        run_once(spec)  # warm-up (page cache, compile cache)
-        samples = [run_once(spec) for _ in range(args.runs)]
-        results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
-
+    results = time_sides(sides, run_once, args.runs)
     print(f"command {COMMAND} of rpc-demo.ts, answered '{ANSWER}'; median of {args.runs} runs, process start to exit")
     print(f"  {'pichamber (first run, compiling)':36} {cold[0] * 1000:8.1f} ms  {cold[1] / 1024:7.1f} MiB peak")
-    for name, (seconds, rss) in results.items():
-        print(f"  {name:36} {seconds * 1000:8.1f} ms  {rss / 1024:7.1f} MiB peak")
-    ps, pm = results[sides[0][0]]
-    for release, _, _ in releases:
-        ns, nm = results[f"pi {release} --mode rpc -e rpc-demo.ts"]
-        print(f"  {'ratio pi ' + release + '/pichamber':36} {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
-
+    print_sides(results, releases, lambda release: f"pi {release} --mode rpc -e rpc-demo.ts")
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,7 @@ Real pi comes from tests/setup.sh: tests/oracle (0.73.1, the system Node), tests
 
 import os
 import shutil
+import statistics
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,3 +58,25 @@ def read_rss(path):
         value = int(f.read().strip().splitlines()[-1])
     os.unlink(path)
     return value
+
+
+def time_sides(sides, run_once, runs):
+    """{side name: (median seconds, peak RSS KiB)}: each side warmed up once (page cache,
+    compile cache), then run `runs` times; `run_once(spec)` gives (seconds, peak RSS KiB)."""
+    results = {}
+    for name, spec in sides:
+        run_once(spec)
+        samples = [run_once(spec) for _ in range(runs)]
+        results[name] = (statistics.median(s for s, _ in samples), max(r for _, r in samples))
+    return results
+
+
+def print_sides(results, releases, pi_side):
+    """Each side's figures, then each pi release's ratio to the first side (pichamber's);
+    `pi_side(release)` is the name of that release's side."""
+    for name, (seconds, rss) in results.items():
+        print(f"  {name:36} {seconds * 1000:8.1f} ms  {rss / 1024:7.1f} MiB peak")
+    ps, pm = next(iter(results.values()))
+    for release, _, _ in releases:
+        ns, nm = results[pi_side(release)]
+        print(f"  {'ratio pi ' + release + '/pichamber':36} {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
