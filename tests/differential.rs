@@ -192,13 +192,22 @@ fn normalize(requests: Vec<Value>, extensions: &[PathBuf]) -> Vec<Value> {
         .collect()
 }
 
+/// pi's own examples `names` (each version's), compared.
 fn differential(names: &[&str], commands: &[&str], answers: &[Answer]) {
+    compare(
+        |version| names.iter().map(|n| version.example(n)).collect(),
+        commands,
+        answers,
+    );
+}
+
+fn compare(extensions_of: impl Fn(Pi) -> Vec<PathBuf>, commands: &[&str], answers: &[Answer]) {
     for version in Pi::ALL {
         let Some(mut pi) = version.command() else {
             continue;
         };
         pi.args(version.only_given_extensions());
-        let extensions: Vec<PathBuf> = names.iter().map(|n| version.example(n)).collect();
+        let extensions = extensions_of(version);
         let dir = tempfile::tempdir().unwrap();
         let theirs = normalize(
             run_pi(pi, &extensions, commands, answers, dir.path()),
@@ -296,4 +305,16 @@ fn session_name_matches_pi() {
 #[test]
 fn event_bus_matches_pi() {
     differential(&["event-bus.ts"], &["/emit", "/emit hello there"], &[]);
+}
+
+/// AsyncLocalStorage's store survives every kind of `await` (tests/fixtures/node/async-context.ts):
+/// QuickJS resumes a native one with no hook, so the build lowers async code in an extension
+/// that imports node:async_hooks.
+#[test]
+fn async_local_storage_carries_across_awaits_as_in_pi() {
+    compare(
+        |_| vec![common::path("tests/fixtures/node/async-context.ts").into()],
+        &["/als"],
+        &[],
+    );
 }

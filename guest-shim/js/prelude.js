@@ -495,6 +495,8 @@ for (const name of [
 // The engine has no Intl: Intl.Segmenter, which extensions use to measure text, is provided.
 lazyGlobal("Intl", "pichamber:intl", "Intl");
 lazyGlobal("performance", "pichamber:node/perf_hooks", "performance");
+// What async code lowered to generators calls (modules/async-lowering.js says when).
+lazyGlobal("babelHelpers", "pichamber:async-lowering", "babelHelpers");
 // Node's name for the global object (code written for Node and browsers looks for `global`,
 // `window` or `self` to find it).
 if (!("global" in globalThis)) globalThis.global = globalThis;

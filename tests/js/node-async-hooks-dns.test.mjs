@@ -1,7 +1,6 @@
 // node:async_hooks' AsyncLocalStorage and AsyncResource compared with Node's on what
 // pichamber carries a store through (run, promise callbacks, timers, bind), and node:dns's
-// answers without a network. (An `await` does not carry the store in pichamber: the module's
-// header says so; QuickJS gives no hook for it.)
+// answers without a network. (Across `await`: async-lowering.test.mjs and tests/differential.rs.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as nodeHooks from "node:async_hooks";

@@ -1,10 +1,10 @@
 // node:async_hooks for pichamber. AsyncLocalStorage keeps a store for the code a `run` calls
 // and carries it into the callbacks that code schedules: promise reactions (then, catch,
 // finally), timers, setImmediate, queueMicrotask and process.nextTick, each restored as it
-// runs. What QuickJS does not let it see is an `await`: code after an `await` runs without
-// the store (getStore() is what the outer code had), where Node keeps it. AsyncResource runs
-// functions in the context it was made in. createHook's hooks are never called: the guest
-// reports no async resources.
+// runs. So does an `await`: QuickJS resumes its own with no hook, so the build lowers the
+// async code of an extension that imports this module to steps through promise reactions
+// (async-lowering.js). AsyncResource runs functions in the context it was made in.
+// createHook's hooks are never called: the guest reports no async resources.
 
 // The stores of every AsyncLocalStorage in the running code; replaced, never mutated.
 let frame = new Map();

@@ -20,7 +20,7 @@ use oxc_parser::Parser;
 use oxc_resolver::{ResolveOptions, Resolver};
 use oxc_semantic::SemanticBuilder;
 use oxc_span::SourceType;
-use oxc_transformer::{TransformOptions, Transformer};
+use oxc_transformer::{HelperLoaderMode, TransformOptions, Transformer};
 use pichamber_pi::PiVersion;
 use serde::Deserialize;
 
@@ -129,6 +129,9 @@ pub struct PiField {
 struct VirtualModules {
     aliases: BTreeMap<String, String>,
 }
+
+/// node:async_hooks' module in the guest.
+const ASYNC_HOOKS_ID: &str = "pichamber:node/async_hooks";
 
 fn virtual_aliases() -> BTreeMap<String, String> {
     serde_json::from_str::<VirtualModules>(VIRTUAL_MODULES_JSON)
@@ -314,26 +317,21 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
     let aliases = virtual_aliases();
     let resolver = Resolvers::new();
 
-    let mut ids = PackageScope::new(&layout.root);
-    let entries: Vec<String> = layout.entries.iter().map(|e| ids.module_id(e)).collect();
-    let mut queue: VecDeque<PathBuf> = layout.entries.iter().cloned().collect();
-    let mut done: HashMap<PathBuf, ()> = HashMap::new();
-    let mut transformed = Vec::new();
-    let mut pi_versions: Vec<PiVersion> = Vec::new();
-
-    while let Some(path) = queue.pop_front() {
-        if done.insert(path.clone(), ()).is_some() {
-            continue;
-        }
-        let module = transform_module(&path, &layout, &aliases, &resolver, &mut ids)?;
-        pi_versions.extend(&module.pi_versions);
-        for dep in &module.dependencies {
-            if !done.contains_key(dep) {
-                queue.push_back(dep.clone());
-            }
-        }
-        transformed.push((ids.module_id(&path), module));
+    let mut graph = transform_graph(&layout, &aliases, &resolver, Lowering::None)?;
+    // QuickJS resumes an `await` with no hook the guest sees, so AsyncLocalStorage could not
+    // carry its store across one: an extension that imports node:async_hooks has its async
+    // code lowered to generators, whose every step goes through Promise.prototype.then
+    // (guest-shim/js/modules/async-lowering.js).
+    if graph.uses_async_hooks {
+        graph = transform_graph(&layout, &aliases, &resolver, Lowering::Async)?;
     }
+    let Graph {
+        entries,
+        transformed,
+        mut pi_versions,
+        done,
+        ..
+    } = graph;
     let mut modules = assemble(transformed);
 
     let mut warnings = crate::missing_imports::fill_missing(&mut modules);
@@ -416,6 +414,58 @@ fn bundle_here(input: &Path) -> Result<Bundle, BuildError> {
         warnings,
         files,
     })
+}
+
+/// Which syntax the build rewrites into older syntax.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lowering {
+    None,
+    /// Async functions, async generators and `for await`, into generators and helper calls.
+    Async,
+}
+
+/// Every module the entries reach, transformed.
+struct Graph {
+    entries: Vec<String>,
+    transformed: Vec<(String, TransformedModule)>,
+    pi_versions: Vec<PiVersion>,
+    /// The files it took.
+    done: HashMap<PathBuf, ()>,
+    /// Some module imports node:async_hooks.
+    uses_async_hooks: bool,
+}
+
+fn transform_graph(
+    layout: &Layout,
+    aliases: &BTreeMap<String, String>,
+    resolver: &Resolvers,
+    lowering: Lowering,
+) -> Result<Graph, BuildError> {
+    let mut ids = PackageScope::new(&layout.root);
+    let entries: Vec<String> = layout.entries.iter().map(|e| ids.module_id(e)).collect();
+    let mut queue: VecDeque<PathBuf> = layout.entries.iter().cloned().collect();
+    let mut graph = Graph {
+        entries,
+        transformed: Vec::new(),
+        pi_versions: Vec::new(),
+        done: HashMap::new(),
+        uses_async_hooks: false,
+    };
+    while let Some(path) = queue.pop_front() {
+        if graph.done.insert(path.clone(), ()).is_some() {
+            continue;
+        }
+        let module = transform_module(&path, layout, aliases, resolver, &mut ids, lowering)?;
+        graph.pi_versions.extend(&module.pi_versions);
+        graph.uses_async_hooks |= module.uses_async_hooks;
+        for dep in &module.dependencies {
+            if !graph.done.contains_key(dep) {
+                queue.push_back(dep.clone());
+            }
+        }
+        graph.transformed.push((ids.module_id(&path), module));
+    }
+    Ok(graph)
 }
 
 /// The bundled modules, each `require` now pointing at what its target turned out to be.
@@ -514,6 +564,7 @@ struct TransformedModule {
     /// The pi releases its imports name (type-only imports included: they say it too).
     pi_versions: Vec<PiVersion>,
     shape: Shape,
+    uses_async_hooks: bool,
 }
 
 /// What a transformed module still needs once every module's kind is known: its `require`
@@ -601,6 +652,7 @@ fn transform_module(
     aliases: &BTreeMap<String, String>,
     resolver: &Resolvers,
     ids: &mut PackageScope,
+    lowering: Lowering,
 ) -> Result<TransformedModule, BuildError> {
     let shown = display_path(path, layout);
     let source =
@@ -618,6 +670,7 @@ fn transform_module(
             dependencies: vec![],
             pi_versions: vec![],
             shape: Shape::Json,
+            uses_async_hooks: false,
         });
     }
 
@@ -662,8 +715,15 @@ fn transform_module(
     // `require` it does not declare gets one here (its dependencies imported statically).
     let esm_require =
         has_module_syntax && scoping.root_unresolved_references().contains_key("require");
-    let transformed = Transformer::new(&allocator, path, &TransformOptions::default())
-        .build_with_scoping(scoping, &mut program);
+    let mut options = TransformOptions::default();
+    if lowering == Lowering::Async {
+        options.env.es2017.async_to_generator = true;
+        options.env.es2018.async_generator_functions = true;
+        // `babelHelpers.NAME`: a global the guest defines, so any module shape can call it.
+        options.helper_loader.mode = HelperLoaderMode::External;
+    }
+    let transformed =
+        Transformer::new(&allocator, path, &options).build_with_scoping(scoping, &mut program);
     if let Some(error) = first_error(&transformed.diagnostics, &source, &shown) {
         return Err(error);
     }
@@ -685,6 +745,7 @@ fn transform_module(
         try_depth: 0,
         optional: HashSet::new(),
         missing: Vec::new(),
+        uses_async_hooks: false,
     };
     rewriter.visit_program(&mut program);
     // A require outside try that did not resolve fails the build, unless the module treats
@@ -705,6 +766,7 @@ fn transform_module(
     }
     let dependencies = rewriter.dependencies;
     let requires = rewriter.requires;
+    let uses_async_hooks = rewriter.uses_async_hooks;
     let id = ids.module_id(path);
     let generated = Codegen::new()
         .with_options(oxc_codegen::CodegenOptions {
@@ -738,6 +800,7 @@ fn transform_module(
         dependencies,
         pi_versions,
         shape,
+        uses_async_hooks,
     })
 }
 
@@ -959,6 +1022,7 @@ struct SpecifierRewriter<'a, 'b> {
     optional: HashSet<String>,
     /// Requires outside `try` that did not resolve: offset, specifier, why.
     missing: Vec<(u32, String, String)>,
+    uses_async_hooks: bool,
 }
 
 /// Why a specifier did not give a module.
@@ -975,6 +1039,7 @@ impl<'a> SpecifierRewriter<'a, '_> {
     /// it is a `require`'s.
     fn resolve(&mut self, specifier: &str, required: bool) -> Result<String, Unresolved> {
         if let Some(id) = self.aliases.get(specifier) {
+            self.uses_async_hooks |= id == ASYNC_HOOKS_ID;
             return Ok(id.clone());
         }
         if let Some(builtin) = specifier.strip_prefix("node:") {
@@ -1413,5 +1478,66 @@ mod resolution_tests {
             "{}",
             built.modules[0].code
         );
+    }
+}
+
+#[cfg(test)]
+mod lowering_tests {
+    use super::*;
+
+    /// Each module's code after bundling `index.ts` among `files`.
+    fn codes(files: &[(&str, &str)]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let bundle = bundle(&dir.path().join("index.ts")).unwrap_or_else(|e| panic!("{e:?}"));
+        bundle.modules.into_iter().map(|m| m.code).collect()
+    }
+
+    const ASYNC_CODE: &str = "export async function f() { await 1; }\nexport async function* g() { for await (const x of []) yield x; }\n";
+
+    #[test]
+    fn async_code_is_lowered_in_every_module_once_one_imports_async_hooks() {
+        // Without node:async_hooks anywhere, QuickJS runs async code natively.
+        let plain = codes(&[
+            ("lib.ts", ASYNC_CODE),
+            (
+                "index.ts",
+                "import { f } from './lib.ts';\nexport default () => f;\n",
+            ),
+        ]);
+        assert!(
+            plain.iter().all(|c| !c.contains("babelHelpers")),
+            "{plain:?}"
+        );
+        assert!(
+            plain.iter().any(|c| c.contains("async function f")),
+            "{plain:?}"
+        );
+        // A dependency importing it (here a CommonJS one, by require) lowers the entry's
+        // async code too: the store must survive every await between run() and getStore().
+        let lowered = codes(&[
+            ("lib.ts", ASYNC_CODE),
+            (
+                "store.cjs",
+                "const { AsyncLocalStorage } = require('node:async_hooks');\nmodule.exports = new AsyncLocalStorage();\nmodule.exports.later = async () => { await 0; };\n",
+            ),
+            (
+                "index.ts",
+                "import { f, g } from './lib.ts';\nimport store from './store.cjs';\nexport default async () => { await f(); return [g, store]; };\n",
+            ),
+        ]);
+        let all = lowered.join("\n");
+        assert!(!all.contains("async "), "{all}");
+        assert!(!all.contains("await "), "{all}");
+        for helper in ["asyncToGenerator", "wrapAsyncGenerator", "asyncIterator"] {
+            assert!(
+                all.contains(&format!("babelHelpers.{helper}(")),
+                "{helper}: {all}"
+            );
+        }
     }
 }
