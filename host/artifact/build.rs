@@ -1,6 +1,6 @@
-//! Records the hash of the embedded guest shim so a run can find its compiled code in the
-//! cache without reading (or hashing) the 1.6 MB component at start-up, and embeds the
-//! sources of the shim's virtual modules, whose exports a build checks imports against.
+//! Embeds the guest shim with its hash, so a run can find its compiled code in the cache
+//! without reading (or hashing) the component at start-up, and the sources of the shim's
+//! virtual modules, whose exports a build checks imports against.
 use sha2::{Digest, Sha256};
 
 fn main() {
@@ -14,6 +14,10 @@ fn main() {
         .map(|b| format!("{b:02x}"))
         .collect();
     println!("cargo:rustc-env=GUEST_SHIM_SHA256={hex}");
+    // The bytes embedded are the ones hashed: a copy of this run's, not the checkout's file,
+    // which another checkout sharing the target dir may have made newer than this output.
+    let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("guest-shim.wasm");
+    std::fs::write(out, &bytes).expect("copy the guest shim into OUT_DIR");
 }
 
 /// `$OUT_DIR/virtual_sources.rs`: `(module id, its source)` for each virtual module.

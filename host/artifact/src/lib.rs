@@ -36,8 +36,9 @@ pub const WIT_VERSION: &str = "0.2.0";
 /// runtime has an adapter for each older one).
 pub const WIT_VERSIONS: [&str; 2] = ["0.1.0", WIT_VERSION];
 
-/// The prebuilt guest shim (QuickJS + the pi prelude), rebuilt by guest-shim/build.sh.
-pub static GUEST_SHIM: &[u8] = include_bytes!("../../assets/guest-shim.wasm");
+/// The prebuilt guest shim (QuickJS + the pi prelude), rebuilt by guest-shim/build.sh; the
+/// copy build.rs hashed as [`GUEST_SHIM_SHA256`].
+pub static GUEST_SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest-shim.wasm"));
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
