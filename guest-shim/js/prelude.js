@@ -1126,6 +1126,19 @@ const contextMethods = {
 };
 const thinkingLevelProperty = { get: () => hostCall("getThinkingLevel"), enumerable: true };
 
+// The host's context snapshot (cwd, model, ...) is the same text from call to call until the
+// session changes: parsed once per change, so every ctx shares one `model` object until the
+// model changes, as in pi, where ctx.model is the session's own.
+let lastSnapshotJson = "";
+let lastSnapshot = {};
+function parseSnapshot(json) {
+  if (json !== lastSnapshotJson) {
+    lastSnapshot = JSON.parse(json);
+    lastSnapshotJson = json;
+  }
+  return lastSnapshot;
+}
+
 function makeContext(snapshot, extras = {}) {
   const m = contextMethods;
   const ctx = {
@@ -1560,7 +1573,7 @@ function extraFields(result) {
 async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
   const tool = extension.tools.get(toolName);
   if (!tool) return toolResultFromError(new Error(`Tool "${toolName}" is not registered by this extension`));
-  const snapshot = JSON.parse(ctxJson);
+  const snapshot = parseSnapshot(ctxJson);
   const signal = neverAborted();
   const ctx = makeContext(snapshot, { signal });
   if (followsPi16) Object.assign(ctx, toolContext(toolCallId));
@@ -1625,7 +1638,7 @@ async function runWorker({ worker, data, threadId }) {
 const runCommand = envelope(async (name, args, ctxJson) => {
   const command = extension.commands.get(name);
   if (!command) throw new Error(`Command "/${name}" is not registered by this extension`);
-  await command.handler(args, makeCommandContext(JSON.parse(ctxJson)));
+  await command.handler(args, makeCommandContext(parseSnapshot(ctxJson)));
   return null;
 });
 
@@ -1748,7 +1761,7 @@ globalThis.__pichamber = {
   // [chain result, event]; envelopeParts written out: this is the busiest call.
   async dispatchEvent(name, eventJson, ctxJson) {
     try {
-      const ctx = makeContext(JSON.parse(ctxJson));
+      const ctx = makeContext(parseSnapshot(ctxJson));
       const { result, event } = await runChain(name, JSON.parse(eventJson), ctx);
       return [null, jsonPart(result), jsonPart(event)];
     } catch (err) {
@@ -1792,7 +1805,7 @@ globalThis.__pichamber = {
     const model = extension.virtualModels.get(`${provider}/${id}`);
     if (!model) throw new Error(`Virtual model ${provider}/${id} is not registered by this extension`);
     const request = { ...JSON.parse(requestJson), signal: neverAborted() };
-    const route = await model.route(request, makeContext(JSON.parse(ctxJson)));
+    const route = await model.route(request, makeContext(parseSnapshot(ctxJson)));
     if (!route || typeof route.model !== "object" || route.model === null) {
       throw new Error(`Virtual model ${provider}/${id}: route() returned ${JSON.stringify(route)} instead of { model, thinkingLevel }`);
     }
