@@ -116,6 +116,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
             pi: pichamber_session::PiVersion::default(),
             mode: "rpc",
             project_trusted: true,
+            builtin_extensions: false,
         },
     );
     session.load(&artifact(dir.path(), source)).await.unwrap();

@@ -68,8 +68,31 @@ impl Rpc {
         )
     }
 
-    /// [`Rpc::start_with`] with pi options both sides get, and settings.json entries.
+    /// [`Rpc::start_with`] with pi options both sides get, and settings.json entries; both
+    /// sides without pi 1.6.0's built-in extensions ([`Rpc::start_command`] with them).
     fn start_full(
+        side: Side,
+        root: &Path,
+        base_url: &str,
+        extensions: &[&str],
+        pichamber_args: &[&str],
+        pi_args: &[&str],
+        settings: &Value,
+    ) -> Self {
+        let mut args = Pi::V1_6.only_given_extensions().to_vec();
+        args.extend_from_slice(pi_args);
+        Self::start_command(
+            side,
+            root,
+            base_url,
+            extensions,
+            pichamber_args,
+            &args,
+            settings,
+        )
+    }
+
+    fn start_command(
         side: Side,
         root: &Path,
         base_url: &str,
@@ -91,9 +114,6 @@ impl Rpc {
             command.env("PICHAMBER_PI_ARGS", pichamber_args.join(" "));
         }
         command.args(pi_args);
-        if side == Side::Pi {
-            command.args(Pi::V1_6.only_given_extensions());
-        }
         command.args(["--mode", "rpc", "--no-session"]);
         for extension in extensions {
             command
@@ -1279,4 +1299,89 @@ fn resize_image_scales_as_pi_1_6_does() {
     assert_eq!(report["kept"]["wasResized"], false, "{report:#}");
     assert_eq!(report["narrow"]["width"], 300, "{report:#}");
     assert_eq!(report["notAnImage"], Value::Null, "{report:#}");
+}
+
+/// pi 1.6.0's built-in extensions come after the given ones: `get_commands` lists llama.cpp's
+/// `/llama` with pi's `sourceInfo`, and `/llama` says it needs pi's terminal UI; an extension's
+/// own `/llama` and the built-in's become `/llama:1` and `/llama:2`. (`--no-mcp` on both sides:
+/// pichamber does not serve pi's `mcp` built-in yet.) `--no-extensions` drops them on both sides.
+#[test]
+fn builtin_extensions_come_after_the_given_ones_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let drive = |side: Side, root: &Path, extension: &str, pi_args: &[&str], prompts: &[&str]| {
+        with_mock(script(), |base_url| {
+            let mut rpc =
+                Rpc::start_command(side, root, base_url, &[extension], &[], pi_args, &json!({}));
+            rpc.respond(json!({"type": "get_commands"}));
+            for message in prompts {
+                rpc.send(json!({"type": "prompt", "message": message}));
+                rpc.read_until(
+                    |l| l["type"] == "response" && l["command"] == "prompt",
+                    "the prompt's response",
+                );
+            }
+            let lines = rpc.finish();
+            let commands = lines
+                .iter()
+                .find(|l| l["command"] == "get_commands")
+                .map(|l| l["data"]["commands"].clone())
+                .unwrap();
+            let commands = commands.as_array().unwrap();
+            let names: Vec<Value> = commands
+                .iter()
+                .map(|c| json!([c["name"], c["sourceInfo"]["source"]]))
+                .collect();
+            let builtins: Vec<&Value> = commands
+                .iter()
+                .filter(|c| c["sourceInfo"]["source"] == "builtin")
+                .collect();
+            let notes: Vec<Value> = lines
+                .iter()
+                .filter(|l| l["method"] == "notify")
+                .map(|l| json!([l["notifyType"], l["message"]]))
+                .collect();
+            json!({ "names": names, "builtins": builtins, "notes": notes })
+        })
+    };
+    let cases: [(&str, &str, &[&str], &[&str]); 3] = [
+        (
+            "with",
+            "prompts.ts",
+            &["--no-mcp"],
+            &["/llama", "/llama list"],
+        ),
+        ("without", "prompts.ts", &["--no-extensions"], &[]),
+        (
+            "clash",
+            "llama-clash.ts",
+            &["--no-mcp"],
+            &["/llama:1", "/llama:2"],
+        ),
+    ];
+    for (case, extension, pi_args, prompts) in cases {
+        let pi = drive(
+            Side::Pi,
+            &dir.path().join(format!("{case}-pi")),
+            extension,
+            pi_args,
+            prompts,
+        );
+        let ours = drive(
+            Side::Pichamber,
+            &dir.path().join(format!("{case}-ours")),
+            extension,
+            pi_args,
+            prompts,
+        );
+        if let Some(difference) = first_difference(&pi, &ours, "") {
+            panic!(
+                "{case} built-ins, pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}"
+            );
+        }
+        let listed = ours["builtins"].as_array().unwrap().len();
+        assert_eq!(listed, usize::from(case != "without"), "{case}: {ours:#}");
+    }
 }

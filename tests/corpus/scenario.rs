@@ -432,7 +432,8 @@ fn command_for(kind: Kind, exts: &[&Path], place: &Place) -> Command {
         }
         Kind::Pichamber => {
             let mut cmd = Command::new(bin());
-            cmd.arg("rpc")
+            // Without pi 1.6.0's built-in extensions, as pi's side runs.
+            cmd.args(["rpc", "--no-extensions"])
                 .arg("--models")
                 .arg(place.home.join("models.json"))
                 .arg("--cwd")

@@ -166,6 +166,8 @@ pub async fn run(
         found: vec![],
         settings: serde_json::json!({}),
         project_trusted: true,
+        // A check runs the extension under test alone.
+        builtin_extensions: false,
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

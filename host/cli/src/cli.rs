@@ -156,7 +156,8 @@ struct SessionArgs {
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
     /// With no extension given: do not look for extensions where pi finds them
-    /// (.pi/extensions, ~/.pi/agent/extensions, settings.json extensions and packages).
+    /// (.pi/extensions, ~/.pi/agent/extensions, settings.json extensions and packages); in
+    /// `rpc`, also leave out pi 1.6.0's built-in extensions (/llama), as pi does.
     #[arg(long)]
     no_extensions: bool,
     /// Also load the project's own extensions and settings (.pi/ in --cwd): code that came
@@ -641,9 +642,12 @@ fn discovered_extensions(cwd: &Path, trust_project: bool, report: bool) -> Vec<P
 /// The session `run` and `rpc` work in: extensions loaded in order, model, agent settings,
 /// session file. `None` when every extension failed to load (each failure was reported);
 /// with it, how many extensions found where pi looks were skipped as they do not build.
+/// `for_pi_client`: pi's RPC and one-shot modes, which bring pi 1.6.0's built-in extensions
+/// unless `--no-extensions`.
 async fn open_session(
     args: &SessionArgs,
     mode: &'static str,
+    for_pi_client: bool,
     has_ui: bool,
     dialogs: Arc<dyn DialogResponder>,
     sink: impl FnOnce(PiVersion) -> EventSink,
@@ -695,6 +699,7 @@ async fn open_session(
         found,
         settings,
         project_trusted: trust.trusted,
+        builtin_extensions: for_pi_client && !args.no_extensions,
     })
     .await?;
     Ok((session, r.skipped))
@@ -811,6 +816,7 @@ async fn decide_project_trust(args: &SessionArgs, cwd: &Path, mode: &'static str
         found,
         settings: pichamber_session::settings::merge(&pi_settings(cwd, false)),
         project_trusted: false,
+        builtin_extensions: false,
     })
     .await?
     {
@@ -1118,7 +1124,8 @@ async fn run(args: RunArgs, matches: &ArgMatches) -> Result<ExitCode> {
     };
     let failed = Arc::new(AtomicBool::new(false));
     let sink = output_sink(args.json, asks_on_terminal, failed.clone());
-    let (session, skipped) = open_session(common, "rpc", has_ui, dialogs, |_| sink.clone()).await?;
+    let (session, skipped) =
+        open_session(common, "rpc", false, has_ui, dialogs, |_| sink.clone()).await?;
     // An extension that was skipped failed to load: the run goes on, and then fails.
     if skipped > 0 {
         failed.store(true, Ordering::Relaxed);
@@ -1475,7 +1482,7 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
         let sink = |pi| rpc::once::event_sink(mode, output.clone(), pi);
         let dialogs = Arc::new(pichamber_session::NoDialogs);
         let (Some(session), _) =
-            open_session(&args.common, mode.ctx_mode(), false, dialogs, sink).await?
+            open_session(&args.common, mode.ctx_mode(), true, false, dialogs, sink).await?
         else {
             return Ok(ExitCode::FAILURE);
         };
@@ -1492,7 +1499,7 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     let dialogs = Arc::new(rpc::RpcDialogs::default());
     let sink = |pi| rpc::event_sink(output.clone(), pi);
     let (Some(mut session), _) =
-        open_session(&args.common, "rpc", true, dialogs.clone(), sink).await?
+        open_session(&args.common, "rpc", true, true, dialogs.clone(), sink).await?
     else {
         return Ok(ExitCode::FAILURE);
     };

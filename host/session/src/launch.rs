@@ -68,6 +68,8 @@ pub struct SessionSpec {
     pub settings: Value,
     /// What `ctx.isProjectTrusted()` says.
     pub project_trusted: bool,
+    /// pi 1.6.0's built-in extensions come along (a pi client's session; see `builtins`).
+    pub builtin_extensions: bool,
 }
 
 /// The pi release a session of these extensions follows, unless one is chosen.
@@ -95,6 +97,7 @@ pub async fn open_session(spec: SessionSpec) -> Result<Option<Session>> {
             pi: pi_version_for(&spec.artifacts, spec.pi),
             mode: spec.mode,
             project_trusted: spec.project_trusted,
+            builtin_extensions: spec.builtin_extensions,
         },
     );
     session.set_resources(spec.prompts, spec.skills);
@@ -256,6 +259,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
             pi: pi_version_for(std::slice::from_ref(artifact), None),
             mode: "rpc",
             project_trusted: true,
+            builtin_extensions: false,
         },
     );
     let loaded = session.load(artifact).await.is_ok();

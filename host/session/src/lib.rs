@@ -13,6 +13,7 @@
 mod agent_loop;
 mod boundary;
 mod branch_summary;
+pub mod builtins;
 mod compact;
 mod compaction;
 mod dialogs;
@@ -56,7 +57,7 @@ use pichamber_artifact::{Artifact, Origin};
 use pichamber_model::ModelClient;
 use pichamber_runtime::{CallError, CommandStep, ExtensionInstance, InstanceOptions, Runtime};
 use pichamber_tools::{self as tools, Workspace};
-use state::{RegisteredTool, ToolSource};
+use state::{CommandOwner, RegisteredTool, ToolSource};
 
 /// How a session is set up.
 pub struct SessionConfig {
@@ -82,6 +83,9 @@ pub struct SessionConfig {
     /// What `ctx.isProjectTrusted()` says (pi 1.6.0): whether the working folder's own
     /// resources were trusted to load (see `trust`).
     pub project_trusted: bool,
+    /// pi 1.6.0's built-in extensions ([`builtins`]) come with a session that follows 1.6.0,
+    /// as for pi's clients (pi's `--no-extensions` leaves them out).
+    pub builtin_extensions: bool,
 }
 
 /// How the agent behaves (pi's settings of the same names).
@@ -205,6 +209,9 @@ impl Session {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
+        }
+        if config.builtin_extensions && config.pi.is_1_6() {
+            state.register_builtins();
         }
         state.agent.steering_mode = config.agent.steering_mode;
         state.agent.follow_up_mode = config.agent.follow_up_mode;
@@ -738,7 +745,17 @@ impl Session {
         };
         let owner = {
             let state = self.shared.state.lock().unwrap();
-            state.command(name).map(|c| (c.extension, c.name.clone()))
+            state.command(name).map(|c| (c.owner, c.name.clone()))
+        };
+        let owner = match owner {
+            Some((CommandOwner::Builtin(b), registered_name)) => {
+                self.run_builtin_command(b, &registered_name, args);
+                return Ok(());
+            }
+            Some((CommandOwner::Extension(owner), registered_name)) => {
+                Some((owner, registered_name))
+            }
+            None => None,
         };
         let Some((owner, registered_name)) = owner else {
             let known: Vec<String> = self
@@ -801,6 +818,23 @@ impl Session {
         })
     }
 
+    /// A built-in extension's command, as it runs outside pi's terminal UI.
+    fn run_builtin_command(&self, builtin: usize, name: &str, args: &str) {
+        let Some(command) = builtins::BUILTINS[builtin]
+            .commands
+            .iter()
+            .find(|c| c.name == name)
+        else {
+            return;
+        };
+        if self.shared.has_ui {
+            self.shared.emit(SessionEvent::ExtensionUiRequest {
+                id: uuid::Uuid::new_v4().to_string(),
+                request: (command.headless)(args),
+            });
+        }
+    }
+
     pub async fn complete_arguments(
         &mut self,
         command: &str,
@@ -808,12 +842,14 @@ impl Session {
     ) -> Result<Option<Value>, String> {
         let owner = {
             let state = self.shared.state.lock().unwrap();
-            state
-                .command(command)
-                .map(|c| (c.extension, c.name.clone()))
+            state.command(command).map(|c| (c.owner, c.name.clone()))
         };
-        let (owner, registered_name) =
-            owner.ok_or_else(|| format!("unknown command /{command}"))?;
+        let (owner, registered_name) = match owner {
+            Some((CommandOwner::Extension(owner), name)) => (owner, name),
+            // pi's built-in commands complete nothing outside its terminal UI.
+            Some((CommandOwner::Builtin(_), _)) => return Ok(None),
+            None => return Err(format!("unknown command /{command}")),
+        };
         let items = self.extensions[owner]
             .complete_arguments(&registered_name, prefix)
             .await

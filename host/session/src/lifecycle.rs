@@ -18,7 +18,7 @@ use super::compaction::js_truthy;
 use super::events::{RUNTIME, SessionEvent};
 use super::messages::{self, now_ms};
 use super::models::{RouteReason, Selection};
-use super::state::ToolSource;
+use super::state::{CommandOwner, ToolSource};
 use super::store::{SessionStore, SyncPolicy};
 
 /// Where a fork starts (pi's `position`).
@@ -188,7 +188,9 @@ impl Session {
         state.tools.retain(|t| t.source == ToolSource::Builtin);
         let builtin: Vec<String> = state.tools.iter().map(|t| t.name.clone()).collect();
         state.active_tools.retain(|n| builtin.contains(n));
-        state.commands.clear();
+        state
+            .commands
+            .retain(|c| matches!(c.owner, CommandOwner::Builtin(_)));
         state.registrations.clear();
     }
 

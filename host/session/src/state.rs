@@ -215,7 +215,7 @@ impl LazyValidator {
 #[serde(rename_all = "camelCase")]
 pub struct RegisteredCommand {
     #[serde(skip)]
-    pub extension: usize,
+    pub owner: CommandOwner,
     pub extension_name: String,
     /// The name the extension registered (what its own instance knows it by).
     pub name: String,
@@ -224,6 +224,16 @@ pub struct RegisteredCommand {
     pub invocation_name: String,
     pub description: Option<String>,
     pub has_argument_completions: bool,
+}
+
+/// Who serves a command. pi loads its built-in extensions after every other, so they sort
+/// last (invocation names, listings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CommandOwner {
+    /// An extension, by load order.
+    Extension(usize),
+    /// One of pi's built-in extensions, by its place in [`crate::builtins::BUILTINS`].
+    Builtin(usize),
 }
 
 /// What names an extension where the host must tell extensions apart across restarts (the
@@ -237,7 +247,7 @@ pub fn owner_key(name: &str, source_hash: &str) -> String {
 impl RegisteredCommand {
     pub fn from_wit(extension: usize, extension_name: &str, def: CommandDefinition) -> Self {
         Self {
-            extension,
+            owner: CommandOwner::Extension(extension),
             extension_name: extension_name.to_owned(),
             invocation_name: def.name.clone(),
             name: def.name,
@@ -454,12 +464,13 @@ impl SessionState {
         let mut roots: Vec<String> = self
             .commands
             .iter()
-            .filter(|c| c.extension == extension)
+            .filter(|c| c.owner == CommandOwner::Extension(extension))
             .map(|c| command_root(&c.name).to_owned())
             .collect();
         roots.sort();
         roots.dedup();
-        self.commands.retain(|c| c.extension != extension);
+        self.commands
+            .retain(|c| c.owner != CommandOwner::Extension(extension));
         for root in roots {
             self.resolve_invocation_names(&root);
         }
@@ -523,6 +534,22 @@ impl SessionState {
         self.active_tools = active;
     }
 
+    /// pi 1.6.0's built-in extensions' commands, which stay through extension reloads.
+    pub fn register_builtins(&mut self) {
+        for (b, builtin) in crate::builtins::BUILTINS.iter().enumerate() {
+            for command in builtin.commands {
+                self.register_command(RegisteredCommand {
+                    owner: CommandOwner::Builtin(b),
+                    extension_name: builtin.name.into(),
+                    name: command.name.into(),
+                    invocation_name: command.name.into(),
+                    description: Some(command.description.into()),
+                    has_argument_completions: false,
+                });
+            }
+        }
+    }
+
     /// Adds or replaces (same extension, same name) a command, then gives every command pi's
     /// invocation name: a name several extensions registered becomes `name:1`, `name:2`, ...
     /// in load order.
@@ -531,7 +558,7 @@ impl SessionState {
         match self
             .commands
             .iter_mut()
-            .find(|c| c.extension == command.extension && c.name == command.name)
+            .find(|c| c.owner == command.owner && c.name == command.name)
         {
             // Registered again: replaced where it was (pi's Map keeps the first position).
             Some(existing) => *existing = command,
@@ -551,7 +578,7 @@ impl SessionState {
         let mut family: Vec<usize> = (0..self.commands.len())
             .filter(|&i| command_root(&self.commands[i].name) == root)
             .collect();
-        family.sort_by_key(|&i| self.commands[i].extension);
+        family.sort_by_key(|&i| self.commands[i].owner);
         let mut counts: HashMap<&str, usize> = HashMap::new();
         for &i in &family {
             *counts.entry(self.commands[i].name.as_str()).or_default() += 1;
@@ -583,8 +610,10 @@ impl SessionState {
 
     /// The owner key of the extension that registered the command users invoke as `invocation`.
     pub fn command_owner(&self, invocation: &str) -> Option<&str> {
-        let command = self.command(invocation)?;
-        self.owners.get(command.extension).map(String::as_str)
+        match self.command(invocation)?.owner {
+            CommandOwner::Extension(i) => self.owners.get(i).map(String::as_str),
+            CommandOwner::Builtin(_) => None,
+        }
     }
 
     pub fn command(&self, invocation: &str) -> Option<&RegisteredCommand> {
@@ -633,11 +662,20 @@ impl SessionState {
     /// The commands as pi lists them (`get_commands`, `pi.getCommands()`): the extensions'
     /// registered commands, then prompt templates, then skills.
     pub fn commands_json(&self) -> Value {
+        let (extensions, builtins): (Vec<_>, Vec<_>) = self
+            .commands
+            .iter()
+            .partition(|c| matches!(c.owner, CommandOwner::Extension(_)));
         Value::Array(
-            self.commands
-                .iter()
+            extensions
+                .into_iter()
+                .chain(builtins)
                 .map(|c| {
-                    let source_info = self.extension_sources.get(c.extension).cloned().unwrap_or_else(|| {
+                    let source_info = match c.owner {
+                        CommandOwner::Extension(i) => self.extension_sources.get(i).cloned(),
+                        CommandOwner::Builtin(b) => Some(crate::builtins::source_info(&crate::builtins::BUILTINS[b])),
+                    }
+                    .unwrap_or_else(|| {
                         json!({ "path": format!("extension:{}", c.extension_name), "source": "cli", "scope": "temporary", "origin": "top-level" })
                     });
                     json!({
@@ -661,7 +699,7 @@ mod tests {
 
     fn command(extension: usize, name: &str) -> RegisteredCommand {
         RegisteredCommand {
-            extension,
+            owner: CommandOwner::Extension(extension),
             extension_name: format!("ext{extension}"),
             name: name.into(),
             invocation_name: name.into(),
@@ -674,7 +712,12 @@ mod tests {
         let mut all: Vec<_> = state
             .commands
             .iter()
-            .map(|c| (c.extension, c.name.clone(), c.invocation_name.clone()))
+            .map(|c| {
+                let CommandOwner::Extension(e) = c.owner else {
+                    unreachable!("no built-ins here")
+                };
+                (e, c.name.clone(), c.invocation_name.clone())
+            })
             .collect();
         all.sort();
         all
@@ -702,7 +745,10 @@ mod tests {
                 (2, "x:1", "x:1:2"),
             ])
         );
-        assert_eq!(state.command("x:1").unwrap().extension, 0);
+        assert_eq!(
+            state.command("x:1").unwrap().owner,
+            CommandOwner::Extension(0)
+        );
         // An earlier extension's literal keeps its name; the renamed ones move on, as in pi.
         let mut state = SessionState::new(SessionStore::in_memory("/w"));
         state.register_command(command(0, "x:1"));
