@@ -9,6 +9,7 @@
 //! what WASI needs of a store.
 
 pub mod boundary;
+mod compile_cache;
 mod extension_host;
 mod guest;
 mod host_api;
@@ -25,7 +26,7 @@ mod workers;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ use wasmtime::{
     PoolingAllocationConfig,
 };
 
+pub use compile_cache::default_cache_dir;
+use compile_cache::{cached, keep_compiled};
 pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
 pub use instance::{
     CallError, CommandStep, Dispatched, ExtensionInstance, InstanceOptions, MAX_FAILURES,
@@ -46,7 +49,7 @@ pub use instance::{
 pub use operations::Operations;
 pub use wasi::Determinism;
 
-use pichamber_artifact::{Artifact, hex};
+use pichamber_artifact::Artifact;
 
 /// The newest WIT (wit/v0.2.0): what the host implements (`host_api`) and calls (`guest`).
 /// Each older version has an adapter module (`since_v0_1_0`) that forwards to it.
@@ -531,63 +534,6 @@ fn guest_pre(
     GuestPre::new(&artifact.manifest.wit_version, pre, image)
 }
 
-/// The compiled code cached under `key`, if any.
-fn cached(engine: &Engine, cache_dir: Option<&Path>, key: &[u8; 32]) -> Option<Component> {
-    let path = cache_dir?.join(cache_name(engine, key));
-    if !path.is_file() {
-        return None;
-    }
-    // SAFETY: files in our private cache are written by `Component::serialize` of an
-    // engine with this configuration (the name includes the compatibility hash). Whatever
-    // the artifact claims, the cached code is code we compiled from bytes with that hash.
-    match unsafe { Component::deserialize_file(engine, &path) } {
-        Ok(component) => Some(component),
-        Err(e) => {
-            tracing::warn!("ignoring unusable cache entry {}: {e}", path.display());
-            None
-        }
-    }
-}
-
-/// Writes freshly compiled code to the cache and returns it as read back from there: mapped
-/// from the file, its pages are the page cache's, shared and reclaimable, where the compiled
-/// copy is the process's own anonymous memory (about 55 MiB for the guest shim, measured in
-/// `serve`). Without a cache, or when writing fails, the compiled copy.
-fn keep_compiled(
-    component: Component,
-    cache_dir: Option<&Path>,
-    engine: &Engine,
-    key: &[u8; 32],
-) -> Component {
-    let Some(dir) = cache_dir else {
-        return component;
-    };
-    let path = dir.join(cache_name(engine, key));
-    let written = component
-        .serialize()
-        .map_err(anyhow::Error::from)
-        .and_then(|b| Ok(write_cache(&path, &b)?));
-    let kept = match written {
-        Ok(()) => cached(engine, Some(dir), key).unwrap_or(component),
-        Err(e) => {
-            tracing::debug!("cannot write the compile cache {}: {e}", path.display());
-            component
-        }
-    };
-    release_freed_memory();
-    kept
-}
-
-/// Cache file name: the key and the engine's compatibility hash.
-fn cache_name(engine: &Engine, key: &[u8; 32]) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(key);
-    let mut compat = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut compat);
-    hasher.update(std::hash::Hasher::finish(&compat).to_le_bytes());
-    format!("{}.cwasm", &hex(&hasher.finalize())[..32])
-}
-
 /// The cache key of an extension's own snapshot: the shim's and the modules' (as read here,
 /// not as the artifact claims them) hashes, the entries and what its sessions share.
 fn extension_snapshot_key(
@@ -629,29 +575,6 @@ fn snapshot_key(component_hash: &[u8; 32]) -> [u8; 32] {
     hasher.update(b"pichamber pre-initialised snapshot 1\0");
     hasher.update(component_hash);
     hasher.finalize().into()
-}
-
-fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(path.parent().unwrap())?;
-    // Write-then-rename so a concurrent reader never sees half a file.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(tmp, path)
-}
-
-/// `$PICHAMBER_CACHE_DIR`, else `$XDG_CACHE_HOME/pichamber`, else `~/.cache/pichamber`;
-/// `PICHAMBER_CACHE_DIR=off` disables the cache.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("PICHAMBER_CACHE_DIR") {
-        if dir == "off" {
-            return None;
-        }
-        return Some(PathBuf::from(dir));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("pichamber"))
 }
 
 /// The engine configuration, but for how instances are allocated.
