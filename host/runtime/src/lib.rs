@@ -292,31 +292,36 @@ impl Runtime {
         if !counted {
             return Ok(None);
         }
-        let make = {
+        // Decided under the lock, done outside it: every session's start takes this lock, and
+        // reading a cached image maps and checks tens of megabytes.
+        let uses = {
             let mut images = self.extension_images.lock().unwrap();
             let state = images.entry(key).or_insert(ExtensionImage::Used(0));
             match *state {
                 ExtensionImage::Used(n) => {
                     *state = ExtensionImage::Used(n + 1);
-                    if n == 0
-                        && let Some(component) = self.cached(&key)
-                    {
-                        let pre =
-                            guest_pre(&self.linker, artifact, &component, StartImage::Extension)?;
-                        self.prepared.lock().unwrap().insert(key, pre.clone());
-                        return Ok(Some(pre));
-                    }
-                    let make = n + 1 >= mode.extension_image_after();
-                    if make {
-                        *state = ExtensionImage::Building;
-                    }
-                    make
+                    n
                 }
-                ExtensionImage::Building | ExtensionImage::Unavailable => false,
+                ExtensionImage::Building | ExtensionImage::Unavailable => return Ok(None),
             }
         };
-        if !make {
+        if uses == 0
+            && let Some(component) = self.cached(&key)
+        {
+            let pre = guest_pre(&self.linker, artifact, &component, StartImage::Extension)?;
+            self.prepared.lock().unwrap().insert(key, pre.clone());
+            return Ok(Some(pre));
+        }
+        if uses + 1 < mode.extension_image_after() {
             return Ok(None);
+        }
+        // One session starts making it, unless the cache had it after all.
+        match self.extension_images.lock().unwrap().get_mut(&key) {
+            Some(state @ ExtensionImage::Used(_)) => *state = ExtensionImage::Building,
+            _ => return Ok(None),
+        }
+        if let Some(pre) = self.prepared.lock().unwrap().get(&key) {
+            return Ok(Some(pre.clone()));
         }
         let maker = ImageMaker {
             engine: self.engine.clone(),
