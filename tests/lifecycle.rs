@@ -116,7 +116,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
             pi: pichamber_session::PiVersion::default(),
             mode: "rpc",
             project_trusted: true,
-            builtin_extensions: false,
+            builtin_extensions: Vec::new(),
         },
     );
     session.load(&artifact(dir.path(), source)).await.unwrap();

@@ -1304,19 +1304,78 @@ fn resize_image_scales_as_pi_1_6_does() {
 /// pi 1.6.0's built-in extensions come after the given ones: `get_commands` lists llama.cpp's
 /// `/llama` with pi's `sourceInfo`, and `/llama` says it needs pi's terminal UI; an extension's
 /// own `/llama` and the built-in's become `/llama:1` and `/llama:2`. (`--no-mcp` on both sides:
-/// pichamber does not serve pi's `mcp` built-in yet.) `--no-extensions` drops them on both sides.
+/// pichamber does not serve pi's `mcp` built-in yet.) `--no-extensions` and settings.json's
+/// `-builtin:llama.cpp` drop it; `-e builtin:llama.cpp` brings it back whatever they say.
 #[test]
 fn builtin_extensions_come_after_the_given_ones_as_in_pi_1_6() {
     if skip_without_pi() {
         return;
     }
+    struct Case {
+        name: &'static str,
+        extension: &'static str,
+        pi_args: &'static [&'static str],
+        settings: Value,
+        prompts: &'static [&'static str],
+        listed: bool,
+    }
+    let off = json!({"extensions": ["-builtin:llama.cpp"]});
+    let cases = [
+        Case {
+            name: "with",
+            extension: "prompts.ts",
+            pi_args: &["--no-mcp"],
+            settings: json!({}),
+            prompts: &["/llama", "/llama list"],
+            listed: true,
+        },
+        Case {
+            name: "without",
+            extension: "prompts.ts",
+            pi_args: &["--no-extensions"],
+            settings: json!({}),
+            prompts: &[],
+            listed: false,
+        },
+        Case {
+            name: "clash",
+            extension: "llama-clash.ts",
+            pi_args: &["--no-mcp"],
+            settings: json!({}),
+            prompts: &["/llama:1", "/llama:2"],
+            listed: true,
+        },
+        Case {
+            name: "settings off",
+            extension: "prompts.ts",
+            pi_args: &["--no-mcp"],
+            settings: off.clone(),
+            prompts: &[],
+            listed: false,
+        },
+        Case {
+            name: "given",
+            extension: "prompts.ts",
+            pi_args: &["--no-extensions", "-e", "builtin:llama.cpp"],
+            settings: off,
+            prompts: &["/llama"],
+            listed: true,
+        },
+    ];
     let dir = tempfile::tempdir().unwrap();
-    let drive = |side: Side, root: &Path, extension: &str, pi_args: &[&str], prompts: &[&str]| {
+    let drive = |side: Side, root: &Path, case: &Case| {
         with_mock(script(), |base_url| {
-            let mut rpc =
-                Rpc::start_command(side, root, base_url, &[extension], &[], pi_args, &json!({}));
+            let mut rpc = Rpc::start_command(
+                side,
+                root,
+                base_url,
+                &[case.extension],
+                &[],
+                case.pi_args,
+                &case.settings,
+            );
             rpc.respond(json!({"type": "get_commands"}));
-            for message in prompts {
+            for message in case.prompts {
                 rpc.send(json!({"type": "prompt", "message": message}));
                 rpc.read_until(
                     |l| l["type"] == "response" && l["command"] == "prompt",
@@ -1346,42 +1405,20 @@ fn builtin_extensions_come_after_the_given_ones_as_in_pi_1_6() {
             json!({ "names": names, "builtins": builtins, "notes": notes })
         })
     };
-    let cases: [(&str, &str, &[&str], &[&str]); 3] = [
-        (
-            "with",
-            "prompts.ts",
-            &["--no-mcp"],
-            &["/llama", "/llama list"],
-        ),
-        ("without", "prompts.ts", &["--no-extensions"], &[]),
-        (
-            "clash",
-            "llama-clash.ts",
-            &["--no-mcp"],
-            &["/llama:1", "/llama:2"],
-        ),
-    ];
-    for (case, extension, pi_args, prompts) in cases {
-        let pi = drive(
-            Side::Pi,
-            &dir.path().join(format!("{case}-pi")),
-            extension,
-            pi_args,
-            prompts,
-        );
+    for case in &cases {
+        let name = case.name;
+        let pi = drive(Side::Pi, &dir.path().join(format!("{name}-pi")), case);
         let ours = drive(
             Side::Pichamber,
-            &dir.path().join(format!("{case}-ours")),
-            extension,
-            pi_args,
-            prompts,
+            &dir.path().join(format!("{name}-ours")),
+            case,
         );
         if let Some(difference) = first_difference(&pi, &ours, "") {
             panic!(
-                "{case} built-ins, pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}"
+                "{name}: pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}"
             );
         }
         let listed = ours["builtins"].as_array().unwrap().len();
-        assert_eq!(listed, usize::from(case != "without"), "{case}: {ours:#}");
+        assert_eq!(listed, usize::from(case.listed), "{name}: {ours:#}");
     }
 }

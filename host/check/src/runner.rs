@@ -167,7 +167,7 @@ pub async fn run(
         settings: serde_json::json!({}),
         project_trusted: true,
         // A check runs the extension under test alone.
-        builtin_extensions: false,
+        builtin_extensions: Vec::new(),
     };
     let session = match launch::open_session(spec).await {
         Ok(session) => session,

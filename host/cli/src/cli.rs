@@ -673,7 +673,22 @@ async fn open_session(
             esay!("pichamber: {note}");
         }
     }
-    let settings = pichamber_session::settings::merge(&pi_settings(&r.cwd, trust.load));
+    let layers = pi_settings(&r.cwd, trust.load);
+    let given_builtins: Vec<String> = args
+        .ext
+        .iter()
+        .chain(&args.extension)
+        .filter_map(|s| given_builtin(s).map(str::to_owned))
+        .collect();
+    let builtins = if for_pi_client {
+        pichamber_session::builtins::enabled(&given_builtins, !args.no_extensions, &layers)
+            .map_err(anyhow::Error::msg)?
+    } else if let Some(name) = given_builtins.first() {
+        bail!("builtin:{name}: pi's built-in extensions come with `pichamber rpc` only");
+    } else {
+        Vec::new()
+    };
+    let settings = pichamber_session::settings::merge(&layers);
     let session = pichamber_session::launch::open_session(SessionSpec {
         cwd: r.cwd,
         artifacts,
@@ -699,7 +714,7 @@ async fn open_session(
         found,
         settings,
         project_trusted: trust.trusted,
-        builtin_extensions: for_pi_client && !args.no_extensions,
+        builtin_extensions: builtins,
     })
     .await?;
     Ok((session, r.skipped))
@@ -816,7 +831,7 @@ async fn decide_project_trust(args: &SessionArgs, cwd: &Path, mode: &'static str
         found,
         settings: pichamber_session::settings::merge(&pi_settings(cwd, false)),
         project_trusted: false,
-        builtin_extensions: false,
+        builtin_extensions: Vec::new(),
     })
     .await?
     {
@@ -903,8 +918,15 @@ fn extension_sources(
     Vec<pichamber_session::resources::ResourcePath>,
     Vec<pichamber_session::resources::ResourcePath>,
 ) {
-    let mut sources: Vec<PathBuf> = args.ext.iter().chain(&args.extension).cloned().collect();
-    let discovered = sources.is_empty() && !args.no_extensions;
+    let mut sources: Vec<PathBuf> = args
+        .ext
+        .iter()
+        .chain(&args.extension)
+        .filter(|s| given_builtin(s).is_none())
+        .cloned()
+        .collect();
+    let given = !args.ext.is_empty() || !args.extension.is_empty();
+    let discovered = !given && !args.no_extensions;
     if discovered {
         sources = discovered_extensions(cwd, trusted, report);
     }
@@ -939,6 +961,11 @@ fn extension_sources(
         })
         .collect();
     (entries, prompts, skills)
+}
+
+/// `-e builtin:NAME`: one of pi 1.6.0's built-in extensions, by name.
+fn given_builtin(source: &Path) -> Option<&str> {
+    source.to_str()?.strip_prefix("builtin:")
 }
 
 fn resolve_session(args: &SessionArgs, cwd: PathBuf, trusted: bool) -> Result<ResolvedSession> {

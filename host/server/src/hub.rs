@@ -1336,7 +1336,7 @@ impl Hub {
                 // A served session loads nothing of its folder's own.
                 project_trusted: !pichamber_session::trust::needs_trust(&launcher.cwd, None),
                 // The page serves the extensions its user chose, not a pi client's built-ins.
-                builtin_extensions: false,
+                builtin_extensions: Vec::new(),
             },
         );
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());

@@ -68,8 +68,8 @@ pub struct SessionSpec {
     pub settings: Value,
     /// What `ctx.isProjectTrusted()` says.
     pub project_trusted: bool,
-    /// pi 1.6.0's built-in extensions come along (a pi client's session; see `builtins`).
-    pub builtin_extensions: bool,
+    /// pi 1.6.0's built-in extensions that come along (a pi client's session; see `builtins`).
+    pub builtin_extensions: Vec<&'static str>,
 }
 
 /// The pi release a session of these extensions follows, unless one is chosen.
@@ -259,7 +259,7 @@ pub async fn inspect_extension(artifact: &Artifact) -> Result<(bool, Value)> {
             pi: pi_version_for(std::slice::from_ref(artifact), None),
             mode: "rpc",
             project_trusted: true,
-            builtin_extensions: false,
+            builtin_extensions: Vec::new(),
         },
     );
     let loaded = session.load(artifact).await.is_ok();

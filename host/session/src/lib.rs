@@ -83,9 +83,9 @@ pub struct SessionConfig {
     /// What `ctx.isProjectTrusted()` says (pi 1.6.0): whether the working folder's own
     /// resources were trusted to load (see `trust`).
     pub project_trusted: bool,
-    /// pi 1.6.0's built-in extensions ([`builtins`]) come with a session that follows 1.6.0,
-    /// as for pi's clients (pi's `--no-extensions` leaves them out).
-    pub builtin_extensions: bool,
+    /// pi 1.6.0's built-in extensions the session loads (names; [`builtins::enabled`]): a pi
+    /// client's session that follows 1.6.0 has them, others none.
+    pub builtin_extensions: Vec<&'static str>,
 }
 
 /// How the agent behaves (pi's settings of the same names).
@@ -210,8 +210,8 @@ impl Session {
                 .map(|s| s.to_string())
                 .collect();
         }
-        if config.builtin_extensions && config.pi.is_1_6() {
-            state.register_builtins();
+        if config.pi.is_1_6() {
+            state.register_builtins(&config.builtin_extensions);
         }
         state.agent.steering_mode = config.agent.steering_mode;
         state.agent.follow_up_mode = config.agent.follow_up_mode;

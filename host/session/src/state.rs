@@ -534,9 +534,13 @@ impl SessionState {
         self.active_tools = active;
     }
 
-    /// pi 1.6.0's built-in extensions' commands, which stay through extension reloads.
-    pub fn register_builtins(&mut self) {
+    /// The commands of pi 1.6.0's built-in extensions named, which stay through extension
+    /// reloads.
+    pub fn register_builtins(&mut self, names: &[&str]) {
         for (b, builtin) in crate::builtins::BUILTINS.iter().enumerate() {
+            if !names.contains(&builtin.name) {
+                continue;
+            }
             for command in builtin.commands {
                 self.register_command(RegisteredCommand {
                     owner: CommandOwner::Builtin(b),
