@@ -1319,48 +1319,50 @@ fn builtin_extensions_come_after_the_given_ones_as_in_pi_1_6() {
         prompts: &'static [&'static str],
         listed: bool,
     }
-    let off = json!({"extensions": ["-builtin:llama.cpp"]});
+    let case = |name, extension, pi_args, settings, prompts, listed| Case {
+        name,
+        extension,
+        pi_args,
+        settings,
+        prompts,
+        listed,
+    };
+    let (none, off) = (json!({}), json!({"extensions": ["-builtin:llama.cpp"]}));
+    let given: &[&str] = &["--no-extensions", "-e", "builtin:llama.cpp"];
     let cases = [
-        Case {
-            name: "with",
-            extension: "prompts.ts",
-            pi_args: &["--no-mcp"],
-            settings: json!({}),
-            prompts: &["/llama", "/llama list"],
-            listed: true,
-        },
-        Case {
-            name: "without",
-            extension: "prompts.ts",
-            pi_args: &["--no-extensions"],
-            settings: json!({}),
-            prompts: &[],
-            listed: false,
-        },
-        Case {
-            name: "clash",
-            extension: "llama-clash.ts",
-            pi_args: &["--no-mcp"],
-            settings: json!({}),
-            prompts: &["/llama:1", "/llama:2"],
-            listed: true,
-        },
-        Case {
-            name: "settings off",
-            extension: "prompts.ts",
-            pi_args: &["--no-mcp"],
-            settings: off.clone(),
-            prompts: &[],
-            listed: false,
-        },
-        Case {
-            name: "given",
-            extension: "prompts.ts",
-            pi_args: &["--no-extensions", "-e", "builtin:llama.cpp"],
-            settings: off,
-            prompts: &["/llama"],
-            listed: true,
-        },
+        case(
+            "with",
+            "prompts.ts",
+            &["--no-mcp"],
+            none.clone(),
+            &["/llama", "/llama list"],
+            true,
+        ),
+        case(
+            "without",
+            "prompts.ts",
+            &["--no-extensions"],
+            none.clone(),
+            &[],
+            false,
+        ),
+        case(
+            "clash",
+            "llama-clash.ts",
+            &["--no-mcp"],
+            none,
+            &["/llama:1", "/llama:2"],
+            true,
+        ),
+        case(
+            "settings off",
+            "prompts.ts",
+            &["--no-mcp"],
+            off.clone(),
+            &[],
+            false,
+        ),
+        case("given", "prompts.ts", given, off, &["/llama"], true),
     ];
     let dir = tempfile::tempdir().unwrap();
     let drive = |side: Side, root: &Path, case: &Case| {

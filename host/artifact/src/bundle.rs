@@ -1287,16 +1287,20 @@ mod pi_version_tests {
 mod resolution_tests {
     use super::*;
 
-    /// The ids of what bundling `index.ts` among `files` took in.
-    fn bundled(files: &[(&str, &str)]) -> Vec<String> {
+    /// `index.ts` among `files` (written to a folder of their own), bundled.
+    pub(super) fn bundle_of(files: &[(&str, &str)]) -> Bundle {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in files {
             let path = dir.path().join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let bundle = bundle(&dir.path().join("index.ts")).unwrap_or_else(|e| panic!("{e:?}"));
-        bundle.modules.into_iter().map(|m| m.id).collect()
+        bundle(&dir.path().join("index.ts")).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    /// The ids of what bundling `index.ts` among `files` took in.
+    fn bundled(files: &[(&str, &str)]) -> Vec<String> {
+        bundle_of(files).modules.into_iter().map(|m| m.id).collect()
     }
 
     const DUAL: &str = r#"{"name": "dual", "exports": {".": {
@@ -1483,18 +1487,13 @@ mod resolution_tests {
 
 #[cfg(test)]
 mod lowering_tests {
-    use super::*;
-
     /// Each module's code after bundling `index.ts` among `files`.
     fn codes(files: &[(&str, &str)]) -> Vec<String> {
-        let dir = tempfile::tempdir().unwrap();
-        for (name, text) in files {
-            let path = dir.path().join(name);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let bundle = bundle(&dir.path().join("index.ts")).unwrap_or_else(|e| panic!("{e:?}"));
-        bundle.modules.into_iter().map(|m| m.code).collect()
+        super::resolution_tests::bundle_of(files)
+            .modules
+            .into_iter()
+            .map(|m| m.code)
+            .collect()
     }
 
     const ASYNC_CODE: &str = "export async function f() { await 1; }\nexport async function* g() { for await (const x of []) yield x; }\n";
