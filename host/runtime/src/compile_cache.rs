@@ -107,10 +107,19 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 /// What the compile cache may hold before the least recently used entries go:
 /// `$PICHAMBER_CACHE_MAX_MB` MiB, else [`DEFAULT_CACHE_BUDGET`].
 pub fn cache_budget() -> u64 {
-    std::env::var("PICHAMBER_CACHE_MAX_MB")
-        .ok()
-        .and_then(|mb| mb.trim().parse::<u64>().ok())
-        .map_or(DEFAULT_CACHE_BUDGET, |mb| mb << 20)
+    let Ok(text) = std::env::var("PICHAMBER_CACHE_MAX_MB") else {
+        return DEFAULT_CACHE_BUDGET;
+    };
+    match text.trim().parse::<u64>() {
+        Ok(mb) => mb.saturating_mul(1 << 20),
+        Err(_) => {
+            tracing::warn!(
+                "PICHAMBER_CACHE_MAX_MB={text:?} is not a whole number of MiB; the cache keeps its default budget of {} MiB",
+                DEFAULT_CACHE_BUDGET >> 20
+            );
+            DEFAULT_CACHE_BUDGET
+        }
+    }
 }
 
 /// 1 GiB: some thirty images of a large package, a hundred of a small one.
