@@ -1007,8 +1007,8 @@ fn a_found_extension_that_does_not_build_is_skipped_and_the_others_load() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    // Then pi 1.6.0's built-in llama.cpp extension's command, as pi lists it.
-    assert_eq!(names, ["good", "llama"]);
+    // Then the commands of pi 1.6.0's built-in llama.cpp and mcp extensions, as pi lists them.
+    assert_eq!(names, ["good", "llama", "mcp"]);
 
     let given = extensions.join("broken.ts");
     let out = pichamber(&["run", given.to_str().unwrap(), "--command", "/good"], "");

@@ -1424,3 +1424,261 @@ fn builtin_extensions_come_after_the_given_ones_as_in_pi_1_6() {
         assert_eq!(listed, usize::from(case.listed), "{name}: {ours:#}");
     }
 }
+
+/// The MCP servers, model turns and prompts of an MCP scenario, and the extensions loaded
+/// (from tests/fixtures/pi-api) with what pichamber grants them.
+struct McpCase<'a> {
+    mcp: Value,
+    turns: Value,
+    prompts: &'a [&'a str],
+    extensions: &'a [&'a str],
+    grants: &'a [&'a str],
+}
+
+/// One side of an MCP scenario: pi 1.6.0 (or the pi entry) with `mcp.json` in its agent
+/// folder and the mock model answering `turns`; after the startup, `get_commands` and each of
+/// `prompts` (a command, or a prompt the agent runs to its end). What both say is kept:
+/// notifications, the tool calls' ends, and per model request the declared tools and the
+/// `mcp_servers` section.
+fn mcp_scenario(side: Side, root: &Path, case: &McpCase) -> Value {
+    let McpCase {
+        mcp,
+        turns,
+        prompts,
+        extensions,
+        grants,
+    } = case;
+    let agent = root.join("home/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("mcp.json"), mcp.to_string()).unwrap();
+    let script = Script::from_value(json!({ "turns": turns })).unwrap();
+    with_mock_server(script, |mock| {
+        let base_url = mock.base_url();
+        let mut rpc =
+            Rpc::start_command(side, root, &base_url, extensions, grants, &[], &json!({}));
+        rpc.respond(json!({"type": "get_commands"}));
+        for prompt in prompts.iter() {
+            rpc.send(json!({"type": "prompt", "message": prompt}));
+            if prompt.starts_with('/') {
+                rpc.read_until(
+                    |l| l["type"] == "response" && l["command"] == "prompt",
+                    "the command's response",
+                );
+            } else {
+                rpc.read_until(|l| l["type"] == "agent_end", "agent_end");
+            }
+        }
+        let lines = rpc.finish();
+        let root = root.to_str().unwrap();
+        let notes: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["method"] == "notify")
+            .map(|l| normalise(&json!([l["notifyType"], l["message"]]), root))
+            .collect();
+        let ends: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "tool_execution_end")
+            .map(|l| normalise(&json!([l["toolName"], l["result"], l["isError"]]), root))
+            .collect();
+        let commands = lines
+            .iter()
+            .find(|l| l["command"] == "get_commands")
+            .and_then(|l| l["data"]["commands"].as_array().cloned())
+            .into_iter()
+            .flatten()
+            // An extension's own `sourceInfo.path` is its name under pichamber, by design.
+            .map(|c| json!([c["name"], c["sourceInfo"]["source"]]))
+            .collect::<Vec<_>>();
+        let requests: Vec<Value> = mock
+            .recorded()
+            .iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .map(|r| {
+                let tools: Vec<&Value> = r.body["tools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| &t["function"])
+                    .filter(|f| {
+                        f["name"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with("mcp__") || n == "tool_search")
+                    })
+                    .collect();
+                let system = r.body["messages"][0]["content"].to_string();
+                let section = system
+                    .split_once("<mcp_servers>")
+                    .and_then(|(_, rest)| rest.split_once("</mcp_servers>"))
+                    .map(|(section, _)| section.to_owned());
+                json!({ "tools": tools, "section": section })
+            })
+            .collect();
+        json!({ "commands": commands, "notes": notes, "ends": ends, "requests": requests })
+    })
+}
+
+fn assert_mcp_same_as_pi(name: &str, pi: &Value, ours: &Value) {
+    if let Some(difference) = first_difference(pi, ours, "") {
+        panic!(
+            "{name}: pichamber differs from pi 1.6.0 {difference}\npi: {pi:#}\npichamber: {ours:#}"
+        );
+    }
+}
+
+/// The operator's MCP servers under pi 1.6.0's built-in `mcp` extension: broken entries and
+/// servers that fail are told once after startup, `/mcp` shows their state and reconnects
+/// one, its subcommands answer as pi's do, and a connected server's `direct` tool is declared
+/// to the model and called through the agent loop with pi's result.
+#[test]
+fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let mcp = json!({"mcpServers": {
+        "echo": {"command": "node", "args": [echo], "exposure": "direct", "description": "Echoes"},
+        "bad": {"command": "/nonexistent/cmd", "exposure": "direct"},
+        "inv": {"url": "ftp://x"},
+        "Bad name!": {"command": "x"},
+        // It reads the handshake first, so the client sees the connection close, not a
+        // failed write (which pi reports as EPIPE).
+        "crash": {"command": "sh", "args": ["-c", "read line; echo boom on stderr >&2; exit 3"], "exposure": "direct"},
+        "off": {"command": "node", "enabled": false, "exposure": "direct"},
+    }});
+    let turns = json!([
+        {"toolCalls": [{"name": "mcp__echo__echo", "arguments": {"text": "hi"}}]},
+        {"text": "done"},
+    ]);
+    let prompts = [
+        "/mcp",
+        "/mcp reconnect crash",
+        "/mcp reconnect nope",
+        "/mcp bogus x y",
+        "/mcp login",
+        "use echo",
+    ];
+    let case = McpCase {
+        mcp,
+        turns,
+        prompts: &prompts,
+        extensions: &[],
+        grants: &[],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
+    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
+    assert_mcp_same_as_pi("operator servers", &pi, &ours);
+    let status = ours["notes"][1][1].as_str().unwrap();
+    assert!(
+        status.starts_with("echo: connected, 1 tools (direct)\n"),
+        "{status}"
+    );
+    assert_eq!(
+        ours["ends"][0][1]["content"][0]["text"], "echo #1: hi",
+        "{ours:#}"
+    );
+    assert_eq!(
+        ours["requests"][0]["tools"][0]["name"], "mcp__echo__echo",
+        "{ours:#}"
+    );
+}
+
+/// `deferred` servers: `tool_search` is activated, the `mcp_servers` section names the
+/// server, a search loads the matching tool for the next request and the model then calls it.
+#[test]
+fn deferred_mcp_tools_are_found_with_tool_search_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let mcp = json!({"mcpServers": {
+        "echo": {"command": "node", "args": [echo], "exposure": "deferred"},
+        "other-echo": {"command": "node", "args": [echo], "exposure": "hidden",
+                       "toolExposure": {"ec*": "deferred"}, "description": "Another\nline"},
+    }});
+    let turns = json!([
+        {"toolCalls": [{"name": "tool_search", "arguments": {"query": "other echo", "limit": 1}}]},
+        {"toolCalls": [{"name": "mcp__other_echo__echo", "arguments": {"text": "found"}}]},
+        {"toolCalls": [{"name": "tool_search", "arguments": {"query": "  "}}]},
+        {"text": "done"},
+    ]);
+    let prompts = ["find echo", "/mcp"];
+    let case = McpCase {
+        mcp,
+        turns,
+        prompts: &prompts,
+        extensions: &[],
+        grants: &[],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
+    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
+    assert_mcp_same_as_pi("deferred servers", &pi, &ours);
+    assert_eq!(
+        ours["requests"][0]["tools"][0]["name"], "tool_search",
+        "{ours:#}"
+    );
+    assert_eq!(
+        ours["requests"][1]["tools"][1]["name"], "mcp__other_echo__echo",
+        "{ours:#}"
+    );
+    assert!(
+        ours["requests"][0]["section"]
+            .as_str()
+            .unwrap()
+            .contains("- mcp__other_echo (tool_search): Another"),
+        "{ours:#}"
+    );
+}
+
+/// A server an extension registers connects at once and its tool is called as pi calls it;
+/// unregistered, it goes. Under pichamber it runs as that extension's program: granted
+/// `node` (and the server's folder) it runs, and without the grant it fails, saying which.
+#[test]
+fn an_extensions_mcp_server_runs_under_its_grants_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let serve = format!("/serve {}", echo.display());
+    // The prompt comes first: pi connects a registered server in the background, and its
+    // first prompt waits for the servers whose tools are declared.
+    let prompts = [serve.as_str(), "use it", "/mcp", "/unserve", "/mcp"];
+    let read = format!("--allow-read={}", echo.parent().unwrap().display());
+    let grants = ["--allow-run=node", read.as_str()];
+    let case = McpCase {
+        mcp: json!({"mcpServers": {}}),
+        turns: json!([
+            {"toolCalls": [{"name": "mcp__ext_echo__echo", "arguments": {"text": "x"}}]},
+            {"text": "done"},
+        ]),
+        prompts: &prompts,
+        extensions: &["mcp-serve.ts"],
+        grants: &grants,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
+    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
+    assert_mcp_same_as_pi("registered server", &pi, &ours);
+    assert_eq!(
+        ours["notes"][1][1], "ext-echo: connected, 1 tools (direct)",
+        "{ours:#}"
+    );
+    assert_eq!(
+        ours["ends"][0][1]["content"][0]["text"], "echo #1: x",
+        "{ours:#}"
+    );
+
+    let ungranted = McpCase {
+        prompts: &prompts[..3],
+        grants: &[],
+        ..case
+    };
+    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ungranted"), &ungranted);
+    let status = ours["notes"][2][1].as_str().unwrap();
+    assert!(
+        status.starts_with("ext-echo: failed (direct)\n    ")
+            && status.contains("--allow-run=node"),
+        "{ours:#}"
+    );
+}

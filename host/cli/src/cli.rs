@@ -157,9 +157,14 @@ struct SessionArgs {
     cwd: Option<PathBuf>,
     /// With no extension given: do not look for extensions where pi finds them
     /// (.pi/extensions, ~/.pi/agent/extensions, settings.json extensions and packages); in
-    /// `rpc`, also leave out pi 1.6.0's built-in extensions (/llama), as pi does.
+    /// `rpc`, also leave out pi 1.6.0's built-in extensions (/llama, /mcp, tool_search), as
+    /// pi does.
     #[arg(long)]
     no_extensions: bool,
+    /// In `rpc`: leave out pi 1.6.0's built-in MCP extension (no MCP server connects, no
+    /// /mcp), as pi does.
+    #[arg(long)]
+    no_mcp: bool,
     /// Also load the project's own extensions and settings (.pi/ in --cwd): code that came
     /// with the project, so not loaded unless you say so (--project-trust yes).
     #[arg(long, conflicts_with = "project_trust")]
@@ -681,8 +686,13 @@ async fn open_session(
         .filter_map(|s| given_builtin(s).map(str::to_owned))
         .collect();
     let builtins = if for_pi_client {
-        pichamber_session::builtins::enabled(&given_builtins, !args.no_extensions, &layers)
-            .map_err(anyhow::Error::msg)?
+        let mut on =
+            pichamber_session::builtins::enabled(&given_builtins, !args.no_extensions, &layers)
+                .map_err(anyhow::Error::msg)?;
+        if args.no_mcp {
+            on.retain(|b| *b != pichamber_session::builtins::MCP);
+        }
+        on
     } else if let Some(name) = given_builtins.first() {
         bail!("builtin:{name}: pi's built-in extensions come with `pichamber rpc` only");
     } else {

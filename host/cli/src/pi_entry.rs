@@ -47,6 +47,7 @@ const SAME_WITH_VALUE: &[&str] = &[
 /// pi flags that mean the same to `pichamber rpc`.
 const SAME_FLAGS: &[&str] = &[
     "--no-extensions",
+    "--no-mcp",
     "--no-skills",
     "--no-prompt-templates",
     "--no-builtin-tools",
@@ -61,7 +62,6 @@ const IGNORED_FLAGS: &[&str] = &[
     "--verbose",
     "--offline",
     "--no-context-files",
-    "--no-mcp",
 ];
 const IGNORED_WITH_VALUE: &[&str] = &["--theme", "--use-theme", "--tui-mode", "--models"];
 

@@ -330,11 +330,47 @@ impl Session {
         }
     }
 
+    /// `before_agent_start` of the extensions, then of pi 1.6.0's built-in MCP extension,
+    /// which loads after them: the first prompt waits for the servers whose tools are
+    /// declared, and every prompt lists the other servers in the `mcp_servers` section.
+    async fn before_agent_start(
+        &mut self,
+        text: &str,
+        images: &[Value],
+    ) -> (String, Vec<Value>, SystemPromptOptions) {
+        let (prompt, injected, mut options) =
+            self.extensions_before_agent_start(text, images).await;
+        let Some(mcp) = self.mcp.clone() else {
+            return (prompt, injected, options);
+        };
+        mcp.wait_for_direct_servers().await;
+        let name = super::mcp_extension::SECTION;
+        let before = options.sections.clone();
+        options.sections.retain(|(n, _)| n != name);
+        if let Some(section) = mcp.servers_section() {
+            options.sections.push((name.to_owned(), section));
+        }
+        if options.sections == before {
+            return (prompt, injected, options);
+        }
+        // The prompt is built again from the options, unless an extension gave its own.
+        let rebuilt = if prompt
+            == self.system_prompt_from(&SystemPromptOptions {
+                sections: before,
+                ..options.clone()
+            }) {
+            self.system_prompt_from(&options)
+        } else {
+            prompt
+        };
+        (rebuilt, injected, options)
+    }
+
     /// `before_agent_start`: extensions may chain a new system prompt and inject messages;
     /// under pi 1.6.0 they may also edit the prompt's options for this run (sections, rules,
     /// the tool selection). Returns the prompt the model gets, the injected messages and the
     /// run's prompt options.
-    async fn before_agent_start(
+    async fn extensions_before_agent_start(
         &mut self,
         text: &str,
         images: &[Value],

@@ -1,8 +1,9 @@
 //! pi 1.6.0's built-in extensions, as far as the host serves them. pi loads them after every
 //! other extension unless `--no-extensions` (and 0.73.1 has none), so a session that follows
 //! 1.6.0 for a pi client (`rpc`, the pi entry) lists their commands after the extensions'.
-//! Served: `llama.cpp`'s `/llama`, which outside pi's terminal UI only says so. Not served
-//! yet: `mcp` (connecting MCP servers, `/mcp`), `codemode` and `tool-search` (README, Status).
+//! Served: `llama.cpp`'s `/llama`, which outside pi's terminal UI only says so;
+//! `tool-search`'s `tool_search` tool; `mcp`, which connects MCP servers and answers `/mcp`
+//! (`mcp_extension`). Not served: `codemode` (README, Status).
 
 use serde_json::Value;
 
@@ -18,22 +19,46 @@ pub struct Builtin {
 pub struct BuiltinCommand {
     pub name: &'static str,
     pub description: &'static str,
-    /// What it shows when run outside pi's terminal UI (a notification, only with a UI).
-    pub headless: fn(args: &str) -> UiRequest,
+    pub run: Run,
 }
 
+/// How the host runs a built-in command outside pi's terminal UI.
+pub enum Run {
+    /// It only shows this (a notification, only with a UI).
+    Headless(fn(args: &str) -> UiRequest),
+    /// The extension's state answers it (`/mcp`).
+    Mcp,
+}
+
+pub const MCP: &str = "mcp";
+pub const TOOL_SEARCH: &str = "tool-search";
+
 /// In pi's load order.
-pub const BUILTINS: &[Builtin] = &[Builtin {
-    name: "llama.cpp",
-    commands: &[BuiltinCommand {
-        name: "llama",
-        description: "Manage llama.cpp router models",
-        headless: |_| UiRequest::Notify {
-            message: "/llama is available in interactive mode".into(),
-            notify_type: Some("warning".into()),
-        },
-    }],
-}];
+pub const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "llama.cpp",
+        commands: &[BuiltinCommand {
+            name: "llama",
+            description: "Manage llama.cpp router models",
+            run: Run::Headless(|_| UiRequest::Notify {
+                message: "/llama is available in interactive mode".into(),
+                notify_type: Some("warning".into()),
+            }),
+        }],
+    },
+    Builtin {
+        name: TOOL_SEARCH,
+        commands: &[],
+    },
+    Builtin {
+        name: MCP,
+        commands: &[BuiltinCommand {
+            name: "mcp",
+            description: "Manage MCP servers: sign in, reconnect, enable or disable, and change exposure",
+            run: Run::Mcp,
+        }],
+    },
+];
 
 /// pi's `sourceInfo` of a built-in extension's commands.
 pub fn source_info(builtin: &Builtin) -> serde_json::Value {
@@ -44,7 +69,7 @@ pub fn source_info(builtin: &Builtin) -> serde_json::Value {
 }
 
 /// pi 1.6.0's built-in extensions pichamber does not serve yet.
-const NOT_SERVED: &[&str] = &["mcp", "codemode", "tool-search"];
+const NOT_SERVED: &[&str] = &["codemode"];
 
 /// The built-ins a pi client's session loads, as pi decides: every one unless `--no-extensions`
 /// (`discovery` false) or the `extensions` setting turns it off (`-builtin:NAME`,
@@ -136,7 +161,9 @@ mod tests {
     fn settings_and_given_sources_decide_as_pi_decides() {
         let on = |given: &[&str], discovery: bool, settings: &[Value]| {
             let given: Vec<String> = given.iter().map(|g| g.to_string()).collect();
-            enabled(&given, discovery, settings).unwrap() == ["llama.cpp"]
+            enabled(&given, discovery, settings)
+                .unwrap()
+                .contains(&"llama.cpp")
         };
         assert!(on(&[], true, &[]));
         assert!(!on(&[], false, &[]));
@@ -161,7 +188,7 @@ mod tests {
         // Given with -e: loaded whatever the rest says.
         assert!(on(&["llama.cpp"], false, &[off]));
         assert!(
-            enabled(&["mcp".into()], true, &[])
+            enabled(&["codemode".into()], true, &[])
                 .unwrap_err()
                 .contains("not served by pichamber yet")
         );

@@ -23,6 +23,7 @@ pub mod export_html;
 pub mod launch;
 mod lifecycle;
 mod mcp;
+mod mcp_extension;
 pub mod messages;
 pub mod models;
 mod nested;
@@ -37,6 +38,7 @@ mod system_message;
 mod system_prompt;
 pub mod terminal;
 pub mod tool_calls;
+mod tool_search;
 pub mod trust;
 
 use std::sync::{Arc, Mutex};
@@ -142,6 +144,10 @@ pub struct Session {
     /// Grants for particular extensions (by source hash) instead of the session's
     /// (`pichamber serve`'s capability policy per extension).
     extension_grants: std::collections::HashMap<String, Arc<pichamber_access::Grants>>,
+    /// pi 1.6.0's built-in extensions the session loads ([`SessionConfig::builtin_extensions`]).
+    builtins: Vec<&'static str>,
+    /// The built-in MCP extension, between a session's start and its shutdown.
+    mcp: Option<mcp_extension::McpExtension>,
 }
 
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
@@ -210,8 +216,12 @@ impl Session {
                 .map(|s| s.to_string())
                 .collect();
         }
-        if config.pi.is_1_6() {
-            state.register_builtins(&config.builtin_extensions);
+        if !config.pi.is_1_6() {
+            config.builtin_extensions.clear();
+        }
+        state.register_builtins(&config.builtin_extensions);
+        if config.builtin_extensions.contains(&builtins::TOOL_SEARCH) {
+            state.tools.push(tool_search::definition());
         }
         state.agent.steering_mode = config.agent.steering_mode;
         state.agent.follow_up_mode = config.agent.follow_up_mode;
@@ -257,6 +267,8 @@ impl Session {
             turn_index: 0,
             artifacts: Vec::new(),
             extension_grants: Default::default(),
+            builtins: config.builtin_extensions,
+            mcp: None,
         }
     }
 
@@ -749,7 +761,7 @@ impl Session {
         };
         let owner = match owner {
             Some((CommandOwner::Builtin(b), registered_name)) => {
-                self.run_builtin_command(b, &registered_name, args);
+                self.run_builtin_command(b, &registered_name, args).await;
                 return Ok(());
             }
             Some((CommandOwner::Extension(owner), registered_name)) => {
@@ -819,7 +831,7 @@ impl Session {
     }
 
     /// A built-in extension's command, as it runs outside pi's terminal UI.
-    fn run_builtin_command(&self, builtin: usize, name: &str, args: &str) {
+    async fn run_builtin_command(&mut self, builtin: usize, name: &str, args: &str) {
         let Some(command) = builtins::BUILTINS[builtin]
             .commands
             .iter()
@@ -827,11 +839,19 @@ impl Session {
         else {
             return;
         };
-        if self.shared.has_ui {
-            self.shared.emit(SessionEvent::ExtensionUiRequest {
-                id: uuid::Uuid::new_v4().to_string(),
-                request: (command.headless)(args),
-            });
+        match command.run {
+            builtins::Run::Headless(show) if self.shared.has_ui => {
+                self.shared.emit(SessionEvent::ExtensionUiRequest {
+                    id: uuid::Uuid::new_v4().to_string(),
+                    request: show(args),
+                });
+            }
+            builtins::Run::Headless(_) => {}
+            builtins::Run::Mcp => {
+                if let Some(mcp) = &self.mcp {
+                    mcp.command(args).await;
+                }
+            }
         }
     }
 
@@ -906,6 +926,9 @@ impl Session {
             let next = self.shared.state.lock().unwrap().raised.pop_front();
             let Some((name, event)) = next else { break };
             let _ = Box::pin(self.emit(&name, event)).await;
+            if name == "mcp_servers_change" {
+                Box::pin(self.sync_mcp()).await;
+            }
         }
         self.shared.state.lock().unwrap().raised.clear();
         self.dispatching_raised = false;
@@ -975,6 +998,7 @@ impl Session {
                 json!({ "type": "session_shutdown", "reason": "quit" }),
             )
             .await;
+        self.stop_mcp().await;
         for extension in &mut self.extensions {
             if !extension.is_broken()
                 && let Err(e) = extension.shutdown().await

@@ -9,6 +9,7 @@
 //! operator's business and stays out of the sandbox.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -81,6 +82,7 @@ impl Session {
             "startup"
         };
         let _ = self.emit("session_start", event).await;
+        self.start_mcp();
         self.shared
             .state
             .lock()
@@ -96,6 +98,57 @@ impl Session {
                 .await
                 .unwrap_or(Value::Null);
             self.add_discovered_resources(&discovered);
+        }
+    }
+
+    /// Starts pi 1.6.0's built-in MCP extension when the session loads it: after the
+    /// extensions' `session_start`, as pi's built-ins load after them.
+    fn start_mcp(&mut self) {
+        if !self.builtins.contains(&crate::builtins::MCP) {
+            return;
+        }
+        let registered = self.registered_mcp_servers();
+        self.mcp = Some(crate::mcp_extension::McpExtension::start(
+            self.shared.clone(),
+            crate::discovery::agent_dir(),
+            registered,
+            self.builtins.contains(&crate::builtins::TOOL_SEARCH),
+        ));
+    }
+
+    /// The MCP servers extensions registered, each with its extension's grants.
+    fn registered_mcp_servers(&self) -> Vec<crate::mcp_extension::Registered> {
+        let state = self.shared.state.lock().unwrap();
+        state
+            .mcp_servers
+            .iter()
+            .map(|s| crate::mcp_extension::Registered {
+                name: s.name.clone(),
+                config: s.config.clone(),
+                extension: s.extension,
+                extension_path: crate::port::source_path_of(&state, s.extension),
+                grants: self
+                    .extensions
+                    .get(s.extension)
+                    .filter(|slot| !slot.is_lent())
+                    .map(|slot| Arc::new(slot.grants().clone()))
+                    .unwrap_or_else(|| self.options.grants.clone()),
+            })
+            .collect()
+    }
+
+    /// pi's MCP extension hears `mcp_servers_change` after the extensions: it connects the
+    /// servers registered since and drops those unregistered.
+    pub(super) async fn sync_mcp(&mut self) {
+        if let Some(mcp) = self.mcp.clone() {
+            mcp.sync(self.registered_mcp_servers()).await;
+        }
+    }
+
+    /// Ends the MCP extension's connections (its tools go with the extensions' tools).
+    pub(super) async fn stop_mcp(&mut self) {
+        if let Some(mcp) = self.mcp.take() {
+            mcp.close().await;
         }
     }
 
@@ -177,6 +230,7 @@ impl Session {
     /// `session_shutdown`, then every instance stops and its registrations go.
     async fn stop_extensions(&mut self, event: Value) {
         let _ = self.emit("session_shutdown", event).await;
+        self.stop_mcp().await;
         for extension in &mut self.extensions {
             if !extension.is_broken() {
                 let _ = extension.shutdown().await;
@@ -185,7 +239,12 @@ impl Session {
         self.extensions.clear();
         self.origins.clear();
         let mut state = self.shared.state.lock().unwrap();
-        state.tools.retain(|t| t.source == ToolSource::Builtin);
+        // The tools of the built-in extensions the host serves stay (`tool_search`), but not
+        // those of the MCP servers, which connect again.
+        state.tools.retain(|t| {
+            t.source == ToolSource::Builtin
+                || (t.source == ToolSource::Host && t.name == crate::tool_search::NAME)
+        });
         let builtin: Vec<String> = state.tools.iter().map(|t| t.name.clone()).collect();
         state.active_tools.retain(|n| builtin.contains(n));
         state

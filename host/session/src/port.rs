@@ -309,7 +309,7 @@ impl ExtensionHost for ExtensionPort {
                 self.source_path()
             )
         };
-        let config = crate::mcp::validate(&name, &config).map_err(invalid)?;
+        let config = pichamber_mcp::config::validate(&name, &config).map_err(invalid)?;
         let mut state = self.shared.state.lock().unwrap();
         if let Some(other) = state
             .mcp_servers
@@ -648,6 +648,11 @@ impl ExtensionHost for ExtensionPort {
                     ToolSource::Extension(_) => {
                         json!({ "path": format!("extension:{}", t.extension_name), "source": "extension" })
                     }
+                    // A built-in extension's (`extension_name` is its `builtin:NAME`).
+                    ToolSource::Host => json!({
+                        "path": t.extension_name, "source": "builtin",
+                        "scope": "temporary", "origin": "top-level",
+                    }),
                 };
                 let mut tool = json!({
                     "name": t.name, "description": t.description, "parameters": t.parameters,
@@ -1089,7 +1094,7 @@ fn ui_prompt_closed(state: &mut super::SessionState) {
     }
 }
 
-fn source_path_of(state: &super::SessionState, extension: usize) -> String {
+pub(crate) fn source_path_of(state: &super::SessionState, extension: usize) -> String {
     state
         .extension_sources
         .get(extension)

@@ -72,6 +72,9 @@ pub enum ToolSource {
     Builtin,
     /// Registered by the extension at this index (load order); runs in its instance.
     Extension(usize),
+    /// Registered by one of pi 1.6.0's built-in extensions the host serves: an MCP
+    /// server's tool or `tool_search` (`mcp_extension`).
+    Host,
 }
 
 #[derive(Clone, Serialize)]

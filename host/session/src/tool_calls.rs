@@ -311,6 +311,7 @@ impl Session {
     fn lent_by_nesting(&self, tool: &str, caller: &super::nested::Open) -> Option<String> {
         let owner = match self.shared.state.lock().unwrap().tool(tool)?.source {
             ToolSource::Extension(owner) if owner != caller.owner => owner,
+            ToolSource::Host => return self.mcp_refusal(tool, caller.owner),
             _ => return None,
         };
         let slot = self.extensions.get(owner).filter(|s| !s.is_lent())?;
@@ -322,6 +323,22 @@ impl Session {
              the call is refused: a nested call may not lend another extension's grants",
             slot.name
         ))
+    }
+
+    /// Why an extension may not call an MCP server's tool: the server is the operator's (its
+    /// process runs unconfined) or another extension's. pi lets any tool call them.
+    fn mcp_refusal(&self, tool: &str, caller: usize) -> Option<String> {
+        let (server, scope) = self.mcp.as_ref()?.tool_server(tool)?;
+        let name = &self.extensions[caller].name;
+        match scope {
+            pichamber_mcp::config::Scope::Extension(owner) if owner == caller => None,
+            pichamber_mcp::config::Scope::Extension(_) => Some(format!(
+                "{name} called {tool}, a tool of the MCP server \"{server}\" another extension registered; the call is refused: a nested call may not lend another extension's grants"
+            )),
+            _ => Some(format!(
+                "{name} called {tool}, a tool of the MCP server \"{server}\" the operator configured, which runs outside every extension's grants; the call is refused: an extension may call only the MCP servers it registered"
+            )),
+        }
     }
 
     /// A nested call of a built-in tool, run under `grants` (the calling extension's).
@@ -403,7 +420,7 @@ impl Session {
                     Err(e) => return immediate(&e.to_string()),
                 }
             }
-            ToolSource::Extension(_) => {}
+            ToolSource::Extension(_) | ToolSource::Host => {}
         }
         // Validation is host work an extension's schema decides (bounded when the tool was
         // registered): it runs off the async workers so no other session waits for it, and
@@ -501,8 +518,40 @@ impl Session {
                 });
                 Running::Builtin(prepared, task)
             }
+            (ToolSource::Host, _) => {
+                let task = self.start_host_tool(&prepared);
+                Running::Builtin(prepared, task)
+            }
             _ => Running::Extension(prepared),
         }
+    }
+
+    /// Starts a tool of a built-in extension the host serves: an MCP server's, once its
+    /// server is ready, or `tool_search`, once every server is.
+    fn start_host_tool(&self, prepared: &Prepared) -> BuiltinTask {
+        let (shared, mcp) = (self.shared.clone(), self.mcp.clone());
+        let (name, args) = (prepared.name.clone(), prepared.args.clone());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let outcome = if name == super::tool_search::NAME {
+                if let Some(mcp) = &mcp {
+                    mcp.wait_for_all().await;
+                }
+                super::tool_search::run(&mut shared.state.lock().unwrap(), &args)
+            } else {
+                match &mcp {
+                    Some(mcp) => mcp.call(&name, args).await,
+                    None => Err(format!("Tool {name} not found")),
+                }
+            };
+            let output = outcome.map(|result| ToolOutput {
+                is_error: result["isError"] == json!(true),
+                structured_content: result.get("structuredContent").cloned(),
+                details: result["details"].clone(),
+                content: result["content"].clone(),
+            });
+            (output, elapsed_ms(started))
+        })
     }
 
     /// What pi 1.6.0's bash tells a command of its session (`tools::SESSION_ENV`).

@@ -1,0 +1,320 @@
+//! One connection to an MCP server (rmcp's client): the handshake and `tools/list` within the
+//! server's timeout, tool calls, the tail of a stdio server's stderr for its failure message,
+//! and `notifications/message` appended to the agent's `mcp.log` as pi appends them.
+
+// Roots and log messages are deprecated by a protocol version newer than pi's (2025-11-25),
+// which speaks them, as pichamber does.
+#![allow(deprecated)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, ClientConfig, ListRootsResult, LoggingMessageNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ErrorData, RoleClient};
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+
+/// How much of a stdio server's stderr is kept, and how much of it a failure message shows.
+const STDERR_KEPT: usize = 64 * 1024;
+const STDERR_SHOWN: usize = 2000;
+
+/// How to reach a server.
+pub enum Transport {
+    /// A started server process (the caller decides how it runs: unconfined for the operator's
+    /// servers, confined to an extension's grants for the servers it registers), with its
+    /// stdin, stdout and stderr piped.
+    Stdio(tokio::process::Child),
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+pub struct Launch {
+    pub server: String,
+    pub transport: Transport,
+    /// Each request's limit (pi: the config's `timeout` seconds, 60 by default).
+    pub timeout: Duration,
+    /// The session's folder: the one root the client names.
+    pub cwd: PathBuf,
+    /// Where the server's log messages go (pi: `AGENT_DIR/mcp.log`).
+    pub log: Option<PathBuf>,
+}
+
+/// Why a connection did not open.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The server answered 401 and no credentials are configured.
+    NeedsAuth,
+    /// pi's message for it (a first line, then the end of the server's stderr).
+    Failed(String),
+}
+
+/// An open connection.
+pub struct Connection {
+    service: RunningService<RoleClient, Handler>,
+    /// What `tools/list` returned, as the server sent each tool.
+    pub tools: Vec<Value>,
+    pub instructions: Option<String>,
+    pub has_resources: bool,
+    timeout: Duration,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    /// Kept so the process ends with the connection.
+    _child: Option<tokio::process::Child>,
+}
+
+#[derive(Clone)]
+struct Handler {
+    info: ClientConfig,
+    cwd: PathBuf,
+    server: String,
+    log: Option<PathBuf>,
+}
+
+impl rmcp::ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let name = self
+            .cwd
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let roots =
+            json!({ "roots": [{ "uri": format!("file://{}", self.cwd.display()), "name": name }] });
+        serde_json::from_value(roots).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(path) = &self.log {
+            append_log(path, &self.server, &params);
+        }
+    }
+}
+
+/// pi's `mcp.log` line: `TIME [SERVER] LEVEL LOGGER: MESSAGE`, the file moved to `.1` past 5 MB.
+fn append_log(path: &PathBuf, server: &str, params: &LoggingMessageNotificationParam) {
+    use std::io::Write;
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > 5 * 1024 * 1024) {
+        let _ = std::fs::rename(path, path.with_extension("log.1"));
+    }
+    let level = serde_json::to_value(params.level)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let message = match &params.data {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let logger = params
+        .logger
+        .as_deref()
+        .map(|l| format!(" {l}"))
+        .unwrap_or_default();
+    let time = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+    let line = format!("{time} [{server}] {level}{logger}: {message}\n");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
+fn client_info() -> ClientConfig {
+    serde_json::from_value(json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": { "roots": {} },
+        "clientInfo": { "name": "pichamber", "version": env!("CARGO_PKG_VERSION") },
+    }))
+    .expect("a valid initialize request")
+}
+
+/// Opens a connection: the handshake, then the server's tools when it offers tools.
+pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
+    let handler = Handler {
+        info: client_info(),
+        cwd: launch.cwd.clone(),
+        server: launch.server.clone(),
+        log: launch.log.clone(),
+    };
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let timeout = launch.timeout;
+    let timed_out = || {
+        Failure::Failed(format!(
+            "MCP request timed out after {}ms",
+            timeout.as_millis()
+        ))
+    };
+    let (service, child) = match launch.transport {
+        Transport::Stdio(mut child) => {
+            if let Some(mut err) = child.stderr.take() {
+                let kept = stderr.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = err.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let mut kept = kept.lock().unwrap();
+                        kept.extend_from_slice(&buf[..n]);
+                        let excess = kept.len().saturating_sub(STDERR_KEPT);
+                        kept.drain(..excess);
+                    }
+                });
+            }
+            let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                return Err(Failure::Failed("MCP server has no stdio pipes".into()));
+            };
+            let served = tokio::time::timeout(timeout, handler.serve((stdout, stdin))).await;
+            match served {
+                Ok(Ok(service)) => (service, Some(child)),
+                Ok(Err(e)) => {
+                    // Let the stderr reader catch what the server said before it went.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    return Err(Failure::Failed(with_stderr(&handshake_error(&e), &stderr)));
+                }
+                Err(_) => return Err(timed_out()),
+            }
+        }
+        Transport::Http { url, headers } => {
+            use rmcp::transport::StreamableHttpClientTransport;
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+            for (name, value) in headers {
+                let (Ok(name), Ok(value)) = (
+                    reqwest::header::HeaderName::try_from(name.as_str()),
+                    reqwest::header::HeaderValue::try_from(value.as_str()),
+                ) else {
+                    return Err(Failure::Failed(format!(
+                        "MCP server header \"{name}\" is not a valid HTTP header"
+                    )));
+                };
+                config.custom_headers.insert(name, value);
+            }
+            let transport =
+                StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+            match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                Ok(Ok(service)) => (service, None),
+                Ok(Err(e)) => {
+                    let message = e.to_string();
+                    if message.contains("401")
+                        || message.to_ascii_lowercase().contains("unauthorized")
+                    {
+                        return Err(Failure::NeedsAuth);
+                    }
+                    return Err(Failure::Failed(handshake_error(&e)));
+                }
+                Err(_) => return Err(timed_out()),
+            }
+        }
+    };
+    let info = service.peer().peer_info();
+    let capabilities = info
+        .as_ref()
+        .and_then(|i| serde_json::to_value(&i.capabilities).ok())
+        .unwrap_or(Value::Null);
+    let instructions = info
+        .as_ref()
+        .and_then(|i| i.instructions.clone())
+        .map(|i| i.trim().to_owned())
+        .filter(|i| !i.is_empty());
+    let tools = if capabilities.get("tools").is_some() {
+        match tokio::time::timeout(timeout, service.peer().list_all_tools()).await {
+            Ok(Ok(tools)) => tools
+                .into_iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .collect(),
+            Ok(Err(e)) => return Err(Failure::Failed(with_stderr(&e.to_string(), &stderr))),
+            Err(_) => return Err(timed_out()),
+        }
+    } else {
+        Vec::new()
+    };
+    Ok(Connection {
+        service,
+        tools,
+        instructions,
+        has_resources: capabilities.get("resources").is_some(),
+        timeout,
+        stderr,
+        _child: child,
+    })
+}
+
+/// pi's words for a handshake that failed.
+fn handshake_error(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::ConnectionClosed(_) => "MCP connection closed".into(),
+        E::JsonRpcError(data) => data.message.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn with_stderr(message: &str, stderr: &Mutex<Vec<u8>>) -> String {
+    let kept = stderr.lock().unwrap();
+    let text = String::from_utf8_lossy(&kept);
+    let text = text.trim_end();
+    if text.is_empty() {
+        return message.to_owned();
+    }
+    let start = text
+        .char_indices()
+        .rev()
+        .nth(STDERR_SHOWN - 1)
+        .map_or(0, |(i, _)| i);
+    format!("{message}\n{}", &text[start..])
+}
+
+impl Connection {
+    /// `tools/call`: the server's `CallToolResult` as it sent it, or why there is none.
+    pub async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, String> {
+        let arguments = match arguments {
+            Value::Object(map) => Some(map),
+            _ => Some(Default::default()),
+        };
+        let params: CallToolRequestParams =
+            serde_json::from_value(json!({ "name": tool, "arguments": arguments }))
+                .map_err(|e| e.to_string())?;
+        match tokio::time::timeout(self.timeout, self.service.peer().call_tool(params)).await {
+            Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| e.to_string()),
+            Ok(Err(rmcp::ServiceError::McpError(data))) => Err(data.message.to_string()),
+            Ok(Err(e)) if self.is_closed() => Err(with_stderr(
+                &format!("Connection closed ({e})"),
+                &self.stderr,
+            )),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "MCP request timed out after {}ms",
+                self.timeout.as_millis()
+            )),
+        }
+    }
+
+    /// Whether the server went away (a stdio server that exited, a dropped transport).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_transport_closed()
+    }
+
+    /// Ends the connection (the stdio server's process with it).
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
