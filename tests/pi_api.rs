@@ -1682,3 +1682,60 @@ fn an_extensions_mcp_server_runs_under_its_grants_as_in_pi_1_6() {
         "{ours:#}"
     );
 }
+
+/// Streamable HTTP servers: one that answers is connected and its tool called; one that
+/// answers 401 needs a sign-in; one that answers 401 to a configured Authorization header
+/// failed. (`/mcp login` differs by design: pichamber does not sign in with OAuth.)
+#[test]
+fn http_mcp_servers_connect_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Each side gets its own server, whose call count starts at zero.
+    let run = |side: Side, name: &str| {
+        let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+        let mut server = std::process::Command::new("node")
+            .arg(&echo)
+            .arg("--http")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("node runs the HTTP echo server");
+        let mut line = String::new();
+        BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().strip_prefix("listening ").expect("its port");
+        let url = |path: &str| format!("http://127.0.0.1:{port}/{path}");
+        let case = McpCase {
+            mcp: json!({"mcpServers": {
+                "web": {"url": url("mcp"), "exposure": "direct"},
+                "locked": {"url": url("locked"), "exposure": "direct"},
+                "keyed": {"url": url("locked"), "exposure": "direct",
+                          "headers": {"Authorization": "Bearer ${HOME}"}},
+            }}),
+            turns: json!([
+                {"toolCalls": [{"name": "mcp__web__echo", "arguments": {"text": "over http"}}]},
+                {"text": "done"},
+            ]),
+            prompts: &["use it", "/mcp"],
+            extensions: &[],
+            grants: &[],
+        };
+        let seen = mcp_scenario(side, &dir.path().join(name), &case);
+        let _ = server.kill();
+        seen
+    };
+    let pi = run(Side::Pi, "pi");
+    let ours = run(Side::Pichamber, "ours");
+    assert_mcp_same_as_pi("HTTP servers", &pi, &ours);
+    assert_eq!(
+        ours["ends"][0][1]["content"][0]["text"], "echo #1: over http",
+        "{ours:#}"
+    );
+    let status = ours["notes"][1][1].as_str().unwrap();
+    assert!(
+        status.contains("locked: needs sign-in, run /mcp login locked (direct)"),
+        "{status}"
+    );
+}

@@ -421,7 +421,8 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PICHAMBER_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                // rmcp logs a connection's end as an error; /mcp reports it instead.
+                .unwrap_or_else(|_| "warn,rmcp=off".into()),
         )
         .with_writer(std::io::stderr)
         // Colour only for a terminal: a log file or a client reading stderr gets plain text.

@@ -196,6 +196,9 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
         Transport::Http { url, headers } => {
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let authorized = headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("authorization"));
             let mut config = StreamableHttpClientTransportConfig::with_uri(url);
             for (name, value) in headers {
                 let (Ok(name), Ok(value)) = (
@@ -212,15 +215,16 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
                 StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
             match tokio::time::timeout(timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => (service, None),
-                Ok(Err(e)) => {
-                    let message = e.to_string();
-                    if message.contains("401")
-                        || message.to_ascii_lowercase().contains("unauthorized")
-                    {
-                        return Err(Failure::NeedsAuth);
-                    }
-                    return Err(Failure::Failed(handshake_error(&e)));
+                // A 401: pi signs in when no Authorization header was configured, and says
+                // the server wants authentication when one was.
+                Ok(Err(e)) if e.to_string().contains("Auth required") => {
+                    return Err(if authorized {
+                        Failure::Failed("MCP server requires authentication".into())
+                    } else {
+                        Failure::NeedsAuth
+                    });
                 }
+                Ok(Err(e)) => return Err(Failure::Failed(handshake_error(&e))),
                 Err(_) => return Err(timed_out()),
             }
         }

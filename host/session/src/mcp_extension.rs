@@ -371,6 +371,11 @@ impl McpExtension {
                     self.agent_dir.join("mcp.json").display()
                 ));
             }
+            if !cfg["auth"].is_null() {
+                return Err(format!(
+                    "pichamber does not send a provider's key to MCP servers (auth) yet; give \"{name}\" an Authorization header in mcp.json instead"
+                ));
+            }
             let mut headers = Vec::new();
             for (key, value) in cfg["headers"].as_object().into_iter().flatten() {
                 let value = value.as_str().unwrap_or_default();
@@ -823,16 +828,28 @@ impl McpExtension {
                 self.reconnect(rest.first().copied()).await
             }
             [action @ ("login" | "logout"), rest @ ..] if rest.len() <= 1 => {
-                // Only HTTP servers signing in with OAuth take these, and pichamber does not
-                // sign in to any yet: none is eligible, as in pi when none uses OAuth.
                 let none = "No enabled MCP server uses OAuth. Only HTTP servers without an Authorization header do.";
-                let _ = action;
-                match rest.first() {
-                    Some(name) if !self.has_server(name) => {
-                        self.notify(format!("No MCP server named \"{name}\"."), "error")
-                    }
-                    Some(_) => self.notify(none, "error"),
-                    None => self.notify(none, "info"),
+                let preferred = |s: &Server| s.state == Some(State::NeedsAuth);
+                let eligible = |s: &Server| s.entry.enabled() && uses_oauth(&s.entry);
+                let Some(chosen) = self
+                    .pick(rest.first().copied(), eligible, preferred, none)
+                    .await
+                else {
+                    return;
+                };
+                if *action == "logout" {
+                    // pichamber keeps no OAuth credentials.
+                    self.notify(
+                        format!("No stored credentials for MCP server \"{chosen}\"."),
+                        "info",
+                    );
+                } else {
+                    self.notify(
+                        format!(
+                            "pichamber cannot sign in to MCP servers with OAuth yet: give \"{chosen}\" an Authorization header in mcp.json (\"headers\": {{\"Authorization\": \"Bearer ${{TOKEN}}\"}}), then /mcp reconnect {chosen}."
+                        ),
+                        "error",
+                    );
                 }
             }
             _ => self.notify(USAGE, "warning"),
@@ -848,43 +865,57 @@ impl McpExtension {
             .any(|s| s.entry.name == name)
     }
 
-    async fn reconnect(&self, name: Option<&str>) {
-        let none = "No enabled MCP server to reconnect.";
+    /// The server a subcommand is for, as pi picks it: the one named (if eligible), else the
+    /// only eligible one, else the only preferred one, else the user's choice.
+    async fn pick(
+        &self,
+        name: Option<&str>,
+        eligible: impl Fn(&Server) -> bool,
+        preferred: impl Fn(&Server) -> bool,
+        none: &str,
+    ) -> Option<String> {
         let (candidates, preferred) = {
             let inner = self.inner.lock().unwrap();
-            let eligible: Vec<&Server> = inner
-                .servers
-                .iter()
-                .filter(|s| s.entry.enabled() && s.state.is_some())
-                .collect();
-            let preferred: Vec<String> = eligible
-                .iter()
-                .filter(|s| matches!(s.state, Some(State::Failed(_))))
-                .map(|s| s.entry.name.clone())
-                .collect();
+            let eligible: Vec<&Server> = inner.servers.iter().filter(|s| eligible(s)).collect();
+            let names = |servers: Vec<&&Server>| -> Vec<String> {
+                servers.iter().map(|s| s.entry.name.clone()).collect()
+            };
             (
-                eligible
-                    .iter()
-                    .map(|s| s.entry.name.clone())
-                    .collect::<Vec<_>>(),
-                preferred,
+                names(eligible.iter().collect()),
+                names(eligible.iter().filter(|s| preferred(s)).collect()),
             )
         };
-        let chosen = match name {
+        match name {
             Some(name) if !self.has_server(name) => {
-                return self.notify(format!("No MCP server named \"{name}\"."), "error");
+                self.notify(format!("No MCP server named \"{name}\"."), "error");
+                None
             }
             Some(name) if !candidates.iter().any(|c| c == name) => {
-                return self.notify(none, "error");
+                self.notify(none, "error");
+                None
             }
-            Some(name) => name.to_owned(),
-            None if candidates.is_empty() => return self.notify(none, "info"),
-            None if candidates.len() == 1 => candidates[0].clone(),
-            None if preferred.len() == 1 => preferred[0].clone(),
-            None => match self.select("MCP server", candidates).await {
-                Some(choice) => choice,
-                None => return,
-            },
+            Some(name) => Some(name.to_owned()),
+            None if candidates.is_empty() => {
+                self.notify(none, "info");
+                None
+            }
+            None if candidates.len() == 1 => Some(candidates[0].clone()),
+            None if preferred.len() == 1 => Some(preferred[0].clone()),
+            None => self.select("MCP server", candidates).await,
+        }
+    }
+
+    async fn reconnect(&self, name: Option<&str>) {
+        let Some(chosen) = self
+            .pick(
+                name,
+                |s| s.entry.enabled() && s.state.is_some(),
+                |s| matches!(s.state, Some(State::Failed(_))),
+                "No enabled MCP server to reconnect.",
+            )
+            .await
+        else {
+            return;
         };
         let mut ready = self.connect(&chosen);
         let _ = ready.wait_for(|d| *d).await;
@@ -1024,6 +1055,15 @@ impl McpExtension {
             }
         }
     }
+}
+
+/// Whether pi would sign in to the server with OAuth: an HTTP server with neither an
+/// Authorization header nor a provider's key (`auth`).
+fn uses_oauth(entry: &Entry) -> bool {
+    let has_authorization = entry.config["headers"]
+        .as_object()
+        .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("authorization")));
+    entry.config["url"].is_string() && entry.config["auth"].is_null() && !has_authorization
 }
 
 /// A server of the operator's mcp.json, started as pi starts it: the host's environment and
