@@ -1724,6 +1724,7 @@ fn http_mcp_servers_connect_as_in_pi_1_6() {
         };
         let seen = mcp_scenario(side, &dir.path().join(name), &case);
         let _ = server.kill();
+        let _ = server.wait();
         seen
     };
     let pi = run(Side::Pi, "pi");
