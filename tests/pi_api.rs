@@ -1480,6 +1480,11 @@ fn mcp_scenario(side: Side, root: &Path, case: &McpCase) -> Value {
             .filter(|l| l["type"] == "tool_execution_end")
             .map(|l| normalise(&json!([l["toolName"], l["result"], l["isError"]]), root))
             .collect();
+        let updates: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["type"] == "tool_execution_update")
+            .map(|l| json!([l["toolName"], l["partialResult"]]))
+            .collect();
         let commands = lines
             .iter()
             .find(|l| l["command"] == "get_commands")
@@ -1513,7 +1518,10 @@ fn mcp_scenario(side: Side, root: &Path, case: &McpCase) -> Value {
                 json!({ "tools": tools, "section": section })
             })
             .collect();
-        json!({ "commands": commands, "notes": notes, "ends": ends, "requests": requests })
+        json!({
+            "commands": commands, "notes": notes, "ends": ends, "updates": updates,
+            "requests": requests,
+        })
     })
 }
 
@@ -1546,7 +1554,7 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
         "off": {"command": "node", "enabled": false, "exposure": "direct"},
     }});
     let turns = json!([
-        {"toolCalls": [{"name": "mcp__echo__echo", "arguments": {"text": "hi"}}]},
+        {"toolCalls": [{"name": "mcp__echo__echo", "arguments": {"text": "hi", "progress": 2}}]},
         {"text": "done"},
     ]);
     let prompts = [
@@ -1572,6 +1580,10 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
     assert!(
         status.starts_with("echo: connected, 1 tools (direct)\n"),
         "{status}"
+    );
+    assert_eq!(
+        ours["updates"][1][1]["content"][0]["text"], "step 2 of 2",
+        "{ours:#}"
     );
     assert_eq!(
         ours["ends"][0][1]["content"][0]["text"], "echo #1: hi",

@@ -10,11 +10,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use rmcp::ServiceExt;
+use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
-    CallToolRequestParams, ClientConfig, ListRootsResult, LoggingMessageNotificationParam,
+    CallToolRequest, CallToolRequestParams, ClientConfig, ClientRequest, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ServerResult,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::{ErrorData, RoleClient};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -22,6 +25,9 @@ use tokio::io::AsyncReadExt;
 /// How much of a stdio server's stderr is kept, and how much of it a failure message shows.
 const STDERR_KEPT: usize = 64 * 1024;
 const STDERR_SHOWN: usize = 2000;
+/// How long a call that reported progress waits, after its answer, for reports still on
+/// their way.
+const PROGRESS_GRACE: Duration = Duration::from_millis(20);
 
 /// How to reach a server.
 pub enum Transport {
@@ -72,6 +78,8 @@ pub struct Connection {
 #[derive(Clone)]
 struct Handler {
     info: ClientConfig,
+    /// Routes `notifications/progress` to the call that asked for it.
+    progress: ProgressDispatcher,
     cwd: PathBuf,
     server: String,
     log: Option<PathBuf>,
@@ -94,6 +102,14 @@ impl rmcp::ClientHandler for Handler {
         let roots =
             json!({ "roots": [{ "uri": format!("file://{}", self.cwd.display()), "name": name }] });
         serde_json::from_value(roots).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
     }
 
     async fn on_logging_message(
@@ -150,6 +166,7 @@ fn client_info() -> ClientConfig {
 pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
     let handler = Handler {
         info: client_info(),
+        progress: ProgressDispatcher::new(),
         cwd: launch.cwd.clone(),
         server: launch.server.clone(),
         log: launch.log.clone(),
@@ -272,6 +289,24 @@ fn handshake_error(e: &rmcp::service::ClientInitializeError) -> String {
     }
 }
 
+/// pi's words for a progress notification.
+fn progress_text(p: &ProgressNotificationParam) -> String {
+    if let Some(message) = &p.message {
+        return message.clone();
+    }
+    let number = |n: f64| {
+        if n.fract() == 0.0 && n.abs() < 1e15 {
+            format!("{}", n as i64)
+        } else {
+            n.to_string()
+        }
+    };
+    match p.total {
+        Some(total) => format!("Progress {}/{}", number(p.progress), number(total)),
+        None => format!("Progress {}", number(p.progress)),
+    }
+}
+
 fn with_stderr(message: &str, stderr: &Mutex<Vec<u8>>) -> String {
     let kept = stderr.lock().unwrap();
     let text = String::from_utf8_lossy(&kept);
@@ -288,27 +323,74 @@ fn with_stderr(message: &str, stderr: &Mutex<Vec<u8>>) -> String {
 }
 
 impl Connection {
-    /// `tools/call`: the server's `CallToolResult` as it sent it, or why there is none.
-    pub async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, String> {
+    /// `tools/call`: the server's `CallToolResult` as it sent it, or why there is none. Each
+    /// progress notification goes to `on_progress` as pi words it (its message, else
+    /// `Progress N[/TOTAL]`) and restarts the timeout; a call that times out is cancelled.
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Value,
+        on_progress: &(dyn Fn(String) + Sync),
+    ) -> Result<Value, String> {
         let arguments = match arguments {
-            Value::Object(map) => Some(map),
-            _ => Some(Default::default()),
+            Value::Object(map) => map,
+            _ => Default::default(),
         };
         let params: CallToolRequestParams =
             serde_json::from_value(json!({ "name": tool, "arguments": arguments }))
                 .map_err(|e| e.to_string())?;
-        match tokio::time::timeout(self.timeout, self.service.peer().call_tool(params)).await {
-            Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| e.to_string()),
-            Ok(Err(rmcp::ServiceError::McpError(data))) => Err(data.message.to_string()),
-            Ok(Err(e)) if self.is_closed() => Err(with_stderr(
-                &format!("Connection closed ({e})"),
-                &self.stderr,
-            )),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!(
-                "MCP request timed out after {}ms",
-                self.timeout.as_millis()
-            )),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(self.timeout).reset_timeout_on_progress();
+        let handle = self
+            .service
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.service_error(e))?;
+        let mut progress = self
+            .service
+            .service()
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let mut reported = false;
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(p) = progress.next() => {
+                    reported = true;
+                    on_progress(progress_text(&p));
+                }
+                result = &mut response => break result,
+            }
+        };
+        // rmcp hands notifications to tasks of their own, so reports a server sent just
+        // before its answer may arrive after it: a server that reports progress gets a
+        // moment for the rest.
+        if reported {
+            while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
+                on_progress(progress_text(&p));
+            }
+        }
+        match result {
+            Ok(ServerResult::CallToolResult(result)) => {
+                serde_json::to_value(result).map_err(|e| e.to_string())
+            }
+            Ok(_) => Err("MCP server answered tools/call with something else".into()),
+            Err(e) => Err(self.service_error(e)),
+        }
+    }
+
+    fn service_error(&self, e: rmcp::ServiceError) -> String {
+        match e {
+            rmcp::ServiceError::McpError(data) => data.message.to_string(),
+            rmcp::ServiceError::Timeout { timeout } => {
+                format!("MCP request timed out after {}ms", timeout.as_millis())
+            }
+            e if self.is_closed() => with_stderr(&format!("Connection closed ({e})"), &self.stderr),
+            e => e.to_string(),
         }
     }
 

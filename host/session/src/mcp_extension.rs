@@ -771,7 +771,13 @@ impl McpExtension {
 
     /// Runs an MCP tool: the result pi's tool gives (an error result when the server said
     /// `isError`), or the error it throws.
-    pub async fn call(&self, tool: &str, args: Value) -> Result<Value, String> {
+    /// `on_update` gets each progress report as pi's partial result.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: Value,
+        on_update: &(dyn Fn(Value) + Sync),
+    ) -> Result<Value, String> {
         let error = Err;
         let Some(owner) = self.inner.lock().unwrap().owners.get(tool).cloned() else {
             return error(format!("Tool {tool} not found"));
@@ -808,7 +814,13 @@ impl McpExtension {
             }
             connection
         };
-        let result = connection.call_tool(mcp_tool, args).await?;
+        let progress = |text: String| {
+            on_update(json!({
+                "content": [{ "type": "text", "text": text }],
+                "details": { "server": server, "tool": mcp_tool },
+            }))
+        };
+        let result = connection.call_tool(mcp_tool, args, &progress).await?;
         Ok(pichamber_mcp::result::to_tool_result(
             server, mcp_tool, &result, false,
         ))

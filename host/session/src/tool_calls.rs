@@ -530,7 +530,11 @@ impl Session {
     /// server is ready, or `tool_search`, once every server is.
     fn start_host_tool(&self, prepared: &Prepared) -> BuiltinTask {
         let (shared, mcp) = (self.shared.clone(), self.mcp.clone());
-        let (name, args) = (prepared.name.clone(), prepared.args.clone());
+        let (name, args, id) = (
+            prepared.name.clone(),
+            prepared.args.clone(),
+            prepared.id.clone(),
+        );
         tokio::spawn(async move {
             let started = std::time::Instant::now();
             let outcome = if name == super::tool_search::NAME {
@@ -539,8 +543,9 @@ impl Session {
                 }
                 super::tool_search::run(&mut shared.state.lock().unwrap(), &args)
             } else {
+                let on_update = |partial: Value| report_update(&shared, &id, partial);
                 match &mcp {
-                    Some(mcp) => mcp.call(&name, args).await,
+                    Some(mcp) => mcp.call(&name, args, &on_update).await,
                     None => Err(format!("Tool {name} not found")),
                 }
             };
