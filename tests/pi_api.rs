@@ -1437,7 +1437,7 @@ struct McpCase<'a> {
 
 /// One side of an MCP scenario: pi 1.6.0 (or the pi entry) with `mcp.json` in its agent
 /// folder and the mock model answering `turns`; after the startup, `get_commands` and each of
-/// `prompts` (a command, or a prompt the agent runs to its end). What both say is kept:
+/// `prompts` (a command, a prompt the agent runs to its end, or `wait MS`). What both say is kept:
 /// notifications, the tool calls' ends, and per model request the declared tools and the
 /// `mcp_servers` section.
 fn mcp_scenario(side: Side, root: &Path, case: &McpCase) -> Value {
@@ -1458,6 +1458,10 @@ fn mcp_scenario(side: Side, root: &Path, case: &McpCase) -> Value {
             Rpc::start_command(side, root, &base_url, extensions, grants, &[], &json!({}));
         rpc.respond(json!({"type": "get_commands"}));
         for prompt in prompts.iter() {
+            if let Some(ms) = prompt.strip_prefix("wait ") {
+                std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
+                continue;
+            }
             rpc.send(json!({"type": "prompt", "message": prompt}));
             if prompt.starts_with('/') {
                 rpc.read_until(
@@ -1536,7 +1540,8 @@ fn assert_mcp_same_as_pi(name: &str, pi: &Value, ours: &Value) {
 /// The operator's MCP servers under pi 1.6.0's built-in `mcp` extension: broken entries and
 /// servers that fail are told once after startup, `/mcp` shows their state and reconnects
 /// one, its subcommands answer as pi's do, and a connected server's `direct` tool is declared
-/// to the model and called through the agent loop with pi's result.
+/// to the model and called through the agent loop with pi's result and progress updates; a
+/// tool the server adds later (it says its tools changed) is registered and called too.
 #[test]
 fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
     if skip_without_pi() {
@@ -1554,7 +1559,9 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
         "off": {"command": "node", "enabled": false, "exposure": "direct"},
     }});
     let turns = json!([
-        {"toolCalls": [{"name": "mcp__echo__echo", "arguments": {"text": "hi", "progress": 2}}]},
+        {"toolCalls": [{"name": "mcp__echo__echo", "arguments": {"text": "hi", "progress": 2, "addTool": true}}]},
+        {"text": "done"},
+        {"toolCalls": [{"name": "mcp__echo__reverse", "arguments": {"text": "abc"}}]},
         {"text": "done"},
     ]);
     let prompts = [
@@ -1564,6 +1571,10 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
         "/mcp bogus x y",
         "/mcp login",
         "use echo",
+        // The server says its tools changed 200 ms after the call; both list them again.
+        "wait 600",
+        "/mcp",
+        "use the new tool",
     ];
     let case = McpCase {
         mcp,
@@ -1581,6 +1592,7 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
         status.starts_with("echo: connected, 1 tools (direct)\n"),
         "{status}"
     );
+    assert_eq!(ours["ends"][1][1]["content"][0]["text"], "cba", "{ours:#}");
     assert_eq!(
         ours["updates"][1][1]["content"][0]["text"], "step 2 of 2",
         "{ours:#}"

@@ -25,6 +25,9 @@ use tokio::io::AsyncReadExt;
 /// How much of a stdio server's stderr is kept, and how much of it a failure message shows.
 const STDERR_KEPT: usize = 64 * 1024;
 const STDERR_SHOWN: usize = 2000;
+/// The most tools one server may offer: past it the connection fails rather than flood the
+/// session's tool list (and the model's prompt).
+const MAX_TOOLS: usize = 1000;
 /// How long a call that reported progress waits, after its answer, for reports still on
 /// their way.
 const PROGRESS_GRACE: Duration = Duration::from_millis(20);
@@ -69,6 +72,8 @@ pub struct Connection {
     pub tools: Vec<Value>,
     pub instructions: Option<String>,
     pub has_resources: bool,
+    /// Whether the server said it has tools (`tools/list` is asked only then).
+    offers_tools: bool,
     timeout: Duration,
     stderr: Arc<Mutex<Vec<u8>>>,
     /// Kept so the process ends with the connection.
@@ -80,6 +85,8 @@ struct Handler {
     info: ClientConfig,
     /// Routes `notifications/progress` to the call that asked for it.
     progress: ProgressDispatcher,
+    /// Told of `notifications/tools/list_changed`.
+    tools_changed: Arc<tokio::sync::Notify>,
     cwd: PathBuf,
     server: String,
     log: Option<PathBuf>,
@@ -102,6 +109,10 @@ impl rmcp::ClientHandler for Handler {
         let roots =
             json!({ "roots": [{ "uri": format!("file://{}", self.cwd.display()), "name": name }] });
         serde_json::from_value(roots).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
     }
 
     async fn on_progress(
@@ -167,6 +178,7 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
     let handler = Handler {
         info: client_info(),
         progress: ProgressDispatcher::new(),
+        tools_changed: Default::default(),
         cwd: launch.cwd.clone(),
         server: launch.server.clone(),
         log: launch.log.clone(),
@@ -256,27 +268,18 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
         .and_then(|i| i.instructions.clone())
         .map(|i| i.trim().to_owned())
         .filter(|i| !i.is_empty());
-    let tools = if capabilities.get("tools").is_some() {
-        match tokio::time::timeout(timeout, service.peer().list_all_tools()).await {
-            Ok(Ok(tools)) => tools
-                .into_iter()
-                .filter_map(|t| serde_json::to_value(t).ok())
-                .collect(),
-            Ok(Err(e)) => return Err(Failure::Failed(with_stderr(&e.to_string(), &stderr))),
-            Err(_) => return Err(timed_out()),
-        }
-    } else {
-        Vec::new()
-    };
-    Ok(Connection {
+    let mut connection = Connection {
         service,
-        tools,
+        tools: Vec::new(),
+        offers_tools: capabilities.get("tools").is_some(),
         instructions,
         has_resources: capabilities.get("resources").is_some(),
         timeout,
         stderr,
         _child: child,
-    })
+    };
+    connection.tools = connection.list_tools().await.map_err(Failure::Failed)?;
+    Ok(connection)
 }
 
 /// pi's words for a handshake that failed.
@@ -392,6 +395,39 @@ impl Connection {
             e if self.is_closed() => with_stderr(&format!("Connection closed ({e})"), &self.stderr),
             e => e.to_string(),
         }
+    }
+
+    /// `tools/list`, every page, within the server's timeout; at most [`MAX_TOOLS`] tools.
+    pub async fn list_tools(&self) -> Result<Vec<Value>, String> {
+        if !self.offers_tools {
+            return Ok(Vec::new());
+        }
+        let listed = tokio::time::timeout(self.timeout, self.service.peer().list_all_tools()).await;
+        let tools = match listed {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(with_stderr(&e.to_string(), &self.stderr)),
+            Err(_) => {
+                return Err(format!(
+                    "MCP request timed out after {}ms",
+                    self.timeout.as_millis()
+                ));
+            }
+        };
+        if tools.len() > MAX_TOOLS {
+            return Err(format!(
+                "MCP server offers {} tools; pichamber takes at most {MAX_TOOLS} from one server",
+                tools.len()
+            ));
+        }
+        Ok(tools
+            .into_iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect())
+    }
+
+    /// Notified when the server says its tools changed.
+    pub fn tools_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.service.service().tools_changed.clone()
     }
 
     /// Whether the server went away (a stdio server that exited, a dropped transport).

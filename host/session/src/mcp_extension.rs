@@ -59,6 +59,8 @@ struct Server {
     connection: Option<Arc<Connection>>,
     /// The pi names of its tools now registered.
     tools: Vec<String>,
+    /// How many tools it offers.
+    offered: usize,
     /// True once the latest connection attempt settled.
     ready: watch::Receiver<bool>,
 }
@@ -71,6 +73,7 @@ impl Server {
             state: None,
             connection: None,
             tools: Vec::new(),
+            offered: 0,
             ready: watch::channel(true).1,
         }
     }
@@ -458,11 +461,15 @@ impl McpExtension {
         match outcome {
             Ok(connection) => {
                 let connection = Arc::new(connection);
-                let tools = self.register_tools(&mut inner, index, &connection);
+                let offered = connection.tools.clone();
+                let tools = self.register_tools(&mut inner, index, &connection, &offered);
                 let server = &mut inner.servers[index];
                 server.tools = tools;
+                server.offered = offered.len();
                 server.state = Some(State::Connected);
-                server.connection = Some(connection);
+                server.connection = Some(connection.clone());
+                drop(inner);
+                self.follow_tool_changes(&entry.name, connection);
             }
             Err(Failure::NeedsAuth) => inner.servers[index].state = Some(State::NeedsAuth),
             Err(Failure::Failed(message)) => {
@@ -471,12 +478,45 @@ impl McpExtension {
         }
     }
 
+    /// When the server says its tools changed, they are listed again and registered anew
+    /// (those it withdrew become unreachable), as long as this connection is the server's.
+    fn follow_tool_changes(&self, server: &str, connection: Arc<Connection>) {
+        let this = self.clone();
+        let server = server.to_owned();
+        let changed = connection.tools_changed();
+        let connection = Arc::downgrade(&connection);
+        tokio::spawn(async move {
+            loop {
+                changed.notified().await;
+                let Some(current) = connection.upgrade() else {
+                    return;
+                };
+                let Ok(offered) = current.list_tools().await else {
+                    continue;
+                };
+                let mut inner = this.inner.lock().unwrap();
+                let Some(index) = inner.servers.iter().position(|s| {
+                    s.entry.name == server
+                        && s.connection
+                            .as_ref()
+                            .is_some_and(|c| Arc::ptr_eq(c, &current))
+                }) else {
+                    return;
+                };
+                let tools = this.register_tools(&mut inner, index, &current, &offered);
+                inner.servers[index].tools = tools;
+                inner.servers[index].offered = offered.len();
+            }
+        });
+    }
+
     /// Registers a connected server's tools as pi's MCP extension does; returns their names.
     fn register_tools(
         &self,
         inner: &mut Inner,
         index: usize,
         connection: &Connection,
+        offered: &[Value],
     ) -> Vec<String> {
         let entry = inner.servers[index].entry.clone();
         let server = entry.name.as_str();
@@ -491,18 +531,14 @@ impl McpExtension {
         if let Some(i) = &connection.instructions {
             namespace["instructions"] = json!(i);
         }
-        let tool_names: Vec<&str> = connection
-            .tools
-            .iter()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
+        let tool_names: Vec<&str> = offered.iter().filter_map(|t| t["name"].as_str()).collect();
         let plain: Vec<String> = tool_names
             .iter()
             .map(|t| naming::tool_name(server, t, |_| false))
             .collect();
         let mut current: Vec<String> = Vec::new();
         let mut state = self.shared.state.lock().unwrap();
-        for tool in &connection.tools {
+        for tool in offered {
             let Some(tool_name) = tool["name"].as_str() else {
                 continue;
             };
@@ -987,10 +1023,7 @@ impl McpExtension {
         let server = inner.servers.iter().find(|s| s.entry.name == name)?;
         Some(match &server.state {
             _ if !server.entry.enabled() => "disabled".into(),
-            Some(State::Connected) => format!(
-                "connected, {} tools",
-                server.connection.as_ref().map_or(0, |c| c.tools.len())
-            ),
+            Some(State::Connected) => format!("connected, {} tools", server.offered),
             Some(State::Connecting) => "connecting".into(),
             Some(State::Failed(_)) => "failed".into(),
             Some(State::NeedsAuth) => "needs sign-in".into(),
@@ -1018,10 +1051,7 @@ impl McpExtension {
                 }
                 let connected = server.state == Some(State::Connected);
                 let tools = if connected {
-                    format!(
-                        ", {} tools",
-                        server.connection.as_ref().map_or(0, |c| c.tools.len())
-                    )
+                    format!(", {} tools", server.offered)
                 } else {
                     String::new()
                 };
