@@ -1509,9 +1509,11 @@ fn mcp_scenario(side: Side, root: &Path, case: &McpCase) -> Value {
                     .flatten()
                     .map(|t| &t["function"])
                     .filter(|f| {
-                        f["name"]
-                            .as_str()
-                            .is_some_and(|n| n.starts_with("mcp__") || n == "tool_search")
+                        f["name"].as_str().is_some_and(|n| {
+                            n.starts_with("mcp__")
+                                || n == "tool_search"
+                                || n.contains("mcp_resource")
+                        })
                     })
                     .collect();
                 let system = r.body["messages"][0]["content"].to_string();
@@ -1762,5 +1764,63 @@ fn http_mcp_servers_connect_as_in_pi_1_6() {
     assert!(
         status.contains("locked: needs sign-in, run /mcp login locked (direct)"),
         "{status}"
+    );
+}
+
+/// Servers with resources: pi's three resource tools are registered with the servers'
+/// exposure, list resources and templates (every server, or one), read a resource, and fail
+/// as pi's do; a tool result's resource link names `read_mcp_resource`.
+#[test]
+fn mcp_resources_are_listed_and_read_as_in_pi_1_6() {
+    if skip_without_pi() {
+        return;
+    }
+    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let call = |name: &str, arguments: Value| json!({"toolCalls": [{"name": name, "arguments": arguments}]});
+    let case = McpCase {
+        mcp: json!({"mcpServers": {
+            "echo": {"command": "node", "args": [echo, "--resources"], "exposure": "direct"},
+        }}),
+        turns: json!([
+            call("list_mcp_resources", json!({})),
+            call("list_mcp_resources", json!({"server": "echo"})),
+            call("list_mcp_resource_templates", json!({})),
+            call("read_mcp_resource", json!({"server": "echo", "uri": "echo://readme"})),
+            call("read_mcp_resource", json!({"server": "echo", "uri": "echo://pair"})),
+            call("read_mcp_resource", json!({"server": "echo", "uri": "echo://say/hi%20there"})),
+            call("read_mcp_resource", json!({"server": "nope", "uri": "x"})),
+            call("read_mcp_resource", json!({"server": "echo", "uri": "echo://missing"})),
+            call("list_mcp_resources", json!({"cursor": "c"})),
+            call("mcp__echo__echo", json!({"text": "t", "link": true})),
+            {"text": "done"},
+        ]),
+        prompts: &["read the resources"],
+        extensions: &[],
+        grants: &[],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
+    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
+    assert_mcp_same_as_pi("resources", &pi, &ours);
+    assert_eq!(ours["ends"].as_array().map(Vec::len), Some(10), "{ours:#}");
+    let declared: Vec<&Value> = ours["requests"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            "mcp__echo__echo",
+            "list_mcp_resources",
+            "list_mcp_resource_templates",
+            "read_mcp_resource"
+        ],
+        "{ours:#}"
+    );
+    assert_eq!(
+        ours["ends"][3][1]["content"][0]["text"], "echo repeats things",
+        "{ours:#}"
     );
 }

@@ -56,6 +56,23 @@ pub struct Launch {
     pub log: Option<PathBuf>,
 }
 
+/// What a server lists besides tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    Resources,
+    Templates,
+}
+
+impl Listing {
+    /// The listing's field in a result, and in pi's tool output.
+    pub fn key(self) -> &'static str {
+        match self {
+            Listing::Resources => "resources",
+            Listing::Templates => "resourceTemplates",
+        }
+    }
+}
+
 /// Why a connection did not open.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -423,6 +440,72 @@ impl Connection {
             .into_iter()
             .filter_map(|t| serde_json::to_value(t).ok())
             .collect())
+    }
+
+    /// One page of the server's resources or resource templates (`kind`), from `cursor`: the
+    /// items as it sent them and the next page's cursor.
+    pub async fn list_page(
+        &self,
+        kind: Listing,
+        cursor: Option<String>,
+    ) -> Result<(Vec<Value>, Option<String>), String> {
+        let params: Option<rmcp::model::PaginatedRequestParams> = cursor
+            .map(|c| serde_json::from_value(json!({ "cursor": c })))
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let peer = self.service.peer();
+        let page = match kind {
+            Listing::Resources => self
+                .within_timeout(peer.list_resources(params))
+                .await
+                .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string())),
+            Listing::Templates => self
+                .within_timeout(peer.list_resource_templates(params))
+                .await
+                .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string())),
+        }?;
+        let items = page[kind.key()].as_array().cloned().unwrap_or_default();
+        Ok((items, page["nextCursor"].as_str().map(str::to_owned)))
+    }
+
+    /// Every page of the server's resources or resource templates.
+    pub async fn list_all(&self, kind: Listing) -> Result<Vec<Value>, String> {
+        let peer = self.service.peer();
+        let items = match kind {
+            Listing::Resources => self
+                .within_timeout(peer.list_all_resources())
+                .await
+                .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string())),
+            Listing::Templates => self
+                .within_timeout(peer.list_all_resource_templates())
+                .await
+                .and_then(|r| serde_json::to_value(r).map_err(|e| e.to_string())),
+        }?;
+        Ok(items.as_array().cloned().unwrap_or_default())
+    }
+
+    /// `resources/read`: the contents the server sent.
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<Value>, String> {
+        let params: rmcp::model::ReadResourceRequestParams =
+            serde_json::from_value(json!({ "uri": uri })).map_err(|e| e.to_string())?;
+        let result = self
+            .within_timeout(self.service.peer().read_resource(params))
+            .await?;
+        let result = serde_json::to_value(result).map_err(|e| e.to_string())?;
+        Ok(result["contents"].as_array().cloned().unwrap_or_default())
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+    ) -> Result<T, String> {
+        match tokio::time::timeout(self.timeout, request).await {
+            Ok(result) => result.map_err(|e| self.service_error(e)),
+            Err(_) => Err(format!(
+                "MCP request timed out after {}ms",
+                self.timeout.as_millis()
+            )),
+        }
     }
 
     /// Notified when the server says its tools changed.

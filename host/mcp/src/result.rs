@@ -45,6 +45,56 @@ pub fn to_tool_result(server: &str, tool: &str, result: &Value, readable_resourc
     out
 }
 
+/// A resource tool's JSON payload as pi's tool result: the JSON as text (cut in the middle
+/// when long), the payload itself as `structuredContent`.
+pub fn json_result(tool: &str, server: Option<&str>, payload: Value) -> Value {
+    let mut content = vec![text(payload.to_string())];
+    let mut details = json!({ "server": server.unwrap_or(""), "tool": tool });
+    if let Some((limited, path)) = limit(&content) {
+        content = limited;
+        if let Some(path) = path {
+            details["fullOutputPath"] = json!(path);
+        }
+    }
+    json!({ "content": content, "details": details, "structuredContent": payload })
+}
+
+/// `read_mcp_resource`'s result: the contents as text and images (each labelled with its
+/// URI when there are several), the contents without `_meta` as `structuredContent`.
+pub fn read_result(server: &str, uri: &str, contents: &[Value]) -> Value {
+    let mut content: Vec<Value> = Vec::new();
+    for item in contents {
+        if contents.len() > 1 {
+            content.push(text(format!("{}:", str_of(item, "uri").unwrap_or(""))));
+        }
+        content.push(resource_content(item));
+    }
+    if content.is_empty() {
+        content.push(text(format!("Resource {uri} is empty.")));
+    }
+    let mut details = json!({ "server": server, "tool": "read_mcp_resource" });
+    if let Some((limited, path)) = limit(&content) {
+        content = limited;
+        if let Some(path) = path {
+            details["fullOutputPath"] = json!(path);
+        }
+    }
+    let contents: Vec<Value> = contents
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            if let Some(fields) = c.as_object_mut() {
+                fields.remove("_meta");
+            }
+            c
+        })
+        .collect();
+    json!({
+        "content": content, "details": details,
+        "structuredContent": { "server": server, "uri": uri, "contents": contents },
+    })
+}
+
 fn text(text: impl Into<String>) -> Value {
     json!({ "type": "text", "text": text.into() })
 }

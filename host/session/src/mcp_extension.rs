@@ -110,6 +110,9 @@ struct Inner {
     overridden: Vec<String>,
     waited_for_startup: bool,
     warned_unreachable: bool,
+    /// The exposure the resource tools were last registered with (none until a server with
+    /// resources connected).
+    resource_exposure: Option<Exposure>,
     /// Whether pi's built-in tool-search extension is loaded.
     tool_search: bool,
     /// pi tool name to the `SERVER\0TOOL` it was given to, so names stay stable.
@@ -155,6 +158,7 @@ impl McpExtension {
                 overridden,
                 waited_for_startup: false,
                 warned_unreachable: false,
+                resource_exposure: None,
                 tool_search,
                 owners: Default::default(),
                 closed: false,
@@ -217,6 +221,7 @@ impl McpExtension {
                 .into_iter()
                 .partition(stays);
             inner.servers = kept;
+            self.sync_resource_tools(&mut inner);
             let added: Vec<String> = next
                 .iter()
                 .filter(|n| !inner.servers.iter().any(|s| s.entry.name == n.entry.name))
@@ -468,6 +473,7 @@ impl McpExtension {
                 server.offered = offered.len();
                 server.state = Some(State::Connected);
                 server.connection = Some(connection.clone());
+                self.sync_resource_tools(&mut inner);
                 drop(inner);
                 self.follow_tool_changes(&entry.name, connection);
             }
@@ -506,8 +512,65 @@ impl McpExtension {
                 let tools = this.register_tools(&mut inner, index, &current, &offered);
                 inner.servers[index].tools = tools;
                 inner.servers[index].offered = offered.len();
+                this.sync_resource_tools(&mut inner);
             }
         });
+    }
+
+    /// The enabled servers with resources whose exposure is not `hidden`, with their
+    /// connections: what the resource tools reach.
+    fn resource_servers(inner: &Inner) -> Vec<(String, Arc<Connection>)> {
+        inner
+            .servers
+            .iter()
+            .filter(|s| s.entry.enabled() && s.entry.exposure() != "hidden")
+            .filter_map(|s| {
+                let connection = s.connection.as_ref().filter(|c| c.has_resources)?;
+                Some((s.entry.name.clone(), connection.clone()))
+            })
+            .collect()
+    }
+
+    /// Registers the resource tools with the widest exposure of the servers they reach
+    /// (`direct`, then `codemode`, then `deferred`), hidden when none has resources, as pi
+    /// does; tools that stop being direct stop being declared.
+    fn sync_resource_tools(&self, inner: &mut Inner) {
+        let exposures: Vec<String> = Self::resource_servers(inner)
+            .iter()
+            .filter_map(|(name, _)| inner.servers.iter().find(|s| s.entry.name == *name))
+            .map(|s| s.entry.exposure().to_owned())
+            .collect();
+        let next = ["direct", "codemode", "deferred"]
+            .into_iter()
+            .find(|e| exposures.iter().any(|x| x == e))
+            .map_or(Exposure::Hidden, |e| {
+                if e == "direct" {
+                    Exposure::Direct
+                } else {
+                    Exposure::Deferred
+                }
+            });
+        let current = inner.resource_exposure;
+        if current == Some(next) || (current.is_none() && next == Exposure::Hidden) {
+            return;
+        }
+        inner.resource_exposure = Some(next);
+        let mut state = self.shared.state.lock().unwrap();
+        for tool in crate::mcp_resources::definitions(next) {
+            state.register_tool(tool);
+        }
+        if current == Some(Exposure::Direct) {
+            state
+                .active_tools
+                .retain(|t| !crate::mcp_resources::NAMES.contains(&t.as_str()));
+        }
+    }
+
+    /// Runs one of the resource tools, once every server's connection attempt settled.
+    pub async fn resource_tool(&self, tool: &str, args: &Value) -> Result<Value, String> {
+        self.wait_for_all().await;
+        let servers = Self::resource_servers(&self.inner.lock().unwrap());
+        crate::mcp_resources::run(tool, args, servers).await
     }
 
     /// Registers a connected server's tools as pi's MCP extension does; returns their names.
@@ -857,8 +920,11 @@ impl McpExtension {
             }))
         };
         let result = connection.call_tool(mcp_tool, args, &progress).await?;
+        let readable = Self::resource_servers(&self.inner.lock().unwrap())
+            .iter()
+            .any(|(name, _)| name == server);
         Ok(pichamber_mcp::result::to_tool_result(
-            server, mcp_tool, &result, false,
+            server, mcp_tool, &result, readable,
         ))
     }
 
