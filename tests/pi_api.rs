@@ -1824,3 +1824,64 @@ fn mcp_resources_are_listed_and_read_as_in_pi_1_6() {
         "{ours:#}"
     );
 }
+
+/// What a server an extension registers may reach is the extension's: over HTTP only a host
+/// it is granted (`--allow-net`), and its config's values come from its granted environment,
+/// never from a shell command. (pichamber alone: pi gives extensions everything.)
+#[test]
+fn an_extensions_mcp_server_reaches_only_what_the_extension_is_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let mut server = std::process::Command::new("node")
+        .arg(&echo)
+        .arg("--http")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node runs the HTTP echo server");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().strip_prefix("listening ").unwrap().to_owned();
+    let status_after = |name: &str, serve: &str, grants: &[&str]| -> String {
+        let prompts = [serve, "/mcp"];
+        let case = McpCase {
+            mcp: json!({"mcpServers": {}}),
+            turns: json!([]),
+            prompts: &prompts,
+            extensions: &["mcp-serve.ts"],
+            grants,
+        };
+        let seen = mcp_scenario(Side::Pichamber, &dir.path().join(name), &case);
+        let notes = seen["notes"].as_array().unwrap();
+        notes.last().unwrap()[1].as_str().unwrap().to_owned()
+    };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let serve_http = format!("/serve {url}");
+    let net = format!("--allow-net=127.0.0.1:{port}");
+    assert_eq!(
+        status_after("granted", &serve_http, &[&net]),
+        "ext-echo: connected, 1 tools (direct)"
+    );
+    let refused = status_after("ungranted", &serve_http, &[]);
+    assert!(
+        refused.starts_with("ext-echo: failed (direct)")
+            && refused.contains("--allow-net=127.0.0.1"),
+        "{refused}"
+    );
+    let read = format!("--allow-read={}", echo.parent().unwrap().display());
+    let grants = ["--allow-run=node", read.as_str()];
+    let shell = status_after("shell", &format!("/serve {} !id", echo.display()), &grants);
+    assert!(shell.contains("may not run a shell command"), "{shell}");
+    let home = status_after(
+        "env",
+        &format!("/serve {} ${{HOME}}", echo.display()),
+        &grants,
+    );
+    assert!(
+        home.contains("env \"VALUE\" from environment variable: HOME"),
+        "{home}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

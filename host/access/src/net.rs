@@ -300,6 +300,31 @@ pub async fn lookup(grants: &Grants, name: &str) -> Result<Vec<String>, String> 
     Ok(found)
 }
 
+/// A client for a long-lived HTTP connection an extension opens to `url` (the MCP server it
+/// registers): checked against its grants like a `fetch`, pinned to the addresses checked,
+/// following no redirect; `headers` with the secrets granted for that host in place of their
+/// placeholders.
+pub async fn pinned_client(
+    grants: &Grants,
+    url: &str,
+    headers: &mut [(String, String)],
+) -> Result<reqwest::Client, String> {
+    let url = reqwest::Url::parse(url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+    check_url(grants, &url)?;
+    let addresses = granted_addresses(grants, &url).await?;
+    let secrets = secrets_for(grants, &url);
+    for (_, value) in headers.iter_mut() {
+        for (placeholder, secret) in &secrets {
+            *value = value.replace(placeholder.as_str(), secret);
+        }
+    }
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .resolve_to_addrs(url.host_str().unwrap_or_default(), &addresses)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// One `fetch` an extension asks for.
 #[derive(Debug, Clone, Default)]
 pub struct FetchRequest {

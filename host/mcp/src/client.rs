@@ -42,6 +42,9 @@ pub enum Transport {
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        /// The client to reach it with (an extension's, pinned to its grants); `None`: the
+        /// host's own.
+        client: Option<reqwest::Client>,
     },
 }
 
@@ -239,7 +242,11 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
                 Err(_) => return Err(timed_out()),
             }
         }
-        Transport::Http { url, headers } => {
+        Transport::Http {
+            url,
+            headers,
+            client,
+        } => {
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let authorized = headers
@@ -258,7 +265,7 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
                 config.custom_headers.insert(name, value);
             }
             let transport =
-                StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+                StreamableHttpClientTransport::with_client(client.unwrap_or_default(), config);
             match tokio::time::timeout(timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => (service, None),
                 // A 401: pi signs in when no Authorization header was configured, and says

@@ -371,14 +371,25 @@ impl McpExtension {
             .and_then(|s| Duration::try_from_secs_f64(s).ok())
             .map_or(DEFAULT_TIMEOUT, |t| t.min(LONGEST_TIMEOUT));
         let cwd = PathBuf::from(&self.shared.cwd);
-        let host_env = |var: &str| std::env::var(var).ok();
-        let transport = if let Some(url) = cfg["url"].as_str() {
-            if grants.is_some() {
-                return Err(format!(
-                    "pichamber does not connect HTTP MCP servers an extension registers yet; add \"{name}\" to {} to connect it",
-                    self.agent_dir.join("mcp.json").display()
-                ));
+        // An extension's values come from its granted environment, never from a shell: an
+        // operator's from the host's, as pi reads them.
+        let granted = grants.map(Grants::env_pairs);
+        let lookup = |var: &str| match &granted {
+            Some(pairs) => pairs.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone()),
+            None => std::env::var(var).ok(),
+        };
+        let resolve = |value: String, description: String| {
+            let lookup = &lookup;
+            async move {
+                if grants.is_some() && value.starts_with('!') {
+                    return Err(format!(
+                        "{description}: a server an extension registers may not run a shell command (\"!...\") for a value"
+                    ));
+                }
+                config::resolve_value(&value, &description, lookup).await
             }
+        };
+        let transport = if let Some(url) = cfg["url"].as_str() {
             if !cfg["auth"].is_null() {
                 return Err(format!(
                     "pichamber does not send a provider's key to MCP servers (auth) yet; give \"{name}\" an Authorization header in mcp.json instead"
@@ -386,16 +397,20 @@ impl McpExtension {
             }
             let mut headers = Vec::new();
             for (key, value) in cfg["headers"].as_object().into_iter().flatten() {
-                let value = value.as_str().unwrap_or_default();
+                let value = value.as_str().unwrap_or_default().to_owned();
                 let description = format!("MCP server \"{name}\" header \"{key}\"");
-                headers.push((
-                    key.clone(),
-                    config::resolve_value(value, &description, &host_env).await?,
-                ));
+                headers.push((key.clone(), resolve(value, description).await?));
             }
+            let client = match grants {
+                Some(grants) => {
+                    Some(pichamber_access::net::pinned_client(grants, url, &mut headers).await?)
+                }
+                None => None,
+            };
             Transport::Http {
                 url: url.to_owned(),
                 headers,
+                client,
             }
         } else {
             let home = std::env::var("HOME").unwrap_or_default();
@@ -419,12 +434,9 @@ impl McpExtension {
             let dir = cwd.join(expand(cfg["cwd"].as_str().unwrap_or(".")));
             let mut env = Vec::new();
             for (key, value) in cfg["env"].as_object().into_iter().flatten() {
-                let value = value.as_str().unwrap_or_default();
+                let value = value.as_str().unwrap_or_default().to_owned();
                 let description = format!("MCP server \"{name}\" env \"{key}\"");
-                env.push((
-                    key.clone(),
-                    config::resolve_value(value, &description, &host_env).await?,
-                ));
+                env.push((key.clone(), resolve(value, description).await?));
             }
             let child = match grants {
                 Some(grants) => grants.spawn_program(
