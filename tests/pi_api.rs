@@ -1884,4 +1884,29 @@ fn an_extensions_mcp_server_reaches_only_what_the_extension_is_granted() {
     );
     let _ = server.kill();
     let _ = server.wait();
+
+    // The model may call the operator's server's tool; an extension's tool may not.
+    let prompts = ["call it"];
+    let case = McpCase {
+        mcp: json!({"mcpServers": {
+            "echo": {"command": "node", "args": [&echo], "exposure": "direct"},
+        }}),
+        turns: json!([
+            {"toolCalls": [{"name": "call_mcp", "arguments": {}}]},
+            {"toolCalls": [{"name": "mcp__echo__echo", "arguments": {"text": "direct"}}]},
+            {"text": "done"},
+        ]),
+        prompts: &prompts,
+        extensions: &["mcp-call.ts"],
+        grants: &[],
+    };
+    let seen = mcp_scenario(Side::Pichamber, &dir.path().join("nested"), &case);
+    let outcome = seen["notes"][0][1].as_str().unwrap();
+    assert!(
+        outcome.starts_with("outcome {\"isError\":true")
+            && outcome.contains("the operator configured"),
+        "{seen:#}"
+    );
+    let last = seen["ends"].as_array().unwrap().last().unwrap();
+    assert_eq!(last[1]["content"][0]["text"], "echo #1: direct", "{seen:#}");
 }

@@ -59,6 +59,25 @@ pub struct Launch {
     pub log: Option<PathBuf>,
 }
 
+impl Drop for Connection {
+    /// A server that leads its own process group (the operator's, started as pi starts them)
+    /// takes the processes it started with it: the group gets SIGTERM, then the server itself
+    /// SIGKILL (`kill_on_drop`).
+    fn drop(&mut self) {
+        let Some(pid) = self.child.as_ref().and_then(|c| c.id()) else {
+            return;
+        };
+        let pid = pid as libc::pid_t;
+        // SAFETY: getpgid(2) and kill(2) take plain integers. The child is not reaped yet
+        // (only its handle, dropped after this, reaps it), so its pid names it.
+        unsafe {
+            if libc::getpgid(pid) == pid {
+                libc::kill(-pid, libc::SIGTERM);
+            }
+        }
+    }
+}
+
 /// What a server lists besides tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listing {
@@ -96,8 +115,8 @@ pub struct Connection {
     offers_tools: bool,
     timeout: Duration,
     stderr: Arc<Mutex<Vec<u8>>>,
-    /// Kept so the process ends with the connection.
-    _child: Option<tokio::process::Child>,
+    /// Kept so the process ends with the connection (see `Drop`).
+    child: Option<tokio::process::Child>,
 }
 
 #[derive(Clone)]
@@ -300,7 +319,7 @@ pub async fn connect(launch: Launch) -> Result<Connection, Failure> {
         has_resources: capabilities.get("resources").is_some(),
         timeout,
         stderr,
-        _child: child,
+        child,
     };
     connection.tools = connection.list_tools().await.map_err(Failure::Failed)?;
     Ok(connection)
@@ -527,6 +546,8 @@ impl Connection {
 
     /// Ends the connection (the stdio server's process with it).
     pub async fn close(self) {
-        let _ = self.service.cancel().await;
+        self.service.cancellation_token().cancel();
+        // The service ends its transport; the process goes when `self` drops.
+        tokio::task::yield_now().await;
     }
 }
