@@ -24,7 +24,6 @@ pub mod launch;
 mod lifecycle;
 mod mcp;
 mod mcp_extension;
-mod mcp_resources;
 pub mod messages;
 pub mod models;
 mod nested;

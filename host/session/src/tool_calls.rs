@@ -545,7 +545,9 @@ impl Session {
             } else {
                 let on_update = |partial: Value| report_update(&shared, &id, partial);
                 match &mcp {
-                    Some(mcp) if super::mcp_resources::NAMES.contains(&name.as_str()) => {
+                    Some(mcp)
+                        if super::mcp_extension::resources::NAMES.contains(&name.as_str()) =>
+                    {
                         mcp.resource_tool(&name, &args).await
                     }
                     Some(mcp) => mcp.call(&name, args, &on_update).await,

@@ -22,18 +22,19 @@ use tokio::sync::watch;
 use crate::events::{SessionEvent, UiRequest};
 use crate::state::{Exposure, RegisteredTool, SessionShared, ToolSource};
 
+mod command;
+mod launch;
+pub mod resources;
+mod section;
+
 /// How long the first prompt waits for servers whose tools are declared to the model.
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
 /// A request's limit when the config sets none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Past a day a request's limit is no limit; the cap keeps the deadline representable.
 const LONGEST_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// The name of the prompt section that lists the servers whose tools are not declared.
 pub const SECTION: &str = "mcp_servers";
-const MAX_SUMMARY_CHARS: usize = 250;
-const MAX_SECTION_CHARS: usize = 4096;
-pub const TOOL_SEARCH: &str = "tool_search";
-const USAGE: &str =
-    "Usage: /mcp, /mcp login [server], /mcp logout [server], /mcp reconnect [server]";
 
 /// A server an extension registered, with what its process may do.
 pub struct Registered {
@@ -309,12 +310,23 @@ impl McpExtension {
         let mut state = self.shared.state.lock().unwrap();
         let has_search = tool_search
             && state
-                .tool(TOOL_SEARCH)
+                .tool(crate::tool_search::NAME)
                 .is_some_and(|t| t.source == ToolSource::Host);
-        if needs_search && has_search && !state.active_tools.iter().any(|t| t == TOOL_SEARCH) {
-            state.active_tools.push(TOOL_SEARCH.into());
+        if needs_search
+            && has_search
+            && !state
+                .active_tools
+                .iter()
+                .any(|t| t == crate::tool_search::NAME)
+        {
+            state.active_tools.push(crate::tool_search::NAME.into());
         }
-        if has_search && state.active_tools.iter().any(|t| t == TOOL_SEARCH) {
+        if has_search
+            && state
+                .active_tools
+                .iter()
+                .any(|t| t == crate::tool_search::NAME)
+        {
             return;
         }
         drop(state);
@@ -359,107 +371,6 @@ impl McpExtension {
             let _ = tx.send(true);
         });
         rx
-    }
-
-    /// How `entry`'s server is reached: its process started (as the operator's, or as the
-    /// registering extension's program) or its URL with resolved headers.
-    async fn launch(&self, entry: &Entry, grants: Option<&Grants>) -> Result<Launch, String> {
-        let cfg = &entry.config;
-        let name = &entry.name;
-        let timeout = cfg["timeout"]
-            .as_f64()
-            .and_then(|s| Duration::try_from_secs_f64(s).ok())
-            .map_or(DEFAULT_TIMEOUT, |t| t.min(LONGEST_TIMEOUT));
-        let cwd = PathBuf::from(&self.shared.cwd);
-        // An extension's values come from its granted environment, never from a shell: an
-        // operator's from the host's, as pi reads them.
-        let granted = grants.map(Grants::env_pairs);
-        let lookup = |var: &str| match &granted {
-            Some(pairs) => pairs.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone()),
-            None => std::env::var(var).ok(),
-        };
-        let resolve = |value: String, description: String| {
-            let lookup = &lookup;
-            async move {
-                if grants.is_some() && value.starts_with('!') {
-                    return Err(format!(
-                        "{description}: a server an extension registers may not run a shell command (\"!...\") for a value"
-                    ));
-                }
-                config::resolve_value(&value, &description, lookup).await
-            }
-        };
-        let transport = if let Some(url) = cfg["url"].as_str() {
-            if !cfg["auth"].is_null() {
-                return Err(format!(
-                    "pichamber does not send a provider's key to MCP servers (auth) yet; give \"{name}\" an Authorization header in mcp.json instead"
-                ));
-            }
-            let mut headers = Vec::new();
-            for (key, value) in cfg["headers"].as_object().into_iter().flatten() {
-                let value = value.as_str().unwrap_or_default().to_owned();
-                let description = format!("MCP server \"{name}\" header \"{key}\"");
-                headers.push((key.clone(), resolve(value, description).await?));
-            }
-            let client = match grants {
-                Some(grants) => {
-                    Some(pichamber_access::net::pinned_client(grants, url, &mut headers).await?)
-                }
-                None => None,
-            };
-            Transport::Http {
-                url: url.to_owned(),
-                headers,
-                client,
-            }
-        } else {
-            let home = std::env::var("HOME").unwrap_or_default();
-            let expand = |s: &str| -> String {
-                if s == "~" {
-                    home.clone()
-                } else if let Some(rest) = s.strip_prefix("~/") {
-                    format!("{home}/{rest}")
-                } else {
-                    s.to_owned()
-                }
-            };
-            let command = expand(cfg["command"].as_str().unwrap_or_default());
-            let args: Vec<String> = cfg["args"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(expand)
-                .collect();
-            let dir = cwd.join(expand(cfg["cwd"].as_str().unwrap_or(".")));
-            let mut env = Vec::new();
-            for (key, value) in cfg["env"].as_object().into_iter().flatten() {
-                let value = value.as_str().unwrap_or_default().to_owned();
-                let description = format!("MCP server \"{name}\" env \"{key}\"");
-                env.push((key.clone(), resolve(value, description).await?));
-            }
-            let child = match grants {
-                Some(grants) => grants.spawn_program(
-                    &ProgramRequest {
-                        command: command.clone(),
-                        args,
-                        cwd: Some(dir.display().to_string()),
-                        timeout_ms: None,
-                        env,
-                    },
-                    &self.shared.cwd,
-                )?,
-                None => operator_process(&command, &args, &dir, &env)?,
-            };
-            Transport::Stdio(child)
-        };
-        Ok(Launch {
-            server: name.clone(),
-            transport,
-            timeout,
-            cwd,
-            log: Some(self.agent_dir.join("mcp.log")),
-        })
     }
 
     /// Records how a connection attempt ended, registering the server's tools.
@@ -527,62 +438,6 @@ impl McpExtension {
                 this.sync_resource_tools(&mut inner);
             }
         });
-    }
-
-    /// The enabled servers with resources whose exposure is not `hidden`, with their
-    /// connections: what the resource tools reach.
-    fn resource_servers(inner: &Inner) -> Vec<(String, Arc<Connection>)> {
-        inner
-            .servers
-            .iter()
-            .filter(|s| s.entry.enabled() && s.entry.exposure() != "hidden")
-            .filter_map(|s| {
-                let connection = s.connection.as_ref().filter(|c| c.has_resources)?;
-                Some((s.entry.name.clone(), connection.clone()))
-            })
-            .collect()
-    }
-
-    /// Registers the resource tools with the widest exposure of the servers they reach
-    /// (`direct`, then `codemode`, then `deferred`), hidden when none has resources, as pi
-    /// does; tools that stop being direct stop being declared.
-    fn sync_resource_tools(&self, inner: &mut Inner) {
-        let exposures: Vec<String> = Self::resource_servers(inner)
-            .iter()
-            .filter_map(|(name, _)| inner.servers.iter().find(|s| s.entry.name == *name))
-            .map(|s| s.entry.exposure().to_owned())
-            .collect();
-        let next = ["direct", "codemode", "deferred"]
-            .into_iter()
-            .find(|e| exposures.iter().any(|x| x == e))
-            .map_or(Exposure::Hidden, |e| {
-                if e == "direct" {
-                    Exposure::Direct
-                } else {
-                    Exposure::Deferred
-                }
-            });
-        let current = inner.resource_exposure;
-        if current == Some(next) || (current.is_none() && next == Exposure::Hidden) {
-            return;
-        }
-        inner.resource_exposure = Some(next);
-        let mut state = self.shared.state.lock().unwrap();
-        for tool in crate::mcp_resources::definitions(next) {
-            state.register_tool(tool);
-        }
-        if current == Some(Exposure::Direct) {
-            state
-                .active_tools
-                .retain(|t| !crate::mcp_resources::NAMES.contains(&t.as_str()));
-        }
-    }
-
-    /// Runs one of the resource tools, once every server's connection attempt settled.
-    pub async fn resource_tool(&self, tool: &str, args: &Value) -> Result<Value, String> {
-        self.wait_for_all().await;
-        let servers = Self::resource_servers(&self.inner.lock().unwrap());
-        crate::mcp_resources::run(tool, args, servers).await
     }
 
     /// Registers a connected server's tools as pi's MCP extension does; returns their names.
@@ -787,90 +642,6 @@ impl McpExtension {
         }
     }
 
-    /// pi's `mcp_servers` prompt section: the enabled servers whose tools are not declared.
-    pub fn servers_section(&self) -> Option<String> {
-        let inner = self.inner.lock().unwrap();
-        let mut listed: Vec<&Server> = inner
-            .servers
-            .iter()
-            .filter(|s| {
-                s.entry.enabled()
-                    && s.entry
-                        .configured_exposures()
-                        .iter()
-                        .any(|e| *e == "codemode" || *e == "deferred")
-            })
-            .collect();
-        if listed.is_empty() {
-            return None;
-        }
-        listed.sort_by(|a, b| a.entry.name.cmp(&b.entry.name));
-        let reaches: Vec<&str> = listed
-            .iter()
-            .map(|s| {
-                if s.entry.configured_exposures().contains(&"codemode") {
-                    "codemode"
-                } else {
-                    "tool_search"
-                }
-            })
-            .collect();
-        let mut intro = "MCP servers whose tools are not declared to you.".to_owned();
-        if reaches.contains(&"codemode") {
-            intro.push_str(" Call the tools of `codemode` servers from codemode scripts.");
-        }
-        if reaches.contains(&"tool_search") {
-            intro.push_str(" Load the tools of `tool_search` servers with `tool_search`.");
-        }
-        let heads: Vec<String> = listed
-            .iter()
-            .zip(&reaches)
-            .map(|(s, r)| format!("- {} ({r})", config::namespace(&s.entry.name)))
-            .collect();
-        let omitted = |count: usize| -> Vec<String> {
-            if count == 0 {
-                Vec::new()
-            } else {
-                vec![format!(
-                    "- … {count} more server{}; find their tools with searchTools()",
-                    if count == 1 { "" } else { "s" }
-                )]
-            }
-        };
-        let size = |kept: usize| -> usize {
-            let mut all = vec![intro.clone()];
-            all.extend(heads[..kept].iter().cloned());
-            all.extend(omitted(listed.len() - kept));
-            all.join("\n").chars().count()
-        };
-        let mut kept = listed.len();
-        while kept > 0 && size(kept) > MAX_SECTION_CHARS {
-            kept -= 1;
-        }
-        let per_server = MAX_SECTION_CHARS
-            .saturating_sub(size(kept))
-            .checked_div(kept)
-            .map_or(0, |each| each.saturating_sub(2).min(MAX_SUMMARY_CHARS));
-        let mut lines = vec![intro.clone()];
-        for (server, head) in listed.iter().zip(&heads).take(kept) {
-            let summary = naming::server_summary(
-                server.entry.config["description"].as_str(),
-                server
-                    .connection
-                    .as_ref()
-                    .and_then(|c| c.instructions.as_deref()),
-            );
-            let summary = truncate(&summary, per_server);
-            lines.push(if summary.is_empty() {
-                head.clone()
-            } else {
-                format!("{head}: {summary}")
-            });
-        }
-        lines.extend(omitted(listed.len() - kept));
-        Some(lines.join("\n"))
-    }
-
     /// The server a tool name belongs to, and whether an extension registered it.
     pub fn tool_server(&self, tool: &str) -> Option<(String, Scope)> {
         let inner = self.inner.lock().unwrap();
@@ -940,224 +711,6 @@ impl McpExtension {
         ))
     }
 
-    /// pi's `/mcp` outside its terminal UI: the servers' status, or a subcommand.
-    pub async fn command(&self, args: &str) {
-        let words: Vec<&str> = args.split_whitespace().collect();
-        match words.as_slice() {
-            [] => {
-                let mut started = self.started.clone();
-                let _ = started.wait_for(|d| *d).await;
-                let status = self.status();
-                self.notify(status, "info");
-            }
-            ["reconnect", rest @ ..] if rest.len() <= 1 => {
-                self.reconnect(rest.first().copied()).await
-            }
-            [action @ ("login" | "logout"), rest @ ..] if rest.len() <= 1 => {
-                let none = "No enabled MCP server uses OAuth. Only HTTP servers without an Authorization header do.";
-                let preferred = |s: &Server| s.state == Some(State::NeedsAuth);
-                let eligible = |s: &Server| s.entry.enabled() && uses_oauth(&s.entry);
-                let Some(chosen) = self
-                    .pick(rest.first().copied(), eligible, preferred, none)
-                    .await
-                else {
-                    return;
-                };
-                if *action == "logout" {
-                    // pichamber keeps no OAuth credentials.
-                    self.notify(
-                        format!("No stored credentials for MCP server \"{chosen}\"."),
-                        "info",
-                    );
-                } else {
-                    self.notify(
-                        format!(
-                            "pichamber cannot sign in to MCP servers with OAuth yet: give \"{chosen}\" an Authorization header in mcp.json (\"headers\": {{\"Authorization\": \"Bearer ${{TOKEN}}\"}}), then /mcp reconnect {chosen}."
-                        ),
-                        "error",
-                    );
-                }
-            }
-            _ => self.notify(USAGE, "warning"),
-        }
-    }
-
-    fn has_server(&self, name: &str) -> bool {
-        self.inner
-            .lock()
-            .unwrap()
-            .servers
-            .iter()
-            .any(|s| s.entry.name == name)
-    }
-
-    /// The server a subcommand is for, as pi picks it: the one named (if eligible), else the
-    /// only eligible one, else the only preferred one, else the user's choice.
-    async fn pick(
-        &self,
-        name: Option<&str>,
-        eligible: impl Fn(&Server) -> bool,
-        preferred: impl Fn(&Server) -> bool,
-        none: &str,
-    ) -> Option<String> {
-        let (candidates, preferred) = {
-            let inner = self.inner.lock().unwrap();
-            let eligible: Vec<&Server> = inner.servers.iter().filter(|s| eligible(s)).collect();
-            let names = |servers: Vec<&&Server>| -> Vec<String> {
-                servers.iter().map(|s| s.entry.name.clone()).collect()
-            };
-            (
-                names(eligible.iter().collect()),
-                names(eligible.iter().filter(|s| preferred(s)).collect()),
-            )
-        };
-        match name {
-            Some(name) if !self.has_server(name) => {
-                self.notify(format!("No MCP server named \"{name}\"."), "error");
-                None
-            }
-            Some(name) if !candidates.iter().any(|c| c == name) => {
-                self.notify(none, "error");
-                None
-            }
-            Some(name) => Some(name.to_owned()),
-            None if candidates.is_empty() => {
-                self.notify(none, "info");
-                None
-            }
-            None if candidates.len() == 1 => Some(candidates[0].clone()),
-            None if preferred.len() == 1 => Some(preferred[0].clone()),
-            None => self.select("MCP server", candidates).await,
-        }
-    }
-
-    async fn reconnect(&self, name: Option<&str>) {
-        let Some(chosen) = self
-            .pick(
-                name,
-                |s| s.entry.enabled() && s.state.is_some(),
-                |s| matches!(s.state, Some(State::Failed(_))),
-                "No enabled MCP server to reconnect.",
-            )
-            .await
-        else {
-            return;
-        };
-        let mut ready = self.connect(&chosen);
-        let _ = ready.wait_for(|d| *d).await;
-        let line = self.status_line(&chosen);
-        let state = self
-            .inner
-            .lock()
-            .unwrap()
-            .servers
-            .iter()
-            .find(|s| s.entry.name == chosen)
-            .and_then(|s| s.state.clone());
-        match state {
-            Some(State::Failed(message)) => self.notify(
-                format!("MCP server \"{chosen}\" failed to connect: {message}"),
-                "error",
-            ),
-            _ => self.notify(
-                format!(
-                    "Reconnected to MCP server \"{chosen}\" ({}).",
-                    line.unwrap_or_default()
-                ),
-                "info",
-            ),
-        }
-    }
-
-    async fn select(&self, title: &str, options: Vec<String>) -> Option<String> {
-        if !self.shared.has_ui {
-            return None;
-        }
-        let id = uuid::Uuid::new_v4().to_string();
-        let request = UiRequest::Select {
-            title: title.into(),
-            options,
-            timeout: None,
-        };
-        let answer = self.shared.dialogs.answer(&id, &request);
-        self.shared.emit(SessionEvent::ExtensionUiRequest {
-            id: id.clone(),
-            request,
-        });
-        let answer = answer.await;
-        self.shared.emit(SessionEvent::ExtensionUiResponse {
-            id,
-            answer: answer.clone(),
-        });
-        match answer {
-            crate::events::DialogAnswer::Value { value } => Some(value),
-            _ => None,
-        }
-    }
-
-    /// pi's `describeState` of a server.
-    fn status_line(&self, name: &str) -> Option<String> {
-        let inner = self.inner.lock().unwrap();
-        let server = inner.servers.iter().find(|s| s.entry.name == name)?;
-        Some(match &server.state {
-            _ if !server.entry.enabled() => "disabled".into(),
-            Some(State::Connected) => format!("connected, {} tools", server.offered),
-            Some(State::Connecting) => "connecting".into(),
-            Some(State::Failed(_)) => "failed".into(),
-            Some(State::NeedsAuth) => "needs sign-in".into(),
-            None => "starting".into(),
-        })
-    }
-
-    /// pi's plain `/mcp` status.
-    fn status(&self) -> String {
-        let inner = self.inner.lock().unwrap();
-        if inner.servers.is_empty() && inner.errors.is_empty() && inner.overridden.is_empty() {
-            return format!(
-                "No MCP servers configured. Add them to {} or .pi/mcp.json.",
-                self.agent_dir.join("mcp.json").display()
-            );
-        }
-        let mut lines: Vec<String> = inner
-            .servers
-            .iter()
-            .map(|server| {
-                let name = &server.entry.name;
-                let exposure = server.entry.exposure();
-                if server.state == Some(State::NeedsAuth) {
-                    return format!("{name}: needs sign-in, run /mcp login {name} ({exposure})");
-                }
-                let connected = server.state == Some(State::Connected);
-                let tools = if connected {
-                    format!(", {} tools", server.offered)
-                } else {
-                    String::new()
-                };
-                let state = match &server.state {
-                    _ if !server.entry.enabled() => "disabled",
-                    Some(State::Connected) => "connected",
-                    Some(State::Connecting) => "connecting",
-                    Some(State::Failed(_)) => "failed",
-                    Some(State::NeedsAuth) => "needs sign-in",
-                    None => "starting",
-                };
-                let error = match &server.state {
-                    Some(State::Failed(message)) => {
-                        format!(
-                            "\n    {}",
-                            message.split('\n').collect::<Vec<_>>().join("\n    ")
-                        )
-                    }
-                    _ => String::new(),
-                };
-                format!("{name}: {state}{tools} ({exposure}){error}")
-            })
-            .collect();
-        lines.extend(inner.errors.iter().map(|e| format!("config error: {e}")));
-        lines.extend(inner.overridden.iter().map(|o| format!("overridden: {o}")));
-        lines.join("\n")
-    }
-
     /// Ends every connection (session shutdown, reload, switch).
     pub async fn close(&self) {
         let connections: Vec<Arc<Connection>> = {
@@ -1175,51 +728,4 @@ impl McpExtension {
             }
         }
     }
-}
-
-/// Whether pi would sign in to the server with OAuth: an HTTP server with neither an
-/// Authorization header nor a provider's key (`auth`).
-fn uses_oauth(entry: &Entry) -> bool {
-    let has_authorization = entry.config["headers"]
-        .as_object()
-        .is_some_and(|h| h.keys().any(|k| k.eq_ignore_ascii_case("authorization")));
-    entry.config["url"].is_string() && entry.config["auth"].is_null() && !has_authorization
-}
-
-/// A server of the operator's mcp.json, started as pi starts it: the host's environment and
-/// the config's, in its own process group, ended with the connection.
-fn operator_process(
-    command: &str,
-    args: &[String],
-    dir: &Path,
-    env: &[(String, String)],
-) -> Result<tokio::process::Child, String> {
-    tokio::process::Command::new(command)
-        .args(args)
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| match e.kind() {
-            // Node's words, which pi shows.
-            std::io::ErrorKind::NotFound => format!("spawn {command} ENOENT"),
-            std::io::ErrorKind::PermissionDenied => format!("spawn {command} EACCES"),
-            _ => format!("spawn {command}: {e}"),
-        })
-}
-
-/// At most `max` characters, ending in `…` when cut (pi's `truncate`).
-fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    if max <= 1 {
-        return String::new();
-    }
-    let head: String = text.chars().take(max - 1).collect();
-    format!("{}…", head.trim_end())
 }

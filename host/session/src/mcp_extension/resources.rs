@@ -9,6 +9,7 @@ use pichamber_mcp::client::{Connection, Listing};
 use pichamber_mcp::result;
 use serde_json::{Map, Value, json};
 
+use super::{Inner, McpExtension};
 use crate::state::{Exposure, RegisteredTool, ToolSource};
 
 pub const LIST: &str = "list_mcp_resources";
@@ -192,6 +193,64 @@ pub async fn run(
         }
     };
     Ok(result::json_result(tool, server.as_deref(), payload))
+}
+
+impl McpExtension {
+    /// The enabled servers with resources whose exposure is not `hidden`, with their
+    /// connections: what the resource tools reach.
+    pub(super) fn resource_servers(inner: &Inner) -> Vec<(String, Arc<Connection>)> {
+        inner
+            .servers
+            .iter()
+            .filter(|s| s.entry.enabled() && s.entry.exposure() != "hidden")
+            .filter_map(|s| {
+                let connection = s.connection.as_ref().filter(|c| c.has_resources)?;
+                Some((s.entry.name.clone(), connection.clone()))
+            })
+            .collect()
+    }
+
+    /// Registers the resource tools with the widest exposure of the servers they reach
+    /// (`direct`, then `codemode`, then `deferred`), hidden when none has resources, as pi
+    /// does; tools that stop being direct stop being declared.
+    pub(super) fn sync_resource_tools(&self, inner: &mut Inner) {
+        let exposures: Vec<String> = Self::resource_servers(inner)
+            .iter()
+            .filter_map(|(name, _)| inner.servers.iter().find(|s| s.entry.name == *name))
+            .map(|s| s.entry.exposure().to_owned())
+            .collect();
+        let next = ["direct", "codemode", "deferred"]
+            .into_iter()
+            .find(|e| exposures.iter().any(|x| x == e))
+            .map_or(Exposure::Hidden, |e| {
+                if e == "direct" {
+                    Exposure::Direct
+                } else {
+                    Exposure::Deferred
+                }
+            });
+        let current = inner.resource_exposure;
+        if current == Some(next) || (current.is_none() && next == Exposure::Hidden) {
+            return;
+        }
+        inner.resource_exposure = Some(next);
+        let mut state = self.shared.state.lock().unwrap();
+        for tool in crate::mcp_extension::resources::definitions(next) {
+            state.register_tool(tool);
+        }
+        if current == Some(Exposure::Direct) {
+            state
+                .active_tools
+                .retain(|t| !crate::mcp_extension::resources::NAMES.contains(&t.as_str()));
+        }
+    }
+
+    /// Runs one of the resource tools, once every server's connection attempt settled.
+    pub async fn resource_tool(&self, tool: &str, args: &Value) -> Result<Value, String> {
+        self.wait_for_all().await;
+        let servers = Self::resource_servers(&self.inner.lock().unwrap());
+        crate::mcp_extension::resources::run(tool, args, servers).await
+    }
 }
 
 #[cfg(test)]
