@@ -1711,7 +1711,8 @@ fn an_extensions_mcp_server_runs_under_its_grants_as_in_pi_1_6() {
 
 /// Streamable HTTP servers: one that answers is connected and its tool called; one that
 /// answers 401 needs a sign-in; one that answers 401 to a configured Authorization header
-/// failed. (`/mcp login` differs by design: pichamber does not sign in with OAuth.)
+/// failed; one configured with a provider's key (`auth`) gets it. (`/mcp login` differs by
+/// design: pichamber does not sign in with OAuth.)
 #[test]
 fn http_mcp_servers_connect_as_in_pi_1_6() {
     if skip_without_pi() {
@@ -1739,6 +1740,7 @@ fn http_mcp_servers_connect_as_in_pi_1_6() {
                 "locked": {"url": url("locked"), "exposure": "direct"},
                 "keyed": {"url": url("locked"), "exposure": "direct",
                           "headers": {"Authorization": "Bearer ${HOME}"}},
+                "provided": {"url": url("keyed"), "exposure": "direct", "auth": {"provider": "mock"}},
             }}),
             turns: json!([
                 {"toolCalls": [{"name": "mcp__web__echo", "arguments": {"text": "over http"}}]},
@@ -1762,7 +1764,8 @@ fn http_mcp_servers_connect_as_in_pi_1_6() {
     );
     let status = ours["notes"][1][1].as_str().unwrap();
     assert!(
-        status.contains("locked: needs sign-in, run /mcp login locked (direct)"),
+        status.contains("locked: needs sign-in, run /mcp login locked (direct)")
+            && status.contains("provided: connected, 1 tools (direct)"),
         "{status}"
     );
 }

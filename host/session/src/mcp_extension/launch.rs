@@ -4,6 +4,21 @@
 use super::*;
 
 impl McpExtension {
+    /// `auth: {provider}`: the provider's key, as the session's models have it, sent as a
+    /// bearer token (pi sends the model registry's). An extension's server gets it only with
+    /// `--allow-model-key=PROVIDER`: the key goes wherever that server sends it.
+    fn provider_token(&self, provider: &str, grants: Option<&Grants>) -> Result<String, String> {
+        if let Some(grants) = grants {
+            grants.check_model_key(provider)?;
+        }
+        match crate::Session::registry_credentials(&self.shared, provider, None).0 {
+            Some(key) => Ok(format!("Bearer {key}")),
+            None => Err(format!(
+                "no API key for provider \"{provider}\" (auth.provider): configure it in models.json or its environment variable"
+            )),
+        }
+    }
+
     /// How `entry`'s server is reached: its process started (as the operator's, or as the
     /// registering extension's program) or its URL with resolved headers.
     pub(super) async fn launch(
@@ -37,16 +52,17 @@ impl McpExtension {
             }
         };
         let transport = if let Some(url) = cfg["url"].as_str() {
-            if !cfg["auth"].is_null() {
-                return Err(format!(
-                    "pichamber does not send a provider's key to MCP servers (auth) yet; give \"{name}\" an Authorization header in mcp.json instead"
-                ));
-            }
             let mut headers = Vec::new();
             for (key, value) in cfg["headers"].as_object().into_iter().flatten() {
                 let value = value.as_str().unwrap_or_default().to_owned();
                 let description = format!("MCP server \"{name}\" header \"{key}\"");
                 headers.push((key.clone(), resolve(value, description).await?));
+            }
+            if let Some(provider) = cfg["auth"]["provider"].as_str() {
+                headers.push((
+                    "Authorization".into(),
+                    self.provider_token(provider, grants)?,
+                ));
             }
             let client = match grants {
                 Some(grants) => {
