@@ -1539,6 +1539,58 @@ fn assert_mcp_same_as_pi(name: &str, pi: &Value, ours: &Value) {
     }
 }
 
+/// `case` on both sides, which must say the same; what pichamber said.
+fn mcp_same_on_both_sides(name: &str, case: &McpCase) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), case);
+    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), case);
+    assert_mcp_same_as_pi(name, &pi, &ours);
+    ours
+}
+
+/// The test MCP server (stdio; `--http` for streamable HTTP).
+fn echo_server() -> std::path::PathBuf {
+    common::repo().join("tests/fixtures/mcp/echo-server.mjs")
+}
+
+/// The echo server over streamable HTTP on a free loopback port, ended when dropped.
+struct HttpEcho {
+    process: std::process::Child,
+    port: String,
+}
+
+impl HttpEcho {
+    fn start() -> Self {
+        let mut process = std::process::Command::new("node")
+            .arg(echo_server())
+            .arg("--http")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("node runs the HTTP echo server");
+        let mut line = String::new();
+        BufReader::new(process.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("listening ")
+            .expect("its port")
+            .to_owned();
+        Self { process, port }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.port)
+    }
+}
+
+impl Drop for HttpEcho {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
 /// The operator's MCP servers under pi 1.6.0's built-in `mcp` extension: broken entries and
 /// servers that fail are told once after startup, `/mcp` shows their state and reconnects
 /// one, its subcommands answer as pi's do, and a connected server's `direct` tool is declared
@@ -1549,7 +1601,7 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
     if skip_without_pi() {
         return;
     }
-    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let echo = echo_server();
     let mcp = json!({"mcpServers": {
         "echo": {"command": "node", "args": [echo], "exposure": "direct", "description": "Echoes"},
         "bad": {"command": "/nonexistent/cmd", "exposure": "direct"},
@@ -1585,10 +1637,7 @@ fn mcp_servers_connect_and_answer_as_in_pi_1_6() {
         extensions: &[],
         grants: &[],
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
-    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
-    assert_mcp_same_as_pi("operator servers", &pi, &ours);
+    let ours = mcp_same_on_both_sides("operator servers", &case);
     let status = ours["notes"][1][1].as_str().unwrap();
     assert!(
         status.starts_with("echo: connected, 1 tools (direct)\n"),
@@ -1616,7 +1665,7 @@ fn deferred_mcp_tools_are_found_with_tool_search_as_in_pi_1_6() {
     if skip_without_pi() {
         return;
     }
-    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let echo = echo_server();
     let mcp = json!({"mcpServers": {
         "echo": {"command": "node", "args": [echo], "exposure": "deferred"},
         "other-echo": {"command": "node", "args": [echo], "exposure": "hidden",
@@ -1636,10 +1685,7 @@ fn deferred_mcp_tools_are_found_with_tool_search_as_in_pi_1_6() {
         extensions: &[],
         grants: &[],
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
-    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
-    assert_mcp_same_as_pi("deferred servers", &pi, &ours);
+    let ours = mcp_same_on_both_sides("deferred servers", &case);
     assert_eq!(
         ours["requests"][0]["tools"][0]["name"], "tool_search",
         "{ours:#}"
@@ -1665,7 +1711,7 @@ fn an_extensions_mcp_server_runs_under_its_grants_as_in_pi_1_6() {
     if skip_without_pi() {
         return;
     }
-    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let echo = echo_server();
     let serve = format!("/serve {}", echo.display());
     // The prompt comes first: pi connects a registered server in the background, and its
     // first prompt waits for the servers whose tools are declared.
@@ -1682,10 +1728,7 @@ fn an_extensions_mcp_server_runs_under_its_grants_as_in_pi_1_6() {
         extensions: &["mcp-serve.ts"],
         grants: &grants,
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
-    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
-    assert_mcp_same_as_pi("registered server", &pi, &ours);
+    let ours = mcp_same_on_both_sides("registered server", &case);
     assert_eq!(
         ours["notes"][1][1], "ext-echo: connected, 1 tools (direct)",
         "{ours:#}"
@@ -1700,6 +1743,7 @@ fn an_extensions_mcp_server_runs_under_its_grants_as_in_pi_1_6() {
         grants: &[],
         ..case
     };
+    let dir = tempfile::tempdir().unwrap();
     let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ungranted"), &ungranted);
     let status = ours["notes"][2][1].as_str().unwrap();
     assert!(
@@ -1721,19 +1765,8 @@ fn http_mcp_servers_connect_as_in_pi_1_6() {
     let dir = tempfile::tempdir().unwrap();
     // Each side gets its own server, whose call count starts at zero.
     let run = |side: Side, name: &str| {
-        let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
-        let mut server = std::process::Command::new("node")
-            .arg(&echo)
-            .arg("--http")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("node runs the HTTP echo server");
-        let mut line = String::new();
-        BufReader::new(server.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().strip_prefix("listening ").expect("its port");
-        let url = |path: &str| format!("http://127.0.0.1:{port}/{path}");
+        let server = HttpEcho::start();
+        let url = |path: &str| server.url(path);
         let case = McpCase {
             mcp: json!({"mcpServers": {
                 "web": {"url": url("mcp"), "exposure": "direct"},
@@ -1750,10 +1783,7 @@ fn http_mcp_servers_connect_as_in_pi_1_6() {
             extensions: &[],
             grants: &[],
         };
-        let seen = mcp_scenario(side, &dir.path().join(name), &case);
-        let _ = server.kill();
-        let _ = server.wait();
-        seen
+        mcp_scenario(side, &dir.path().join(name), &case)
     };
     let pi = run(Side::Pi, "pi");
     let ours = run(Side::Pichamber, "ours");
@@ -1778,7 +1808,7 @@ fn mcp_resources_are_listed_and_read_as_in_pi_1_6() {
     if skip_without_pi() {
         return;
     }
-    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
+    let echo = echo_server();
     let call = |name: &str, arguments: Value| json!({"toolCalls": [{"name": name, "arguments": arguments}]});
     let case = McpCase {
         mcp: json!({"mcpServers": {
@@ -1801,10 +1831,7 @@ fn mcp_resources_are_listed_and_read_as_in_pi_1_6() {
         extensions: &[],
         grants: &[],
     };
-    let dir = tempfile::tempdir().unwrap();
-    let pi = mcp_scenario(Side::Pi, &dir.path().join("pi"), &case);
-    let ours = mcp_scenario(Side::Pichamber, &dir.path().join("ours"), &case);
-    assert_mcp_same_as_pi("resources", &pi, &ours);
+    let ours = mcp_same_on_both_sides("resources", &case);
     assert_eq!(ours["ends"].as_array().map(Vec::len), Some(10), "{ours:#}");
     let declared: Vec<&Value> = ours["requests"][0]["tools"]
         .as_array()
@@ -1834,18 +1861,8 @@ fn mcp_resources_are_listed_and_read_as_in_pi_1_6() {
 #[test]
 fn an_extensions_mcp_server_reaches_only_what_the_extension_is_granted() {
     let dir = tempfile::tempdir().unwrap();
-    let echo = common::repo().join("tests/fixtures/mcp/echo-server.mjs");
-    let mut server = std::process::Command::new("node")
-        .arg(&echo)
-        .arg("--http")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("node runs the HTTP echo server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().strip_prefix("listening ").unwrap().to_owned();
+    let echo = echo_server();
+    let server = HttpEcho::start();
     let status_after = |name: &str, serve: &str, grants: &[&str]| -> String {
         let prompts = [serve, "/mcp"];
         let case = McpCase {
@@ -1859,9 +1876,8 @@ fn an_extensions_mcp_server_reaches_only_what_the_extension_is_granted() {
         let notes = seen["notes"].as_array().unwrap();
         notes.last().unwrap()[1].as_str().unwrap().to_owned()
     };
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let serve_http = format!("/serve {url}");
-    let net = format!("--allow-net=127.0.0.1:{port}");
+    let serve_http = format!("/serve {}", server.url("mcp"));
+    let net = format!("--allow-net=127.0.0.1:{}", server.port);
     assert_eq!(
         status_after("granted", &serve_http, &[&net]),
         "ext-echo: connected, 1 tools (direct)"
@@ -1885,8 +1901,7 @@ fn an_extensions_mcp_server_reaches_only_what_the_extension_is_granted() {
         home.contains("env \"VALUE\" from environment variable: HOME"),
         "{home}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 
     // The model may call the operator's server's tool; an extension's tool may not.
     let prompts = ["call it"];
