@@ -154,6 +154,36 @@ impl RegisteredTool {
         }
     }
 
+    /// A tool the host serves for one of pi 1.6.0's built-in extensions (`extension` is its
+    /// `builtin:NAME`), with nothing more than pi's tool definition needs.
+    pub fn hosted(
+        extension: &str,
+        name: String,
+        label: String,
+        description: String,
+        parameters: Value,
+        exposure: Exposure,
+    ) -> Self {
+        Self {
+            source: ToolSource::Host,
+            extension_name: extension.into(),
+            name,
+            label,
+            description,
+            parameters,
+            prompt_snippet: None,
+            prompt_guidelines: Vec::new(),
+            has_prepare_arguments: false,
+            execution_mode: None,
+            constrained_sampling: None,
+            exposure,
+            default_active: None,
+            namespace: None,
+            annotations: None,
+            validator: LazyValidator::default(),
+        }
+    }
+
     /// pi 1.6.0: registering a tool activates it (declares it to the model) when it is
     /// `direct` or `model-only` and not `defaultActive: false`.
     pub fn activated_on_registration(&self) -> bool {

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::state::{Exposure, RegisteredTool, SessionState, ToolSource};
+use crate::state::{Exposure, RegisteredTool, SessionState};
 
 pub const NAME: &str = "tool_search";
 const DEFAULT_LIMIT: usize = 8;
@@ -23,22 +23,16 @@ pub const SNIPPET: &str = "Search for tools that are not loaded yet and load the
 /// The tool as pi's built-in registers it: inactive until something activates it.
 pub fn definition() -> RegisteredTool {
     RegisteredTool {
-        source: ToolSource::Host,
-        extension_name: "builtin:tool-search".into(),
-        name: NAME.into(),
-        label: NAME.into(),
-        description: DESCRIPTION.into(),
-        parameters: parameters(),
         prompt_snippet: Some(SNIPPET.into()),
-        prompt_guidelines: Vec::new(),
-        has_prepare_arguments: false,
-        execution_mode: None,
-        constrained_sampling: None,
-        exposure: Exposure::ModelOnly,
         default_active: Some(false),
-        namespace: None,
-        annotations: None,
-        validator: Default::default(),
+        ..RegisteredTool::hosted(
+            "builtin:tool-search",
+            NAME.into(),
+            NAME.into(),
+            DESCRIPTION.into(),
+            parameters(),
+            Exposure::ModelOnly,
+        )
     }
 }
 

@@ -33,6 +33,8 @@ const STARTUP_WAIT: Duration = Duration::from_secs(10);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Past a day a request's limit is no limit; the cap keeps the deadline representable.
 const LONGEST_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// The extension name of the tools it registers (pi's `sourceInfo.path` of its commands).
+const BUILTIN: &str = "builtin:mcp";
 /// The name of the prompt section that lists the servers whose tools are not declared.
 pub const SECTION: &str = "mcp_servers";
 
@@ -521,23 +523,11 @@ impl McpExtension {
                 "hidden" => Exposure::Hidden,
                 _ => Exposure::Deferred,
             };
+            let label = format!("{server}/{tool_name}");
             state.register_tool(RegisteredTool {
-                source: ToolSource::Host,
-                extension_name: "builtin:mcp".into(),
-                name,
-                label: format!("{server}/{tool_name}"),
-                description,
-                parameters,
-                prompt_snippet: None,
-                prompt_guidelines: Vec::new(),
-                has_prepare_arguments: false,
-                execution_mode: None,
-                constrained_sampling: None,
-                exposure,
-                default_active: None,
                 namespace: Some(namespace.clone()),
                 annotations: (!annotations.is_empty()).then_some(Value::Object(annotations)),
-                validator: Default::default(),
+                ..RegisteredTool::hosted(BUILTIN, name, label, description, parameters, exposure)
             });
         }
         // Tools the server no longer offers stay registered, unreachable.

@@ -10,7 +10,7 @@ use pichamber_mcp::result;
 use serde_json::{Map, Value, json};
 
 use super::{Inner, McpExtension};
-use crate::state::{Exposure, RegisteredTool, ToolSource};
+use crate::state::{Exposure, RegisteredTool};
 
 pub const LIST: &str = "list_mcp_resources";
 pub const LIST_TEMPLATES: &str = "list_mcp_resource_templates";
@@ -56,22 +56,15 @@ pub fn definitions(exposure: Exposure) -> Vec<RegisteredTool> {
     ]
     .into_iter()
     .map(|(name, description, parameters)| RegisteredTool {
-        source: ToolSource::Host,
-        extension_name: "builtin:mcp".into(),
-        name: name.into(),
-        label: name.into(),
-        description: description.into(),
-        parameters,
-        prompt_snippet: None,
-        prompt_guidelines: Vec::new(),
-        has_prepare_arguments: false,
-        execution_mode: None,
-        constrained_sampling: None,
-        exposure,
-        default_active: None,
-        namespace: None,
         annotations: Some(json!({ "readOnlyHint": true })),
-        validator: Default::default(),
+        ..RegisteredTool::hosted(
+            super::BUILTIN,
+            name.into(),
+            name.into(),
+            description.into(),
+            parameters,
+            exposure,
+        )
     })
     .collect()
 }
