@@ -127,12 +127,15 @@ impl Session {
                 config: s.config.clone(),
                 extension: s.extension,
                 extension_path: crate::port::source_path_of(&state, s.extension),
-                grants: self
-                    .extensions
-                    .get(s.extension)
-                    .filter(|slot| !slot.is_lent())
-                    .map(|slot| Arc::new(slot.grants().clone()))
-                    .unwrap_or_else(|| self.options.grants.clone()),
+                // An instance lent to a running call has its grants with it: its server
+                // gets none rather than anyone else's.
+                grants: Arc::new(
+                    self.extensions
+                        .get(s.extension)
+                        .filter(|slot| !slot.is_lent())
+                        .map(|slot| slot.grants().clone())
+                        .unwrap_or_default(),
+                ),
             })
             .collect()
     }
