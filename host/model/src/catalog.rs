@@ -25,6 +25,11 @@ impl Catalog {
         let path = path
             .map(Path::to_path_buf)
             .unwrap_or_else(models_json::default_path);
+        // No file is the usual case: answered without building (and discarding) an error,
+        // which would capture a backtrace when RUST_BACKTRACE is set.
+        if !path.is_file() {
+            return Self::default();
+        }
         let Ok(file) = ModelsJson::load(&path) else {
             return Self::default();
         };
