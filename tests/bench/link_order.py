@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Makes host/cli/link-order.txt: the functions of pichamber that the benchmarks' work runs.
+
+The linker (lld's --symbol-ordering-file, set in host/cli/build.rs) places these functions
+next to each other at the start of the binary's code. A short run faults in the binary's code
+64 KiB (or a whole page-cache folio) at a time, so functions spread over 40 MiB cost the
+process far more resident memory than the same functions packed together.
+
+    python3 tests/bench/link_order.py [--pichamber PATH] [--out FILE]
+
+Runs, under valgrind's callgrind (which names every function that executed), the work of
+command_startup.py (`run rpc-demo.wasm --command`) and agent_turn.py (one prompt over `rpc`
+with hello-tool), each after one run to fill the cache. Valgrind reports other CPU features
+than the machine's, so the first of these runs compiles the guest again for them: expect a few
+minutes. Any optimised build's names serve another optimised build of the same sources and
+dependencies (symbol names do not depend on LTO or codegen units); a symbol the next build no
+longer has is skipped by the linker, so the file only needs making again after larger changes.
+Needs valgrind and real pi's examples (tests/setup.sh) for rpc-demo.ts.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import agent_turn
+import command_startup
+from oracles import REPO, pi_releases
+
+
+def executed(callgrind_out, binary):
+    """The names of the functions of `binary` that executed, most instructions first."""
+    names = {"ob": {}, "fn": {}}
+    cost = {}
+    ob = fn = None
+    call_line = False
+    with open(callgrind_out, errors="replace") as f:
+        for line in f:
+            m = re.match(r"^(c?)(ob|fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+            if m:
+                callee, kind, ident, name = m.groups()
+                if name is not None:
+                    names[kind][ident] = name
+                if not callee:
+                    if kind == "ob":
+                        ob = names["ob"].get(ident)
+                    else:
+                        fn = names["fn"].get(ident)
+                continue
+            if line.startswith("calls="):
+                call_line = True  # the next cost line is the callee's, not this function's
+                continue
+            if line[:1].isdigit() or line[:1] in "+-*":
+                if call_line:
+                    call_line = False
+                elif ob == binary and fn:
+                    parts = line.split()
+                    if len(parts) >= 2:
+                        cost[fn] = cost.get(fn, 0) + int(parts[1])
+    return [name for name, _ in sorted(cost.items(), key=lambda kv: -kv[1])]
+
+
+def callgrind(argv, out):
+    return ["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}"] + argv
+
+
+def command_run(pichamber, work, out):
+    """command_startup.py's work: one command of rpc-demo.ts, its dialog answered."""
+    releases = pi_releases()
+    if not releases:
+        raise SystemExit("real pi's examples are needed for rpc-demo.ts: run tests/setup.sh first")
+    wasm = os.path.join(work, "rpc-demo.wasm")
+    subprocess.run([pichamber, "build", os.path.join(releases[0][2], command_startup.EXAMPLE), "-o", wasm],
+                   check=True, capture_output=True)
+    env = dict(os.environ, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"), HOME=os.path.join(work, "home"))
+    os.makedirs(env["HOME"], exist_ok=True)
+    argv = [pichamber, "run", wasm, "--command", command_startup.COMMAND, "--answer", command_startup.ANSWER]
+    for wrapped in (callgrind(argv, out + ".warm"), callgrind(argv, out)):
+        proc = subprocess.run(wrapped, capture_output=True, text=True, env=env)
+        if proc.returncode != 0 or command_startup.ANSWER not in proc.stdout:
+            raise SystemExit(f"run failed: {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}")
+
+
+def agent_prompt(pichamber, work, out):
+    """agent_turn.py's work: one prompt over `rpc`, the extension's tool and `read` called."""
+    with open(os.path.join(work, "notes.txt"), "w") as f:
+        f.write("notes\n")
+    wasm = os.path.join(work, "hello-tool.wasm")
+    subprocess.run([pichamber, "build", agent_turn.EXTENSION, "-o", wasm], check=True, capture_output=True)
+    script_path = os.path.join(work, "script.json")
+    with open(script_path, "w") as f:
+        json.dump(agent_turn.SCRIPT, f)
+    for target in (out + ".warm", out):
+        mock, base = agent_turn.mock_model(pichamber, script_path)
+        agent_dir = tempfile.mkdtemp(prefix="agent-", dir=work)
+        models = agent_turn.write_models(agent_dir, base)
+        env = dict(os.environ, PI_CODING_AGENT_DIR=agent_dir, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"))
+        argv = [pichamber, "rpc", "-e", wasm, "--models", models, "--provider", "mock", "--model", "mock-model"]
+        proc = subprocess.Popen(callgrind(argv, target), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, env=env, cwd=work)
+        proc.stdin.write(json.dumps({"id": "p", "type": "prompt", "message": "greet Ada and read notes"}) + "\n")
+        proc.stdin.flush()
+        ended = False
+        for line in proc.stdout:
+            if json.loads(line).get("type") == "agent_end":
+                ended = True
+                break
+        proc.stdin.close()
+        proc.wait()
+        mock.stdin.close()
+        mock.wait()
+        if not ended:
+            raise SystemExit("the rpc prompt did not reach agent_end")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    parser.add_argument("--out", default=os.path.join(REPO, "host", "cli", "link-order.txt"))
+    args = parser.parse_args()
+    binary = os.path.realpath(args.pichamber)
+    if not os.path.exists(binary):
+        raise SystemExit(f"missing {binary}: build it (cargo build --release) or pass --pichamber PATH")
+    work = tempfile.mkdtemp(prefix="pichamber-order-")
+    order = []
+    for name, workload in (("run --command", command_run), ("rpc prompt", agent_prompt)):
+        out = os.path.join(work, f"callgrind.{workload.__name__}")
+        print(f"{name}: under callgrind ...", flush=True)
+        workload(binary, work, out)
+        functions = executed(out, binary)
+        fresh = [f for f in functions if f not in set(order)]
+        print(f"{name}: {len(functions)} functions executed, {len(fresh)} not already listed")
+        order += fresh
+    # ThinLTO's suffix (`.llvm.N`) is a hash of its module: a fat-LTO build has the plain name.
+    plain = [re.sub(r"\.llvm\.\d+$", "", f) for f in order]
+    lines = list(dict.fromkeys(order + [p for p in plain if p not in order]))
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {len(lines)} symbols to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
