@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-from oracles import REPO, measured, pi_releases, print_sides, read_rss, time_sides
+from oracles import REPO, measured, pi_releases, print_link_order, print_sides, read_rss, time_sides
 
 EXTENSION = os.path.join(REPO, "extensions", "hello-tool", "index.ts")
 SCRIPT = {
@@ -115,6 +115,7 @@ def main():
     results = time_sides(sides, lambda spec: run_once(spec, args.pichamber, script_path, work), args.runs)
     print(f"one prompt (extension tool + built-in read, then text) over RPC; median of {args.runs} runs, start to exit")
     print_sides(results, releases, lambda release: f"pi {release} --mode rpc -e hello-tool")
+    print_link_order(args.pichamber)
 
 if __name__ == "__main__":
     main()

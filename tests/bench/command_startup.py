@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-from oracles import REPO, measured, pi_releases, print_sides, read_rss, time_sides
+from oracles import REPO, measured, pi_releases, print_link_order, print_sides, read_rss, time_sides
 
 EXAMPLE = "rpc-demo.ts"  # one of pi's example extensions, in both releases
 COMMAND = "/rpc-input"
@@ -93,6 +93,7 @@ def main():
     print(f"command {COMMAND} of rpc-demo.ts, answered '{ANSWER}'; median of {args.runs} runs, process start to exit")
     print(f"  {'pichamber (first run, compiling)':36} {cold[0] * 1000:8.1f} ms  {cold[1] / 1024:7.1f} MiB peak")
     print_sides(results, releases, lambda release: f"pi {release} --mode rpc -e rpc-demo.ts")
+    print_link_order(args.pichamber)
 
 if __name__ == "__main__":
     main()

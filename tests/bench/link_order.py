@@ -6,15 +6,17 @@ next to each other at the start of the binary's code. A short run faults in the 
 64 KiB (or a whole page-cache folio) at a time, so functions spread over 40 MiB cost the
 process far more resident memory than the same functions packed together.
 
-    python3 tests/bench/link_order.py [--pichamber PATH] [--out FILE]
+    python3 tests/bench/link_order.py [--pichamber PATH ...] [--out FILE]
 
 Runs, under valgrind's callgrind (which names every function that executed), the work of
 command_startup.py (`run rpc-demo.wasm --command`) and agent_turn.py (one prompt over `rpc`
 with hello-tool), each after one run to fill the cache. Valgrind reports other CPU features
 than the machine's, so the first of these runs compiles the guest again for them: expect a few
-minutes. Any optimised build's names serve another optimised build of the same sources and
-dependencies (symbol names do not depend on LTO or codegen units); a symbol the next build no
-longer has is skipped by the linker, so the file only needs making again after larger changes.
+minutes. A Rust symbol's name ends in a hash of its crate's build settings, so each profile
+has names of its own: pass each build the file serves (the default: release and dist). The
+names stay as long as the crates' versions, dependencies and profiles do; a name the next
+build no longer has is skipped by the linker, so the file needs making again only then, or
+after larger changes (command_startup.py prints how much of it a binary still has).
 Needs valgrind and real pi's examples (tests/setup.sh) for rpc-demo.ts.
 """
 
@@ -117,28 +119,31 @@ def agent_prompt(pichamber, work, out):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pichamber", default=os.path.join(REPO, "target", "release", "pichamber"))
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+    parser.add_argument("--pichamber", nargs="+",
+                        default=[os.path.join(target, profile, "pichamber") for profile in ("release", "dist")])
     parser.add_argument("--out", default=os.path.join(REPO, "host", "cli", "link-order.txt"))
     args = parser.parse_args()
-    binary = os.path.realpath(args.pichamber)
-    if not os.path.exists(binary):
-        raise SystemExit(f"missing {binary}: build it (cargo build --release) or pass --pichamber PATH")
-    work = tempfile.mkdtemp(prefix="pichamber-order-")
+    binaries = [os.path.realpath(b) for b in args.pichamber]
+    for binary in binaries:
+        if not os.path.exists(binary):
+            raise SystemExit(f"missing {binary}: build it (cargo build --release; --profile dist) "
+                             "or pass --pichamber PATH ...")
+    work = tempfile.mkdtemp(prefix="pichamber-order-")  # one compile cache for every binary
     order = []
-    for name, workload in (("run --command", command_run), ("rpc prompt", agent_prompt)):
-        out = os.path.join(work, f"callgrind.{workload.__name__}")
-        print(f"{name}: under callgrind ...", flush=True)
-        workload(binary, work, out)
-        functions = executed(out, binary)
-        fresh = [f for f in functions if f not in set(order)]
-        print(f"{name}: {len(functions)} functions executed, {len(fresh)} not already listed")
-        order += fresh
-    # ThinLTO's suffix (`.llvm.N`) is a hash of its module: a fat-LTO build has the plain name.
-    plain = [re.sub(r"\.llvm\.\d+$", "", f) for f in order]
-    lines = list(dict.fromkeys(order + [p for p in plain if p not in order]))
+    for binary in binaries:
+        for name, workload in (("run --command", command_run), ("rpc prompt", agent_prompt)):
+            out = os.path.join(work, f"callgrind.{workload.__name__}")
+            print(f"{binary}, {name}: under callgrind ...", flush=True)
+            workload(binary, work, out)
+            functions = executed(out, binary)
+            listed = set(order)
+            fresh = [f for f in functions if f not in listed]
+            print(f"  {len(functions)} functions executed, {len(fresh)} not already listed")
+            order += fresh
     with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {len(lines)} symbols to {args.out}")
+        f.write("\n".join(order) + "\n")
+    print(f"wrote {len(order)} symbols to {args.out}")
 
 
 if __name__ == "__main__":

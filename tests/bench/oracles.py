@@ -7,6 +7,7 @@ Real pi comes from tests/setup.sh: tests/oracle (0.73.1, the system Node), tests
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,3 +81,20 @@ def print_sides(results, releases, pi_side):
     for release, _, _ in releases:
         ns, nm = results[pi_side(release)]
         print(f"  {'ratio pi ' + release + '/pichamber':36} {ns / ps:8.1f}x time  {nm / pm:6.1f}x memory")
+
+
+def print_link_order(binary):
+    """How much of host/cli/link-order.txt the binary still has (tests/bench/link_order.py):
+    functions renamed since it was made are left where the linker puts them, in pages a
+    run then faults in one by one."""
+    order = os.path.join(REPO, "host", "cli", "link-order.txt")
+    nm = shutil.which("nm")
+    if not nm or not os.path.exists(order):
+        return
+    symbols = set(subprocess.run([nm, "--defined-only", "--format=just-symbols", binary],
+                                 capture_output=True, text=True).stdout.split())
+    with open(order) as f:
+        listed = [line.strip() for line in f if line.strip()]
+    found = sum(1 for name in listed if name in symbols)
+    print(f"  (link order: this binary has {found} of the {len(listed)} functions listed for the release and"
+          " dist builds; tests/bench/link_order.py lists them again)")
