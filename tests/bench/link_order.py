@@ -17,7 +17,8 @@ has names of its own: pass each build the file serves (the default: release and 
 names stay as long as the crates' versions, dependencies and profiles do; a name the next
 build no longer has is skipped by the linker, so the file needs making again only then, or
 after larger changes (command_startup.py prints how much of it a binary still has).
-Needs valgrind and real pi's examples (tests/setup.sh) for rpc-demo.ts.
+Needs valgrind, GNU time (the benchmarks' runs are reused as they are) and real pi's examples
+(tests/setup.sh) for rpc-demo.ts.
 """
 
 import argparse
@@ -79,10 +80,8 @@ def command_run(pichamber, work, out):
     env = dict(os.environ, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"), HOME=os.path.join(work, "home"))
     os.makedirs(env["HOME"], exist_ok=True)
     argv = [pichamber, "run", wasm, "--command", command_startup.COMMAND, "--answer", command_startup.ANSWER]
-    for wrapped in (callgrind(argv, out + ".warm"), callgrind(argv, out)):
-        proc = subprocess.run(wrapped, capture_output=True, text=True, env=env)
-        if proc.returncode != 0 or command_startup.ANSWER not in proc.stdout:
-            raise SystemExit(f"run failed: {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}")
+    for target in (out + ".warm", out):
+        command_startup.run_once({"kind": "pichamber", "argv": callgrind(argv, target), "env": env})
 
 
 def agent_prompt(pichamber, work, out):
@@ -95,26 +94,9 @@ def agent_prompt(pichamber, work, out):
     with open(script_path, "w") as f:
         json.dump(agent_turn.SCRIPT, f)
     for target in (out + ".warm", out):
-        mock, base = agent_turn.mock_model(pichamber, script_path)
-        agent_dir = tempfile.mkdtemp(prefix="agent-", dir=work)
-        models = agent_turn.write_models(agent_dir, base)
-        env = dict(os.environ, PI_CODING_AGENT_DIR=agent_dir, PICHAMBER_CACHE_DIR=os.path.join(work, "cache"))
-        argv = [pichamber, "rpc", "-e", wasm, "--models", models, "--provider", "mock", "--model", "mock-model"]
-        proc = subprocess.Popen(callgrind(argv, target), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=env, cwd=work)
-        proc.stdin.write(json.dumps({"id": "p", "type": "prompt", "message": "greet Ada and read notes"}) + "\n")
-        proc.stdin.flush()
-        ended = False
-        for line in proc.stdout:
-            if json.loads(line).get("type") == "agent_end":
-                ended = True
-                break
-        proc.stdin.close()
-        proc.wait()
-        mock.stdin.close()
-        mock.wait()
-        if not ended:
-            raise SystemExit("the rpc prompt did not reach agent_end")
+        argv = lambda models: callgrind([pichamber, "rpc", "-e", wasm, "--models", models,
+                                         "--provider", "mock", "--model", "mock-model"], target)
+        agent_turn.run_once(argv, pichamber, script_path, work)
 
 
 def main():
