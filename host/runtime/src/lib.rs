@@ -590,6 +590,10 @@ fn engine_config() -> Config {
     // Deep JS recursion must become a catchable error or a trap, never a host crash.
     config.max_wasm_stack(8 << 20);
     config.async_stack_size(10 << 20);
+    // For profiling the guest with `perf`: the compiled functions' names in /tmp/perf-PID.map.
+    if std::env::var_os("PICHAMBER_PERF_MAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }
 
