@@ -856,6 +856,23 @@ fn extension_tool_throws() {
     });
 }
 
+/// Handlers resume from their awaits in pi's order: a microtask one queued runs before the
+/// next handler, a timer one waits on holds the chain (a dispatch whose handlers returned at
+/// once runs without awaiting them; these must not).
+#[test]
+fn handler_awaits_in_order() {
+    differential(Scenario {
+        name: "handler_awaits_in_order",
+        extensions: &["echo.ts", "awaits.ts"],
+        prompts: &["Echo x."],
+        script: json!({ "turns": [
+            { "toolCalls": [{ "id": "call_1", "name": "echo", "arguments": { "text": "x" } }] },
+            { "text": "Echoed." },
+        ]}),
+        builtin_tools: false,
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // The comparison itself
 

@@ -1139,7 +1139,10 @@ function parseSnapshot(json) {
   return lastSnapshot;
 }
 
-function makeContext(snapshot, extras = {}) {
+const isTrusted = () => true;
+const isNotTrusted = () => false;
+
+function makeContext(snapshot, signal) {
   const m = contextMethods;
   const ctx = {
     ui,
@@ -1149,7 +1152,7 @@ function makeContext(snapshot, extras = {}) {
     sessionManager,
     modelRegistry,
     model: snapshot.model ?? undefined,
-    signal: extras.signal,
+    signal,
     isIdle: m.isIdle,
     abort: m.abort,
     hasPendingMessages: m.hasPendingMessages,
@@ -1163,8 +1166,7 @@ function makeContext(snapshot, extras = {}) {
     ctx.scopedModels = [];
     // Whether the folder's own resources were trusted to load (pi counts a folder with none as
     // trusted): --trust-project, or pi's rules through the pi entry.
-    const trusted = snapshot.projectTrusted !== false;
-    ctx.isProjectTrusted = () => trusted;
+    ctx.isProjectTrusted = snapshot.projectTrusted !== false ? isTrusted : isNotTrusted;
   }
   return ctx;
 }
@@ -1235,7 +1237,10 @@ const LEADING_SYSTEM_MESSAGE_REMOVED =
   "Handler removed the leading system message; the request has no prompt or initial tool declarations. Keep it at index 0 or replace a dropped prefix with getCurrentSystemMessage().";
 const sessionBefore = new Set(["session_before_switch", "session_before_fork", "session_before_compact", "session_before_tree"]);
 
-async function runChain(name, event, ctx) {
+// The chain is a generator whose `yield`s are its awaits, run by `drive`: a dispatch whose
+// handlers return at once (an async handler that awaited nothing has settled when it returns)
+// then makes no promise and queues no job of its own.
+function* runChain(name, event, ctx) {
   const handlers = extension.handlers.get(name) ?? [];
   let result;
   // turn_end is a notification in sessions that follow pi 0.73.1 (no proposal fields).
@@ -1243,8 +1248,9 @@ async function runChain(name, event, ctx) {
   switch (name === "turn_end" && !boundary ? "" : name) {
     case "tool_call": {
       // Errors propagate: a failing gate must not let the call through.
-      for (const h of handlers) {
-        const r = await h(event, ctx);
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
+        const r = yield h(event, ctx);
         if (r) {
           result = r;
           if (r.block) break;
@@ -1254,9 +1260,10 @@ async function runChain(name, event, ctx) {
     }
     case "tool_result": {
       let modified = false;
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h(event, ctx);
+          const r = yield h(event, ctx);
           if (!r) continue;
           for (const key of ["content", "details", "isError"]) {
             if (r[key] !== undefined) {
@@ -1272,9 +1279,10 @@ async function runChain(name, event, ctx) {
     }
     case "message_end": {
       let modified = false;
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ ...event }, ctx);
+          const r = yield h({ ...event }, ctx);
           if (!r?.message) continue;
           if (r.message.role !== event.message.role) {
             reportHandlerError(name, new Error("message_end handlers must return a message with the same role"));
@@ -1290,9 +1298,10 @@ async function runChain(name, event, ctx) {
     }
     case "context": {
       let modified = false;
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ type: "context", messages: event.messages }, ctx);
+          const r = yield h({ type: "context", messages: event.messages }, ctx);
           if (r?.messages) {
             event.messages = r.messages;
             modified = true;
@@ -1306,10 +1315,11 @@ async function runChain(name, event, ctx) {
     case "context_with_system": {
       // pi 1.6.0: the whole transcript, system messages included; what handlers return (or
       // edit in place) is what the request gets.
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
           const leading = event.messages[0]?.role === "system";
-          const r = await h({ type: name, messages: event.messages }, ctx);
+          const r = yield h({ type: name, messages: event.messages }, ctx);
           if (r?.messages) event.messages = r.messages;
           if (leading && event.messages[0]?.role !== "system") {
             reportHandlerError(name, new Error(LEADING_SYSTEM_MESSAGE_REMOVED));
@@ -1325,9 +1335,10 @@ async function runChain(name, event, ctx) {
       // pi 1.6.0's actionable boundaries: each handler sees the entries and continuation
       // proposed so far and the context rebuilt from them (the host checks the proposal again).
       const base = { ...event };
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ ...base, entries: event.entries, continue: event.continue, context: event.context }, ctx);
+          const r = yield h({ ...base, entries: event.entries, continue: event.continue, context: event.context }, ctx);
           if (r?.entries !== undefined) event.entries = r.entries;
           if (r?.continue !== undefined) event.continue = r.continue;
         } catch (err) {
@@ -1345,9 +1356,10 @@ async function runChain(name, event, ctx) {
     }
     case "before_provider_request": {
       let modified = false;
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ type: name, payload: event.payload }, ctx);
+          const r = yield h({ type: name, payload: event.payload }, ctx);
           if (r !== undefined) {
             event.payload = r;
             modified = true;
@@ -1362,9 +1374,10 @@ async function runChain(name, event, ctx) {
       const messages = [];
       let systemPromptModified = false;
       ctx.getSystemPrompt = () => event.systemPrompt;
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ ...event }, ctx);
+          const r = yield h({ ...event }, ctx);
           if (!r) continue;
           if (r.message) messages.push(r.message);
           if (r.systemPrompt !== undefined) {
@@ -1385,9 +1398,10 @@ async function runChain(name, event, ctx) {
     }
     case "input": {
       const original = { text: event.text, images: event.images };
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ type: "input", text: event.text, images: event.images, source: event.source }, ctx);
+          const r = yield h({ type: "input", text: event.text, images: event.images, source: event.source }, ctx);
           if (r?.action === "handled") return { result: r, event };
           if (r?.action === "transform") {
             event.text = r.text;
@@ -1401,9 +1415,10 @@ async function runChain(name, event, ctx) {
       return { result: changed ? { action: "transform", text: event.text, images: event.images } : { action: "continue" }, event };
     }
     case "user_bash": {
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h(event, ctx);
+          const r = yield h(event, ctx);
           if (r) return { result: r, event };
         } catch (err) {
           reportHandlerError(name, err);
@@ -1426,9 +1441,10 @@ async function runChain(name, event, ctx) {
           notify: (message, type) => ctx.ui.notify(message, type),
         },
       };
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ type: name, cwd: event.cwd }, trustCtx);
+          const r = yield h({ type: name, cwd: event.cwd }, trustCtx);
           if (r === null || r === undefined) throw new TypeError(`Cannot read properties of ${r} (reading 'trusted')`);
           if (r.trusted === "undecided") continue;
           return { result: { trusted: r.trusted, remember: r.remember === true }, event };
@@ -1440,9 +1456,10 @@ async function runChain(name, event, ctx) {
     }
     case "resources_discover": {
       const paths = { skillPaths: [], promptPaths: [], themePaths: [] };
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h({ type: name, cwd: event.cwd, reason: event.reason }, ctx);
+          const r = yield h({ type: name, cwd: event.cwd, reason: event.reason }, ctx);
           for (const key of Object.keys(paths)) if (r?.[key]?.length) paths[key].push(...r[key]);
         } catch (err) {
           reportHandlerError(name, err);
@@ -1451,9 +1468,10 @@ async function runChain(name, event, ctx) {
       return { result: paths, event };
     }
     default: {
-      for (const h of handlers) {
+      for (let i = 0; i < handlers.length; i++) {
+        const h = handlers[i];
         try {
-          const r = await h(event, ctx);
+          const r = yield h(event, ctx);
           if (sessionBefore.has(name) && r) {
             result = r;
             if (r.cancel) break;
@@ -1495,6 +1513,42 @@ const failure = (err) => {
   const stack = errorStack(err);
   return [stack ? `${errorText(err)}\n${stack.trimEnd()}` : errorText(err)];
 };
+const NO_EVENT_BACK = '{"returnEvent":false,';
+const dispatchReply = ({ result, event }, eventBack) => [null, jsonPart(result), eventBack ? jsonPart(event) : "null"];
+async function dispatchLater(chain, eventBack) {
+  try {
+    return dispatchReply(await chain, eventBack);
+  } catch (err) {
+    return failure(err);
+  }
+}
+
+// Runs a generator whose `yield`s stand for `await`s: synchronously while what it yields can
+// be taken at once with nothing else to run first, which is when `await` would resume it with
+// no other job in between (the shim's `__pichamber_now`); otherwise it awaits, and returns a
+// promise of what the generator returns.
+const notNow = Symbol("not now");
+function drive(generator, input, threw = false) {
+  for (;;) {
+    const step = threw ? generator.throw(input) : generator.next(input);
+    if (step.done) return step.value;
+    input = __pichamber_now(step.value, notNow);
+    threw = false;
+    if (input === notNow) return driveLater(generator, step.value);
+  }
+}
+async function driveLater(generator, awaited) {
+  let input;
+  let threw = false;
+  try {
+    input = await awaited;
+  } catch (err) {
+    input = err;
+    threw = true;
+  }
+  return drive(generator, input, threw);
+}
+
 // One part: what `fn` resolves to.
 const envelope = (fn) => async (...args) => {
   try {
@@ -1575,7 +1629,7 @@ async function executeTool(toolName, toolCallId, paramsJson, ctxJson) {
   if (!tool) return toolResultFromError(new Error(`Tool "${toolName}" is not registered by this extension`));
   const snapshot = parseSnapshot(ctxJson);
   const signal = neverAborted();
-  const ctx = makeContext(snapshot, { signal });
+  const ctx = makeContext(snapshot, signal);
   if (followsPi16) Object.assign(ctx, toolContext(toolCallId));
   const onUpdate = (partial) => hostCall("toolUpdate", toolCallId, partial ?? null);
   try {
@@ -1758,12 +1812,16 @@ globalThis.__pichamber = {
     }
     return null;
   }),
-  // [chain result, event]; envelopeParts written out: this is the busiest call.
-  async dispatchEvent(name, eventJson, ctxJson) {
+  // [chain result, event], at once when the chain did not have to wait: this is the busiest
+  // call.
+  dispatchEvent(name, eventJson, ctxJson) {
     try {
-      const ctx = makeContext(parseSnapshot(ctxJson));
-      const { result, event } = await runChain(name, JSON.parse(eventJson), ctx);
-      return [null, jsonPart(result), jsonPart(event)];
+      // The host leads the context with this when it does not need the event back.
+      const eventBack = !ctxJson.startsWith(NO_EVENT_BACK);
+      if (!eventBack) ctxJson = `{${ctxJson.slice(NO_EVENT_BACK.length)}`;
+      const chain = drive(runChain(name, JSON.parse(eventJson), makeContext(parseSnapshot(ctxJson))));
+      if (chain instanceof Promise) return dispatchLater(chain, eventBack);
+      return dispatchReply(chain, eventBack);
     } catch (err) {
       return failure(err);
     }

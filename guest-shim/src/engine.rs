@@ -202,6 +202,7 @@ fn start_runtime() -> Result<Runtime, String> {
         crate::workers::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         crate::vm::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        install_now(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
             .map_err(|e| js_error_text(&ctx, e))?;
         settle_raw(&ctx, prelude.into_value())?;
@@ -285,14 +286,16 @@ pub fn call_prelude_step(name: &str, args: &[&str], may_wait: bool) -> Result<St
                 Settled::Value(reply) => reply,
                 Settled::Waiting { action, args } => return Ok(Step::Waiting { action, args }),
             };
-            let parts: Vec<Option<String>> = reply
+            let mut parts: Vec<Option<String>> = reply
                 .into_array()
                 .and_then(|a| a.iter().collect::<javy::quickjs::Result<_>>().ok())
                 .ok_or_else(|| format!("internal: {name} returned no reply"))?;
-            match parts.split_first() {
-                Some((None, rest)) => Ok(Step::Done(rest.to_vec())),
-                Some((Some(error), _)) => Err(error.clone()),
-                None => Err(format!("internal: {name} returned an empty reply")),
+            if parts.is_empty() {
+                return Err(format!("internal: {name} returned an empty reply"));
+            }
+            match parts.remove(0) {
+                None => Ok(Step::Done(parts)),
+                Some(error) => Err(error),
             }
         })
     })
@@ -370,6 +373,8 @@ enum Settled<'js> {
 /// for it.
 fn settle<'js>(ctx: &Ctx<'js>, value: Value<'js>, may_wait: bool) -> Result<Settled<'js>, String> {
     let Some(promise) = value.as_promise().cloned() else {
+        // What the call left queued runs before it returns, as it would have awaited.
+        while ctx.execute_pending_job() {}
         return Ok(Settled::Value(value));
     };
     let api = || -> Result<Object<'js>, String> {
@@ -591,6 +596,40 @@ unsafe fn compile_module(
         });
         module
     }
+}
+
+/// `__pichamber_now(value, notNow)`: what `await value` would resume with, when it would
+/// resume with no other job running first: `value` itself, or the result of a promise that
+/// has already been fulfilled. Otherwise (a pending or rejected promise, another thenable, or
+/// jobs already queued) `notNow`. The prelude's `drive` runs handler chains through it.
+fn install_now(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
+    let now = Function::new(ctx.clone(), take_now)?;
+    ctx.globals().set("__pichamber_now", now)
+}
+
+fn take_now<'js>(ctx: Ctx<'js>, value: Value<'js>, not_now: Value<'js>) -> Value<'js> {
+    // SAFETY: the runtime of a live context.
+    if unsafe { qjs::JS_IsJobPending(qjs::JS_GetRuntime(ctx.as_raw().as_ptr())) } {
+        return not_now;
+    }
+    if let Some(promise) = value.as_promise() {
+        return match promise.state() {
+            PromiseState::Resolved => match promise.result::<Value>() {
+                Some(Ok(result)) => result,
+                _ => not_now,
+            },
+            _ => not_now,
+        };
+    }
+    // `await` calls another thenable's `then`.
+    if let Some(object) = value.as_object()
+        && object
+            .get::<_, Value>("then")
+            .map_or(true, |then| then.is_function())
+    {
+        return not_now;
+    }
+    value
 }
 
 /// `__pichamber_require(id)`: a module's namespace, loaded and evaluated synchronously. The

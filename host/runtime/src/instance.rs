@@ -462,17 +462,32 @@ impl ExtensionInstance {
         &self.options.grants
     }
 
+    /// Runs the extension's handlers for one event. `event_back`: whether the caller needs
+    /// the event as the handlers left it (`Dispatched::event`); when it does not, the guest is
+    /// told so (wit/v0.2.0, `dispatch-event`) and need not serialise it.
     pub async fn dispatch_event(
         &mut self,
         name: &str,
         event: &Value,
         ctx: &Value,
+        event_back: bool,
     ) -> Result<Dispatched, CallError> {
-        let (event, ctx) = (event.to_string(), ctx.to_string());
+        let event = event.to_string();
+        let ctx = if event_back {
+            ctx.to_string()
+        } else {
+            serde_json::to_string(&WithoutEventBack {
+                return_event: false,
+                ctx,
+            })
+            .unwrap_or_else(|_| ctx.to_string())
+        };
         let result = guest_call!(self, |g, s| g.call_dispatch_event(s, name, &event, &ctx))?
             .map_err(|e| self.guest_error(e))?;
         Ok(Dispatched {
-            event: guest_json("the event it returned", &result.event)?,
+            event: event_back
+                .then(|| guest_json("the event it returned", &result.event))
+                .transpose()?,
             chain_result: result
                 .chain_result
                 .map(|r| guest_json("the handler result", &r))
@@ -815,11 +830,21 @@ fn guest_json(what: &str, text: &str) -> Result<Value, CallError> {
         .map_err(|e| CallError::Guest(format!("{what} is not valid JSON: {e}")))
 }
 
+/// A dispatch's ctx when the caller does not need the event back: ctx's own fields and
+/// `returnEvent: false`.
+#[derive(serde::Serialize)]
+struct WithoutEventBack<'a> {
+    #[serde(rename = "returnEvent")]
+    return_event: bool,
+    #[serde(flatten)]
+    ctx: &'a Value,
+}
+
 /// What an event's handlers made of it.
 #[derive(Debug)]
 pub struct Dispatched {
-    /// The event as the handlers left it.
-    pub event: Value,
+    /// The event as the handlers left it, when it was asked for.
+    pub event: Option<Value>,
     /// What the chain returned, if anything.
     pub chain_result: Option<Value>,
 }

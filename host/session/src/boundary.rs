@@ -210,14 +210,17 @@ impl Session {
             event["continue"] = json!(proceed);
             event["context"] = context.clone();
             let extension_name = self.extensions[i].name.clone();
-            let dispatched = match self.extensions[i].dispatch_event(name, &event, &ctx).await {
+            let dispatched = match self.extensions[i]
+                .dispatch_event(name, &event, &ctx, true)
+                .await
+            {
                 Ok(d) => d,
                 Err(e) => {
                     self.error(&extension_name, name, &e);
                     continue;
                 }
             };
-            let updated = dispatched.event;
+            let updated = dispatched.event.unwrap_or(event);
             if updated["entries"].is_array() {
                 entries = updated["entries"].clone();
             }

@@ -150,6 +150,19 @@ pub struct Session {
     mcp: Option<mcp_extension::McpExtension>,
 }
 
+/// Events whose fold reads what each extension's handlers left of the event: the combined
+/// result is built from it, or (`tool_call`) a rewritten input is checked.
+const FOLD_READS_EVENT: &[&str] = &[
+    "tool_call",
+    "tool_result",
+    "message_end",
+    "context",
+    "context_with_system",
+    "before_provider_request",
+    "before_agent_start",
+    "input",
+];
+
 /// Upper bound on event-bus deliveries after one step (stops two extensions ping-ponging).
 const MAX_BUS_DELIVERIES: usize = 1000;
 /// Session actions one command may wait for (each a whole tree navigation); past them each
@@ -601,7 +614,7 @@ impl Session {
     /// result (`null` when there is none). A `tool_call` handler error is returned as `Err`:
     /// a failing gate must not let the call through.
     pub async fn emit(&mut self, name: &str, event: Value) -> Result<Value, String> {
-        self.emit_with_event(name, event)
+        self.emit_inner(name, event, false)
             .await
             .map(|(result, _)| result)
     }
@@ -613,6 +626,20 @@ impl Session {
         name: &str,
         event: Value,
     ) -> Result<(Value, Value), String> {
+        self.emit_inner(name, event, true).await
+    }
+
+    /// [`Session::emit_with_event`]; the event an extension's handlers left is read back only
+    /// when something needs it: the caller (`want_event`), the combined result (built from it
+    /// for some events) or a later extension's handlers, which see what earlier ones changed,
+    /// as in pi. Otherwise the returned event is the one emitted.
+    async fn emit_inner(
+        &mut self,
+        name: &str,
+        event: Value,
+        want_event: bool,
+    ) -> Result<(Value, Value), String> {
+        let want_event = want_event || FOLD_READS_EVENT.contains(&name);
         let ctx = self.ctx();
         let original = event.clone();
         let mut event = event;
@@ -631,7 +658,12 @@ impl Session {
             }
             let extension_name = self.extensions[i].name.clone();
             let input_before = (name == "tool_call").then(|| event["input"].clone());
-            let outcome = self.extensions[i].dispatch_event(name, &event, &ctx).await;
+            let event_back = want_event
+                || (i + 1..self.extensions.len())
+                    .any(|j| self.subscribed(j, name) && !self.extensions[j].is_lent());
+            let outcome = self.extensions[i]
+                .dispatch_event(name, &event, &ctx, event_back)
+                .await;
             let dispatched = match outcome {
                 Ok(d) => d,
                 Err(e) => {
@@ -642,7 +674,9 @@ impl Session {
                     continue;
                 }
             };
-            event = dispatched.event;
+            if let Some(changed) = dispatched.event {
+                event = changed;
+            }
             let chain = dispatched.chain_result;
             match name {
                 "tool_call" => {
