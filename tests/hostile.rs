@@ -3743,3 +3743,36 @@ fn sqlite_reaches_only_the_files_its_grants_name() {
     run.assert_absent(&sb.canary);
     run.assert_bystander_command_served();
 }
+
+/// The shim's own functions, which the prelude keeps for itself, are not globals an extension
+/// can reach or replace.
+#[test]
+fn the_shims_internal_functions_are_not_globals() {
+    let sb = Sandbox::new();
+    let ext = sb.root.join("peek.js");
+    std::fs::write(
+        &ext,
+        "module.exports = function (pi) {\n\
+           pi.on('session_start', () => {\n\
+             const seen = ['__pichamber_now', '__pichamber_require']\n\
+               .filter((name) => name in globalThis);\n\
+             pi.appendEntry('peek', { seen });\n\
+           });\n\
+         };\n",
+    )
+    .unwrap();
+    let run = run_pichamber(&[
+        ext.to_str().unwrap(),
+        "--cwd",
+        &sb.ws(),
+        "--event",
+        "turn_start",
+    ]);
+    assert!(run.ok, "{}", run.dump());
+    assert_eq!(
+        entries_json(&run, "peek"),
+        json!([{ "seen": [] }]),
+        "{}",
+        run.dump()
+    );
+}

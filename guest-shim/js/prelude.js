@@ -1525,14 +1525,17 @@ async function dispatchLater(chain, eventBack) {
 
 // Runs a generator whose `yield`s stand for `await`s: synchronously while what it yields can
 // be taken at once with nothing else to run first, which is when `await` would resume it with
-// no other job in between (the shim's `__pichamber_now`); otherwise it awaits, and returns a
-// promise of what the generator returns.
+// no other job in between (the shim's `__pichamber_now`, kept from extensions as
+// `__pichamber_require` is); otherwise it awaits, and returns a promise of what the generator
+// returns.
+const takeNow = globalThis.__pichamber_now;
+delete globalThis.__pichamber_now;
 const notNow = Symbol("not now");
 function drive(generator, input, threw = false) {
   for (;;) {
     const step = threw ? generator.throw(input) : generator.next(input);
     if (step.done) return step.value;
-    input = __pichamber_now(step.value, notNow);
+    input = takeNow(step.value, notNow);
     threw = false;
     if (input === notNow) return driveLater(generator, step.value);
   }
