@@ -873,6 +873,22 @@ fn handler_awaits_in_order() {
     });
 }
 
+/// A notification's event changed in place by one extension reaches the next one's handlers
+/// (the host asks for it back only when a later extension is subscribed).
+#[test]
+fn notification_changed_in_place_reaches_the_next_extension() {
+    differential(Scenario {
+        name: "notification_changed_in_place",
+        extensions: &["echo.ts", "mark-turn.ts", "read-mark.ts"],
+        prompts: &["Echo x."],
+        script: json!({ "turns": [
+            { "toolCalls": [{ "id": "call_1", "name": "echo", "arguments": { "text": "x" } }] },
+            { "text": "Echoed." },
+        ]}),
+        builtin_tools: false,
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // The comparison itself
 

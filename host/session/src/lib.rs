@@ -640,6 +640,10 @@ impl Session {
         want_event: bool,
     ) -> Result<(Value, Value), String> {
         let want_event = want_event || FOLD_READS_EVENT.contains(&name);
+        // The last extension whose handlers will see the event: those before it send it back.
+        let last_subscriber = (0..self.extensions.len())
+            .rev()
+            .find(|&j| self.subscribed(j, name) && !self.extensions[j].is_lent());
         let ctx = self.ctx();
         let original = event.clone();
         let mut event = event;
@@ -658,9 +662,7 @@ impl Session {
             }
             let extension_name = self.extensions[i].name.clone();
             let input_before = (name == "tool_call").then(|| event["input"].clone());
-            let event_back = want_event
-                || (i + 1..self.extensions.len())
-                    .any(|j| self.subscribed(j, name) && !self.extensions[j].is_lent());
+            let event_back = want_event && last_subscriber.is_some_and(|last| i < last);
             let outcome = self.extensions[i]
                 .dispatch_event(name, &event, &ctx, event_back)
                 .await;
