@@ -662,7 +662,7 @@ impl Session {
             }
             let extension_name = self.extensions[i].name.clone();
             let input_before = (name == "tool_call").then(|| event["input"].clone());
-            let event_back = want_event || last_subscriber.is_some_and(|last| i < last && false);
+            let event_back = want_event || last_subscriber.is_some_and(|last| i < last);
             let outcome = self.extensions[i]
                 .dispatch_event(name, &event, &ctx, event_back)
                 .await;
