@@ -44,6 +44,8 @@ struct Package {
     /// It prints values it draws at random (or from the clock) in each run: pi runs a second
     /// time, and where pi differs from itself is left out of the comparison.
     random_output: bool,
+    /// Files its user keeps in pi's agent folder (name, contents), written on every side.
+    settings: &'static [(&'static str, &'static str)],
 }
 
 const PACKAGES: &[Package] = &[
@@ -53,6 +55,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 5009,
         note: "Builds and loads with `node:worker_threads`, `node:vm` and its own package files (its agents, prompts and README, read at `/ext`); granted `/tmp` for its run folders. Remains, by design: its background runs start the host's `node` on its own TypeScript sources through pi's jiti; an extension's code runs only inside its sandbox (its sources are not files a host program could run, SECURITY.md), so it finds no jiti and reports `async support: unavailable` where pi's report says available. Every step that differs differs by that line only.",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-markdown-preview",
@@ -60,6 +63,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 2669,
         note: "Builds with `node:tty` (its `debug` dependency asks whether stderr is a terminal) and loads with the two browser scripts it reads as text from its package (`new URL(\"./client/…js\", import.meta.url)`), which the build now packages as files. Granted `pandoc`, which this machine lacks: both sides report it missing, so no preview renders here. Past pandoc, its terminal preview drives a Chromium it launches through puppeteer over a WebSocket, and its watch mode serves the page from a `node:http` server: pichamber refuses both (extensions get no sockets or servers by design, SECURITY.md).",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-web-access",
@@ -67,6 +71,9 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 2477,
         note: "Loads with the guest's `node:sqlite` (Chrome's cookie database), its CommonJS dependencies run in Node's order (cssom resolves a cycle by require order) and its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). It names its stored results by the clock and at random, which pi's second run leaves out. Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md). It imports pi 1.6.0's `resizeImage`, which the host's image codec serves (tests/pi_api.rs compares it with pi's).",
         random_output: true,
+        // Whether pi's `xdg-open` failed within the 100 ms it waits decided pi's output on a
+        // machine with no browser; a user there turns the opening off.
+        settings: &[("web-search.json", r#"{ "autoOpenBrowser": false }"#)],
     },
     Package {
         name: "@aliou/pi-processes",
@@ -74,6 +81,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 2332,
         note: "Its three extensions talk through `pi.events` with payloads carrying reply functions, answered synchronously: they work because a package's extensions share one instance (SECURITY.md, the isolation unit).",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-mcp-adapter",
@@ -81,6 +89,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 2082,
         note: "Its stdio MCP servers work: tests/thirdparty.rs calls one through its `mcp` tool, as in pi. Its code mode runs scripts in a `node:worker_threads` worker with `node:vm`, and the undici it bundles needs `node:assert`, `node:async_hooks`, `node:diagnostics_channel` and more, all of which pichamber now has; its OAuth callback and UI servers would be refused (`node:http` servers: extensions get no network by design, SECURITY.md).",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-prompt-template-model",
@@ -88,6 +97,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 746,
         note: "Calls `ctx.isProjectTrusted()`, which pi 1.6.0 added: under pi 0.73.1 (`--pi-version 0.73.1`) both fail to start it.",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-aliases",
@@ -95,6 +105,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 666,
         note: "",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-mermaid",
@@ -102,6 +113,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 645,
         note: "",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-system-theme",
@@ -109,6 +121,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 618,
         note: "",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "pi-sync-system-theme",
@@ -116,6 +129,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 613,
         note: "",
         random_output: false,
+        settings: &[],
     },
     Package {
         name: "@baochunli/pi-collaborating-agents",
@@ -123,6 +137,7 @@ const PACKAGES: &[Package] = &[
         monthly_downloads: 516,
         note: "It names itself at random in each run, which pi's second run leaves out. A tool result's own `isError: true` stays in `tool_execution_end`'s result, as in pi, since the boundary carries a result's other fields.",
         random_output: true,
+        settings: &[],
     },
 ];
 
@@ -184,7 +199,8 @@ HOME visible), and what four packages need to do their job: pi-mcp-adapter may r
 (the MCP servers it starts), pi-markdown-preview `pandoc` (its converter, which this machine
 lacks: both sides find none), pi-subagents may write `/tmp` (its run folders), pi-web-access
 may reach the search services it calls (this machine has no network to them, so on both sides
-those requests fail, and fail alike).
+those requests fail, and fail alike) and is set not to open a browser (its `autoOpenBrowser`
+setting: this machine has none).
 Two packages draw names or ids at random or from the clock: pi runs them twice, and where
 pi's two runs differ is left out of the comparison (what pichamber lacks or adds still counts).
 The "first difference" column ends with what investigating it found.
@@ -411,6 +427,17 @@ fn compare_package(
     outcome.commands = found.commands.len();
     outcome.tools = found.tools.len();
     let (steps, script) = scenario::scenario(&found);
+    let settings = PACKAGES
+        .iter()
+        .find(|p| p.name == name)
+        .map_or(&[][..], |p| p.settings);
+    for side in ["side1", "side2", "side3"] {
+        let home = root.join(side).join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        for (file, contents) in settings {
+            std::fs::write(home.join(file), contents).unwrap();
+        }
+    }
     let pi_root = root.join("side1");
     let pi = scenario::run_side(Kind::Pi, dir, pi_root.clone(), &script, &steps);
     keep_log(name, "pi", &pi);
