@@ -57,6 +57,7 @@ pub(crate) fn keep_compiled(
         .serialize()
         .map_err(anyhow::Error::from)
         .and_then(|b| Ok(write_cache(&path, &b)?));
+    crate::function_cache::FunctionCache::of(dir).save();
     let kept = match written {
         Ok(()) => {
             prune(dir, cache_budget(), &path);

@@ -11,6 +11,7 @@
 pub mod boundary;
 mod compile_cache;
 mod extension_host;
+mod function_cache;
 mod guest;
 mod host_api;
 mod instance;
@@ -26,7 +27,7 @@ mod workers;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -191,7 +192,7 @@ impl Runtime {
     }
 
     pub fn new(cache_dir: Option<PathBuf>, slots: InstanceSlots) -> Result<Self> {
-        let engine = slots.engine(engine_config())?;
+        let engine = slots.engine(engine_config(cache_dir.as_deref()))?;
         start_epoch_ticker(engine.clone());
 
         let mut linker = Linker::new(&engine);
@@ -365,7 +366,7 @@ impl Runtime {
         let bytes = artifact.component_bytes()?;
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         let image = pre_initialize
-            .then(|| snapshot::pre_initialize(&bytes, None))
+            .then(|| snapshot::pre_initialize(&bytes, None, self.cache_dir.as_deref()))
             .and_then(|made| {
                 made.inspect_err(|e| tracing::warn!("{e:#}; instances start without it"))
                     .ok()
@@ -461,6 +462,7 @@ impl ImageMaker {
                 evaluate,
                 sessions: self.sessions.clone(),
             }),
+            self.cache_dir.as_deref(),
         )?;
         let name = &self.artifact.manifest.name;
         tracing::info!(
@@ -583,8 +585,16 @@ fn snapshot_key(component_hash: &[u8; 32]) -> [u8; 32] {
 }
 
 /// The engine configuration, but for how instances are allocated.
-fn engine_config() -> Config {
+/// The engine's settings; with a cache folder, compilations reuse the functions earlier ones
+/// compiled ([`function_cache`]).
+fn engine_config(cache_dir: Option<&Path>) -> Config {
     let mut config = Config::new();
+    if let Some(dir) = cache_dir
+        && let Err(e) =
+            config.enable_incremental_compilation(function_cache::FunctionCache::of(dir))
+    {
+        tracing::debug!("compilations cannot reuse functions: {e:#}");
+    }
     config.wasm_component_model(true);
     config.epoch_interruption(true);
     // Deep JS recursion must become a catchable error or a trap, never a host crash.

@@ -20,16 +20,19 @@
 //! artifact, which is untrusted: its initialisation runs in a store as bounded as an
 //! instance's (memory, time), with WASI but no grant, and every pichamber import traps.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Instance, Lift, Linker, ResourceTable, WasmList};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
+use crate::compile_cache::{cached, keep_compiled};
 use crate::wit::ModuleSource;
 
 /// The shim's export that builds the shared state (guest-shim/wit/shim.wit).
@@ -175,12 +178,17 @@ pub struct Made {
 
 /// The component with its initialisation already run: its memory and globals as they were
 /// when `pre-initialize` returned, or with `modules`, when their evaluation then returned.
-pub fn pre_initialize(component: &[u8], modules: Option<ExtensionModules>) -> Result<Made> {
+pub fn pre_initialize(
+    component: &[u8],
+    modules: Option<ExtensionModules>,
+    cache_dir: Option<&Path>,
+) -> Result<Made> {
     // An engine of its own, allocating on demand: the run takes none of the instance slots a
     // process's sessions count on (an extension's image is made while they run).
-    let engine = Engine::new(&crate::engine_config())?;
+    let engine = Engine::new(&crate::engine_config(cache_dir))?;
     crate::start_epoch_ticker(engine.clone());
     let component = component.to_vec();
+    let cache_dir = cache_dir.map(Path::to_path_buf);
     // wasmtime-wasi's async host functions want a tokio runtime; the caller may be inside one
     // (a session being opened), so the run gets a thread and a runtime of its own.
     std::thread::Builder::new()
@@ -189,7 +197,7 @@ pub fn pre_initialize(component: &[u8], modules: Option<ExtensionModules>) -> Re
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?
-                .block_on(run(&engine, &component, modules))
+                .block_on(run(&engine, &component, modules, cache_dir.as_deref()))
         })?
         .join()
         .map_err(|panic| {
@@ -220,7 +228,12 @@ impl WasiView for InitState {
     }
 }
 
-async fn run(engine: &Engine, wasm: &[u8], modules: Option<ExtensionModules>) -> Result<Made> {
+async fn run(
+    engine: &Engine,
+    wasm: &[u8],
+    modules: Option<ExtensionModules>,
+    cache_dir: Option<&Path>,
+) -> Result<Made> {
     let mut wizer = Wizer::new();
     // The export stays (wizer's component rewrite cannot drop it without leaving its core
     // function unexported); called again, the shim refuses: it is already initialised.
@@ -229,9 +242,17 @@ async fn run(engine: &Engine, wasm: &[u8], modules: Option<ExtensionModules>) ->
         .instrument_component(wasm)
         .map_err(anyhow::Error::from)
         .context("cannot prepare the guest for its snapshot")?;
-    let component = Component::new(engine, &instrumented)
-        .map_err(anyhow::Error::from)
-        .context("cannot compile the guest for its snapshot")?;
+    // The same shim instrumented the same way for every extension's image: compiled once.
+    let key: [u8; 32] = Sha256::digest(&instrumented).into();
+    let component = match cached(engine, cache_dir, &key) {
+        Some(component) => component,
+        None => {
+            let compiled = Component::new(engine, &instrumented)
+                .map_err(anyhow::Error::from)
+                .context("cannot compile the guest for its snapshot")?;
+            keep_compiled(compiled, cache_dir, engine, &key)
+        }
+    };
     let linker = init_linker(engine, &component)?;
 
     let started = Instant::now();
