@@ -1747,7 +1747,16 @@ const propertiesOf = (object) =>
   new Map(Reflect.ownKeys(object).map((key) => [key, Object.getOwnPropertyDescriptor(object, key)]));
 const sameProperty = (a, b) =>
   Object.is(a.value, b.value) && a.get === b.get && a.set === b.set && a.writable === b.writable && a.enumerable === b.enumerable;
-let aheadBefore = null;
+// The watched objects' properties as the last module left them (nothing runs between one
+// module's end and the next one's begin), and their fingerprints (the shim's, kept from
+// extensions as `__pichamber_now` is): a module that changed none of an object costs a
+// fingerprint of it, not a copy of its properties. Keeping the properties also keeps their
+// values alive, so no new value can take the place, and the fingerprint, of an old one.
+const fingerprint = globalThis.__pichamber_fingerprint;
+delete globalThis.__pichamber_fingerprint;
+let aheadLast = null;
+let aheadPrints = null;
+let aheadWatch = false;
 
 globalThis.__pichamber = {
   // Around the evaluation of one module ahead: begin, then end, which says what it touched,
@@ -1758,7 +1767,12 @@ globalThis.__pichamber = {
     ahead.grantedEnv = new Set(grantedEnv);
     ahead.known = { piVersion, extensionName };
     argv[1] = extensionName;
-    aheadBefore = watchGlobals ? watchedAhead().map(propertiesOf) : null;
+    if (watchGlobals && !aheadLast) {
+      const objects = watchedAhead();
+      aheadLast = objects.map(propertiesOf);
+      aheadPrints = objects.map(fingerprint);
+    }
+    aheadWatch = watchGlobals;
     ahead.on = true;
   },
   aheadEnd() {
@@ -1771,10 +1785,14 @@ globalThis.__pichamber = {
         if (frame && !frame[1].startsWith("pichamber:")) implicated.add(frame[1]);
       }
     }
-    const objects = aheadBefore ? watchedAhead() : [];
+    const objects = aheadWatch ? watchedAhead() : [];
     objects.forEach((object, i) => {
-      const before = aheadBefore[i];
+      const print = fingerprint(object);
+      if (print === aheadPrints[i]) return;
+      const before = aheadLast[i];
       const after = propertiesOf(object);
+      aheadLast[i] = after;
+      aheadPrints[i] = print;
       const name = (key) => (i === 0 ? `globalThis.${String(key)}` : `a built-in's ${String(key)}`);
       for (const [key, descriptor] of after) {
         const was = before.get(key);
@@ -1790,7 +1808,6 @@ globalThis.__pichamber = {
       }
       for (const key of before.keys()) if (!after.has(key)) touched.push(`${name(key)} (deleted)`);
     });
-    aheadBefore = null;
     ahead.touched = [];
     return JSON.stringify({ touched, implicated: [...implicated] });
   },

@@ -604,7 +604,59 @@ unsafe fn compile_module(
 /// jobs already queued) `notNow`. The prelude's `drive` runs handler chains through it.
 fn install_now(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
     let now = Function::new(ctx.clone(), take_now)?;
-    ctx.globals().set("__pichamber_now", now)
+    ctx.globals().set("__pichamber_now", now)?;
+    let fingerprint = Function::new(ctx.clone(), fingerprint)?;
+    ctx.globals().set("__pichamber_fingerprint", fingerprint)
+}
+
+/// `__pichamber_fingerprint(object)`: a number that changes when any of the object's own
+/// properties does (its key, attributes, value or accessors, compared as the engine holds
+/// them), NaN when they cannot be read. The watch on the built-ins while modules are
+/// evaluated ahead compares them property by property only when this changed. A value is
+/// compared by identity: the caller keeps the values it last saw alive, so that no new one
+/// can take the place of one of them.
+fn fingerprint<'js>(ctx: Ctx<'js>, object: Value<'js>) -> f64 {
+    use std::hash::Hasher;
+    let raw = ctx.as_raw().as_ptr();
+    let object = object.as_raw();
+    let mut hasher = std::hash::DefaultHasher::new();
+    let mut names: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
+    let mut count = 0u32;
+    let mask = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_SYMBOL_MASK) as i32;
+    // SAFETY: a live context and a value of it; what QuickJS hands out is freed here.
+    unsafe {
+        if qjs::JS_GetOwnPropertyNames(raw, &mut names, &mut count, object, mask) < 0 {
+            qjs::JS_FreeValue(raw, qjs::JS_GetException(raw));
+            return f64::NAN;
+        }
+        let mut readable = true;
+        for i in 0..count as usize {
+            let atom = (*names.add(i)).atom;
+            hasher.write_u32(atom);
+            let mut property = std::mem::MaybeUninit::<qjs::JSPropertyDescriptor>::zeroed();
+            match qjs::JS_GetOwnProperty(raw, property.as_mut_ptr(), object, atom) {
+                found if found < 0 => {
+                    qjs::JS_FreeValue(raw, qjs::JS_GetException(raw));
+                    readable = false;
+                }
+                0 => hasher.write_u8(0),
+                _ => {
+                    let property = property.assume_init();
+                    hasher.write_i32(property.flags);
+                    for value in [property.value, property.getter, property.setter] {
+                        hasher.write_u64(value);
+                        qjs::JS_FreeValue(raw, value);
+                    }
+                }
+            }
+        }
+        qjs::JS_FreePropertyEnum(raw, names, count);
+        if !readable {
+            return f64::NAN;
+        }
+    }
+    // 53 bits: a number JavaScript holds exactly.
+    (hasher.finish() >> 11) as f64
 }
 
 fn take_now<'js>(ctx: Ctx<'js>, value: Value<'js>, not_now: Value<'js>) -> Value<'js> {

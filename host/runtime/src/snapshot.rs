@@ -268,6 +268,7 @@ async fn run(
     loop {
         let watch = !verified;
         round += usize::from(watch);
+        let attempt = Instant::now();
         let (mut store, instance) =
             initialised(engine, &linker, &component, sources.clone()).await?;
         let last = round >= MAX_ROUNDS || started.elapsed() > EVALUATION_BUDGET;
@@ -284,6 +285,13 @@ async fn run(
             // attempt tells which module to leave out.
             Err(e) => Some(vec![(String::new(), format!("{e:#}"))]),
         };
+        tracing::debug!(
+            "snapshot attempt {round}{}: {} modules in {:.2}s, {} refused",
+            if watch { "" } else { " (for the image)" },
+            evaluate.len(),
+            attempt.elapsed().as_secs_f64(),
+            spoiled.as_ref().map_or(0, Vec::len)
+        );
         if spoiled.is_none() && watch && !evaluate.is_empty() {
             verified = true;
             continue;
