@@ -4,8 +4,8 @@
 //! nearly all of them here and only translates and hashes them, instead of optimising and
 //! emitting each again.
 //!
-//! Loaded the first time a compilation asks (most processes compile nothing), written back
-//! after a compilation added to it. One file for all, replaced whole (write-then-rename), so a
+//! Read when a compilation asks (most processes compile nothing), written back after one
+//! added to it and let go of then. One file for all, replaced whole (write-then-rename), so a
 //! reader never sees half of one; two processes compiling at once keep the last one's. Past
 //! its budget it keeps only what the process writing it used: the functions of another
 //! pichamber's shim (Cranelift's keys include its version) go when they are no longer used.
@@ -72,11 +72,12 @@ impl FunctionCache {
         }
     }
 
-    /// Writes the cache back when a compilation added to it. A cache that cannot be written
-    /// costs the next process its compilation time, nothing else.
+    /// Writes the cache back when a compilation added to it, and lets go of it: a process
+    /// that compiles now and then (`serve` making images) holds none of it in between. A
+    /// cache that cannot be written costs the next compilation its time, nothing else.
     pub(crate) fn save(&self) {
-        let mut guard = self.entries.write().unwrap();
-        let Some(entries) = guard.as_mut().filter(|e| e.added > 0) else {
+        let taken = self.entries.write().unwrap().take();
+        let Some(mut entries) = taken.filter(|e| e.added > 0) else {
             return;
         };
         if entries.bytes > self.budget {
@@ -91,9 +92,8 @@ impl FunctionCache {
             entries.map.len(),
             entries.bytes >> 10
         );
-        match write(&self.path, &entries.map) {
-            Ok(()) => entries.added = 0,
-            Err(e) => tracing::debug!("cannot write {}: {e}", self.path.display()),
+        if let Err(e) = write(&self.path, &entries.map) {
+            tracing::debug!("cannot write {}: {e}", self.path.display());
         }
     }
 
@@ -302,9 +302,10 @@ mod tests {
             misses >= 2,
             "the two functions at least were compiled: {misses}"
         );
+        // Saving lets go of the entries: the next compilation reads them back from the file,
+        // as another process would.
         FunctionCache::of(dir.path()).save();
-        // As another process would: the entries read back from the file.
-        *FunctionCache::of(dir.path()).entries.write().unwrap() = None;
+        assert_eq!(FunctionCache::of(dir.path()).lookups(), (0, 0));
         wasmtime::Module::new(&engine(), module(b"other memory")).unwrap();
         assert_eq!(FunctionCache::of(dir.path()).lookups(), (hits + misses, 0));
     }
