@@ -547,11 +547,13 @@ fn sessions_following_another_pi_release_start_from_another_image() {
     assert_eq!(old["shared"]["version"], "0.73.1", "{old}");
 }
 
-/// The size of the largest compiled image a cache holds.
+/// The size of the largest compiled image a cache holds (not its compiled functions).
 fn image_bytes(cache: &std::path::Path) -> u64 {
     std::fs::read_dir(cache)
         .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
+        .map(|e| e.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
+        .map(|path| std::fs::metadata(path).unwrap().len())
         .max()
         .unwrap_or_else(|| panic!("no image in {cache:?}"))
 }
