@@ -584,9 +584,8 @@ fn snapshot_key(component_hash: &[u8; 32]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// The engine configuration, but for how instances are allocated.
-/// The engine's settings; with a cache folder, compilations reuse the functions earlier ones
-/// compiled ([`function_cache`]).
+/// The engine's settings, but for how instances are allocated; with a cache folder,
+/// compilations reuse the functions earlier ones compiled ([`function_cache`]).
 fn engine_config(cache_dir: Option<&Path>) -> Config {
     let mut config = Config::new();
     if let Some(dir) = cache_dir
