@@ -14,8 +14,10 @@ and 0.73.1 (tests/setup.sh) and GNU time (apt-get install time).
 """
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -99,6 +101,7 @@ def main():
     if not releases:
         raise SystemExit("no real pi to compare with: run tests/setup.sh first")
     work = tempfile.mkdtemp(prefix="pichamber-bench-")
+    atexit.register(shutil.rmtree, work, True)  # on failure too
     with open(os.path.join(work, "notes.txt"), "w") as f:
         f.write("bench notes\n" * 50)
     script_path = os.path.join(work, "script.json")

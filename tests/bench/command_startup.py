@@ -14,8 +14,10 @@ the same small overhead of GNU time for both.
 """
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -77,6 +79,7 @@ def main():
         raise SystemExit("no real pi to compare with: run tests/setup.sh first")
 
     work = tempfile.mkdtemp(prefix="pichamber-bench-")
+    atexit.register(shutil.rmtree, work, True)  # on failure too
     wasm = os.path.join(work, "rpc-demo.wasm")
     subprocess.run([args.pichamber, "build", os.path.join(releases[0][2], EXAMPLE), "-o", wasm],
                    check=True, capture_output=True)

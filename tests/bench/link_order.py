@@ -22,9 +22,11 @@ Needs valgrind, GNU time (the benchmarks' runs are reused as they are) and real 
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -112,6 +114,7 @@ def main():
             raise SystemExit(f"missing {binary}: build it (cargo build --release; --profile dist) "
                              "or pass --pichamber PATH ...")
     work = tempfile.mkdtemp(prefix="pichamber-order-")  # one compile cache for every binary
+    atexit.register(shutil.rmtree, work, True)  # on failure too
     order = []
     for binary in binaries:
         for name, workload in (("run --command", command_run), ("rpc prompt", agent_prompt)):
