@@ -52,9 +52,25 @@ const errorStack = (err) => {
 // Event loop: timers and host operations. The Rust side drains microtasks, then asks `state()`
 // and suspends in the host's `wait` until an operation completes or the next timer is due.
 
-const timers = new Map();
+// Both maps report how many timers and operations are pending to the shim, which then skips
+// the prelude in a poll with nothing pending (the poll after every call, most of the time).
+const reportPending = globalThis.__pichamber_pending;
+delete globalThis.__pichamber_pending;
+class PendingMap extends Map {
+  set(key, value) {
+    super.set(key, value);
+    reportPending(timers.size + pendingOps.size);
+    return this;
+  }
+  delete(key) {
+    const had = super.delete(key);
+    if (had) reportPending(timers.size + pendingOps.size);
+    return had;
+  }
+}
+const timers = new PendingMap();
 let nextTimerId = 1;
-const pendingOps = new Map();
+const pendingOps = new PendingMap();
 
 const eventLoop = {
   state() {
@@ -1236,6 +1252,22 @@ function reportHandlerError(event, err) {
 const LEADING_SYSTEM_MESSAGE_REMOVED =
   "Handler removed the leading system message; the request has no prompt or initial tool declarations. Keep it at index 0 or replace a dropped prefix with getCurrentSystemMessage().";
 const sessionBefore = new Set(["session_before_switch", "session_before_fork", "session_before_compact", "session_before_tree"]);
+// The events whose chain is one of runChain's cases.
+const ownChains = new Set([
+  "tool_call",
+  "tool_result",
+  "message_end",
+  "context",
+  "context_with_system",
+  "turn_end",
+  "agent_before_settle",
+  "before_provider_request",
+  "before_agent_start",
+  "input",
+  "user_bash",
+  "project_trust",
+  "resources_discover",
+]);
 
 // The chain is a generator whose `yield`s are its awaits, run by `drive`: a dispatch whose
 // handlers return at once (an async handler that awaited nothing has settled when it returns)
@@ -1243,9 +1275,25 @@ const sessionBefore = new Set(["session_before_switch", "session_before_fork", "
 function* runChain(name, event, ctx) {
   const handlers = extension.handlers.get(name) ?? [];
   let result;
-  // turn_end is a notification in sessions that follow pi 0.73.1 (no proposal fields).
-  const boundary = Array.isArray(event.entries);
-  switch (name === "turn_end" && !boundary ? "" : name) {
+  // Most events are notifications (every one without a chain of its own below; turn_end in
+  // sessions that follow pi 0.73.1, which has no proposal fields): handlers run in order, a
+  // session_before_* result can cancel.
+  if (!ownChains.has(name) || (name === "turn_end" && !Array.isArray(event.entries))) {
+    for (let i = 0; i < handlers.length; i++) {
+      const h = handlers[i];
+      try {
+        const r = yield h(event, ctx);
+        if (sessionBefore.has(name) && r) {
+          result = r;
+          if (r.cancel) break;
+        }
+      } catch (err) {
+        reportHandlerError(name, err);
+      }
+    }
+    return { result, event };
+  }
+  switch (name) {
     case "tool_call": {
       // Errors propagate: a failing gate must not let the call through.
       for (let i = 0; i < handlers.length; i++) {
@@ -1467,22 +1515,8 @@ function* runChain(name, event, ctx) {
       }
       return { result: paths, event };
     }
-    default: {
-      for (let i = 0; i < handlers.length; i++) {
-        const h = handlers[i];
-        try {
-          const r = yield h(event, ctx);
-          if (sessionBefore.has(name) && r) {
-            result = r;
-            if (r.cancel) break;
-          }
-        } catch (err) {
-          reportHandlerError(name, err);
-        }
-      }
-      return { result, event };
-    }
   }
+  throw new Error(`internal: no chain for ${name}`);
 }
 
 // ctx.compact's callbacks, kept until the host reports the outcome (compactionOutcome).

@@ -202,7 +202,7 @@ fn start_runtime() -> Result<Runtime, String> {
         crate::workers::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         crate::vm::install(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         install_require(&ctx).map_err(|e| js_error_text(&ctx, e))?;
-        install_now(&ctx).map_err(|e| js_error_text(&ctx, e))?;
+        install_internals(&ctx).map_err(|e| js_error_text(&ctx, e))?;
         let prelude = javy::quickjs::Module::import(&ctx, modules::PRELUDE_ID)
             .map_err(|e| js_error_text(&ctx, e))?;
         settle_raw(&ctx, prelude.into_value())?;
@@ -315,6 +315,17 @@ pub fn poll() -> Option<u64> {
     RUNTIME.with(|r| {
         let guard = r.borrow();
         let runtime = guard.as_ref()?;
+        // Nothing the prelude could run: no job, timer, operation, program or worker (and no
+        // completion kept for the loop). A completion of an operation the prelude no longer
+        // holds would find nothing to resolve; the host keeps it until a later poll.
+        if PENDING.with(|p| p.get()) == 0
+            && !runtime.has_pending_jobs()
+            && crate::programs::live() == 0
+            && crate::workers::live() == 0
+            && !crate::hostcall::holds_completions()
+        {
+            return None;
+        }
         runtime.context().with(|ctx| {
             let event_loop: Object = ctx.globals().get("__pichamber_loop").ok()?;
             // Bounded: an interval of 0 ms must not keep this call busy forever.
@@ -598,15 +609,31 @@ unsafe fn compile_module(
     }
 }
 
-/// `__pichamber_now(value, notNow)`: what `await value` would resume with, when it would
-/// resume with no other job running first: `value` itself, or the result of a promise that
-/// has already been fulfilled. Otherwise (a pending or rejected promise, another thenable, or
-/// jobs already queued) `notNow`. The prelude's `drive` runs handler chains through it.
-fn install_now(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
-    let now = Function::new(ctx.clone(), take_now)?;
-    ctx.globals().set("__pichamber_now", now)?;
-    let fingerprint = Function::new(ctx.clone(), fingerprint)?;
-    ctx.globals().set("__pichamber_fingerprint", fingerprint)
+/// The shim's functions the prelude takes from globalThis (and deletes) as it starts:
+/// `__pichamber_now` ([`take_now`]), `__pichamber_fingerprint` ([`fingerprint`]) and
+/// `__pichamber_pending` ([`set_pending`]).
+fn install_internals(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
+    let globals = ctx.globals();
+    globals.set("__pichamber_now", Function::new(ctx.clone(), take_now)?)?;
+    globals.set(
+        "__pichamber_fingerprint",
+        Function::new(ctx.clone(), fingerprint)?,
+    )?;
+    globals.set(
+        "__pichamber_pending",
+        Function::new(ctx.clone(), set_pending)?,
+    )
+}
+
+thread_local! {
+    /// How many timers and host operations the prelude's event loop holds.
+    static PENDING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// `__pichamber_pending(count)`: the prelude's event loop reports what it holds, so that a
+/// poll with nothing to do does not call into it.
+fn set_pending(count: f64) {
+    PENDING.with(|pending| pending.set(count as u32));
 }
 
 /// `__pichamber_fingerprint(object)`: a number that changes when any of the object's own
@@ -659,6 +686,10 @@ fn fingerprint<'js>(ctx: Ctx<'js>, object: Value<'js>) -> f64 {
     (hasher.finish() >> 11) as f64
 }
 
+/// `__pichamber_now(value, notNow)`: what `await value` would resume with, when it would
+/// resume with no other job running first: `value` itself, or the result of a promise that
+/// has already been fulfilled. Otherwise (a pending or rejected promise, another thenable, or
+/// jobs already queued) `notNow`. The prelude's `drive` runs handler chains through it.
 fn take_now<'js>(ctx: Ctx<'js>, value: Value<'js>, not_now: Value<'js>) -> Value<'js> {
     // SAFETY: the runtime of a live context.
     if unsafe { qjs::JS_IsJobPending(qjs::JS_GetRuntime(ctx.as_raw().as_ptr())) } {

@@ -309,6 +309,11 @@ thread_local! {
     static EARLY: RefCell<VecDeque<Completion>> = const { RefCell::new(VecDeque::new()) };
 }
 
+/// Whether completions wait here for the event loop (taken while the guest waited for another).
+pub fn holds_completions() -> bool {
+    EARLY.with(|early| !early.borrow().is_empty())
+}
+
 /// The next completed operation: one kept back by [`wait_for`] first, else the host's.
 pub fn next_completion(timeout_ms: Option<u64>) -> Option<Completion> {
     EARLY
