@@ -645,7 +645,10 @@ impl Session {
             .rev()
             .find(|&j| self.subscribed(j, name) && !self.extensions[j].is_lent());
         let ctx = self.ctx();
-        let original = event.clone();
+        // What "input" compares its result with; other events need no copy of theirs (a
+        // `context` event carries the whole transcript).
+        let original_input =
+            (name == "input").then(|| (event["text"].clone(), event["images"].clone()));
         let mut event = event;
         let mut result = Value::Null;
         let mut modified = false;
@@ -769,7 +772,8 @@ impl Session {
                 "systemPrompt": if modified { event["systemPrompt"].clone() } else { Value::Null },
             }),
             "input" => {
-                if event["text"] != original["text"] || event["images"] != original["images"] {
+                let (text, images) = original_input.unwrap_or_default();
+                if event["text"] != text || event["images"] != images {
                     json!({ "action": "transform", "text": event["text"], "images": event["images"] })
                 } else {
                     json!({ "action": "continue" })
