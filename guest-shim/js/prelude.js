@@ -1252,49 +1252,31 @@ function reportHandlerError(event, err) {
 const LEADING_SYSTEM_MESSAGE_REMOVED =
   "Handler removed the leading system message; the request has no prompt or initial tool declarations. Keep it at index 0 or replace a dropped prefix with getCurrentSystemMessage().";
 const sessionBefore = new Set(["session_before_switch", "session_before_fork", "session_before_compact", "session_before_tree"]);
-// The events whose chain is one of runChain's cases.
-const ownChains = new Set([
-  "tool_call",
-  "tool_result",
-  "message_end",
-  "context",
-  "context_with_system",
-  "turn_end",
-  "agent_before_settle",
-  "before_provider_request",
-  "before_agent_start",
-  "input",
-  "user_bash",
-  "project_trust",
-  "resources_discover",
-]);
 
-// The chain is a generator whose `yield`s are its awaits, run by `drive`: a dispatch whose
-// handlers return at once (an async handler that awaited nothing has settled when it returns)
-// then makes no promise and queues no job of its own.
-function* runChain(name, event, ctx) {
-  const handlers = extension.handlers.get(name) ?? [];
+// A notification (every event without a chain of its own below): handlers run in order, a
+// session_before_* result can cancel.
+function* notificationChain(name, event, ctx, handlers) {
   let result;
-  // Most events are notifications (every one without a chain of its own below; turn_end in
-  // sessions that follow pi 0.73.1, which has no proposal fields): handlers run in order, a
-  // session_before_* result can cancel.
-  if (!ownChains.has(name) || (name === "turn_end" && !Array.isArray(event.entries))) {
-    for (let i = 0; i < handlers.length; i++) {
-      const h = handlers[i];
-      try {
-        const r = yield h(event, ctx);
-        if (sessionBefore.has(name) && r) {
-          result = r;
-          if (r.cancel) break;
-        }
-      } catch (err) {
-        reportHandlerError(name, err);
+  for (let i = 0; i < handlers.length; i++) {
+    const h = handlers[i];
+    try {
+      const r = yield h(event, ctx);
+      if (sessionBefore.has(name) && r) {
+        result = r;
+        if (r.cancel) break;
       }
+    } catch (err) {
+      reportHandlerError(name, err);
     }
-    return { result, event };
   }
-  switch (name) {
-    case "tool_call": {
+  return { result, event };
+}
+
+// The events whose handlers' results pi folds in its own way, each with its chain.
+const ownChains = new Map(
+  Object.entries({
+    *tool_call(name, event, ctx, handlers) {
+      let result;
       // Errors propagate: a failing gate must not let the call through.
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1305,8 +1287,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result, event };
-    }
-    case "tool_result": {
+    },
+    *tool_result(name, event, ctx, handlers) {
       let modified = false;
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1324,8 +1306,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: modified ? { content: event.content, details: event.details, isError: event.isError } : undefined, event };
-    }
-    case "message_end": {
+    },
+    *message_end(name, event, ctx, handlers) {
       let modified = false;
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1343,8 +1325,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: modified ? { message: event.message } : undefined, event };
-    }
-    case "context": {
+    },
+    *context(name, event, ctx, handlers) {
       let modified = false;
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1359,8 +1341,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: modified ? { messages: event.messages } : undefined, event };
-    }
-    case "context_with_system": {
+    },
+    *context_with_system(name, event, ctx, handlers) {
       // pi 1.6.0: the whole transcript, system messages included; what handlers return (or
       // edit in place) is what the request gets.
       for (let i = 0; i < handlers.length; i++) {
@@ -1377,9 +1359,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: undefined, event };
-    }
-    case "turn_end":
-    case "agent_before_settle": {
+    },
+    *turn_end(name, event, ctx, handlers) {
       // pi 1.6.0's actionable boundaries: each handler sees the entries and continuation
       // proposed so far and the context rebuilt from them (the host checks the proposal again).
       const base = { ...event };
@@ -1401,8 +1382,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: undefined, event };
-    }
-    case "before_provider_request": {
+    },
+    *before_provider_request(name, event, ctx, handlers) {
       let modified = false;
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1417,8 +1398,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: modified ? { payload: event.payload } : undefined, event };
-    }
-    case "before_agent_start": {
+    },
+    *before_agent_start(name, event, ctx, handlers) {
       const messages = [];
       let systemPromptModified = false;
       ctx.getSystemPrompt = () => event.systemPrompt;
@@ -1443,8 +1424,8 @@ function* runChain(name, event, ctx) {
             : undefined,
         event,
       };
-    }
-    case "input": {
+    },
+    *input(name, event, ctx, handlers) {
       const original = { text: event.text, images: event.images };
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1461,8 +1442,8 @@ function* runChain(name, event, ctx) {
       }
       const changed = event.text !== original.text || event.images !== original.images;
       return { result: changed ? { action: "transform", text: event.text, images: event.images } : { action: "continue" }, event };
-    }
-    case "user_bash": {
+    },
+    *user_bash(name, event, ctx, handlers) {
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
         try {
@@ -1473,8 +1454,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: undefined, event };
-    }
-    case "project_trust": {
+    },
+    *project_trust(name, event, ctx, handlers) {
       // pi 1.6.0's trust context, as its RPC and print modes give it: nobody can be asked, so
       // dialogs answer at once; a notice goes to the operator (stderr), not to a client. The
       // first "yes" or "no" decides; anything but "undecided" counts as a decision, as in pi.
@@ -1501,8 +1482,8 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: undefined, event };
-    }
-    case "resources_discover": {
+    },
+    *resources_discover(name, event, ctx, handlers) {
       const paths = { skillPaths: [], promptPaths: [], themePaths: [] };
       for (let i = 0; i < handlers.length; i++) {
         const h = handlers[i];
@@ -1514,9 +1495,21 @@ function* runChain(name, event, ctx) {
         }
       }
       return { result: paths, event };
-    }
-  }
-  throw new Error(`internal: no chain for ${name}`);
+    },
+  }),
+);
+// pi 1.6.0's two actionable boundaries fold alike.
+ownChains.set("agent_before_settle", ownChains.get("turn_end"));
+
+// The chain is a generator whose `yield`s are its awaits, run by `drive`: a dispatch whose
+// handlers return at once (an async handler that awaited nothing has settled when it returns)
+// then makes no promise and queues no job of its own.
+function runChain(name, event, ctx) {
+  const handlers = extension.handlers.get(name) ?? [];
+  const chain = ownChains.get(name);
+  // turn_end in sessions that follow pi 0.73.1 has no proposal fields: a notification there.
+  if (chain && (name !== "turn_end" || Array.isArray(event.entries))) return chain(name, event, ctx, handlers);
+  return notificationChain(name, event, ctx, handlers);
 }
 
 // ctx.compact's callbacks, kept until the host reports the outcome (compactionOutcome).
