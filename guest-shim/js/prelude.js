@@ -23,8 +23,9 @@ const hostCall = (name, ...args) => {
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
 // its top level reads none of it and calls no host function; `applyLoadContext` does.
+const loadValues = {};
 const loadContext = new Proxy(
-  {},
+  loadValues,
   {
     get(target, key) {
       if (ahead.on) {
@@ -1162,9 +1163,9 @@ function makeContext(snapshot, signal) {
   const m = contextMethods;
   const ctx = {
     ui,
-    hasUI: snapshot.hasUI ?? loadContext.hasUI,
-    mode: loadContext.mode,
-    cwd: snapshot.cwd ?? loadContext.cwd,
+    hasUI: snapshot.hasUI ?? loadValues.hasUI,
+    mode: loadValues.mode,
+    cwd: snapshot.cwd ?? loadValues.cwd,
     sessionManager,
     modelRegistry,
     model: snapshot.model ?? undefined,
@@ -1186,6 +1187,19 @@ function makeContext(snapshot, signal) {
   }
   return ctx;
 }
+
+// QuickJS frees a shape with the last object that has it, so every ctx built its shape again,
+// a property at a time (allocating, growing, rehashing, then freeing it). An object kept with
+// each of ctx's first k properties, made once in the snapshot, leaves each step a shape to find.
+const contextShapes = (() => {
+  const template = makeContext({}, undefined);
+  const keys = Reflect.ownKeys(template);
+  return keys.map((_, k) => {
+    const kept = {};
+    for (const key of keys.slice(0, k + 1)) Object.defineProperty(kept, key, Object.getOwnPropertyDescriptor(template, key));
+    return kept;
+  });
+})();
 
 // The options of a session action as they can cross to the host: functions (withSession,
 // setup) cannot, and are dropped with a warning.

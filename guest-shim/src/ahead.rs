@@ -24,12 +24,13 @@ pub fn end() -> Vec<String> {
     TOUCHED.with(|t| std::mem::take(&mut *t.borrow_mut()))
 }
 
-/// A thrown error when evaluating ahead (`what` is remembered), nothing otherwise.
-pub fn refuse(ctx: &Ctx<'_>, what: &str) -> javy::quickjs::Result<()> {
+/// A thrown error when evaluating ahead (`what` is remembered), nothing otherwise: `what` is
+/// only formatted then, not on every call to the host.
+pub fn refuse(ctx: &Ctx<'_>, what: impl std::fmt::Display) -> javy::quickjs::Result<()> {
     if !ON.with(Cell::get) {
         return Ok(());
     }
-    TOUCHED.with(|t| t.borrow_mut().push(what.to_owned()));
+    TOUCHED.with(|t| t.borrow_mut().push(what.to_string()));
     Err(Exception::throw_message(
         ctx,
         &format!("{what} belongs to a session, not to the extension's snapshot"),

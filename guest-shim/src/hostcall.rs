@@ -22,7 +22,7 @@ pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
     let function = Function::new(
         ctx.clone(),
         |ctx: Ctx<'_>, name: String, args: String| -> javy::quickjs::Result<String> {
-            crate::ahead::refuse(&ctx, &format!("the host ({name})"))?;
+            crate::ahead::refuse(&ctx, format_args!("the host ({name})"))?;
             let args: Vec<Value> = match serde_json::from_str(&args) {
                 Ok(Value::Array(a)) => a,
                 Ok(other) => vec![other],
