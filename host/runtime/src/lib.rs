@@ -92,8 +92,8 @@ impl InstanceSlots {
     /// Memory kept mapped in a free slot, its written pages copied back from the snapshot,
     /// so that the next instance does not fault them in again: enough for the snapshot and
     /// what an instance grows beyond it. With 1 MiB, every page a session wrote past it was
-    /// unmapped and faulted in again by the next (7 faults and ~12% more CPU per `new_session`
-    /// in `rpc`, `perf stat` over 3,000 of them).
+    /// unmapped and faulted in again by the next (in `rpc`, 7 faults more per `new_session` and
+    /// 760-830 ms of CPU for 3,000 of them instead of 645-705 ms, `perf stat`).
     const KEEP_RESIDENT: usize = 4 << 20;
     /// Elements of the largest table an instance may have.
     const TABLE_ELEMENTS: usize = 1 << 16;
