@@ -2265,6 +2265,68 @@ fn time_awaiting_a_granted_program_is_charged_to_the_wall_budget() {
 // The restart policy
 
 /// The data of the entries of `custom_type`, as a JSON array.
+/// Values an extension hands the host arrive as `JSON.stringify` writes them: the shim reads
+/// plain data itself and leaves the rest (dates, `toJSON`, proxies, typed arrays, boxed
+/// primitives, depth past its own limit) to `JSON.stringify`; what that refuses (a cycle, a
+/// BigInt, a getter that throws) fails the call with the same error.
+#[test]
+fn values_reach_the_host_as_json_stringify_writes_them() {
+    let sb = Sandbox::new();
+    let run = run_pichamber(&[
+        &fixture("host-values.ts"),
+        "--cwd",
+        &sb.ws(),
+        "--command",
+        "/values",
+    ]);
+    let cases = run.entries("case");
+    assert_eq!(cases.len(), 14, "{}", run.dump());
+    for case in &cases {
+        let expected: Value = serde_json::from_str(case["text"].as_str().unwrap()).unwrap();
+        assert_eq!(case["value"], expected, "{}", case["name"]);
+    }
+    let named = |name: &str| cases.iter().find(|c| c["name"] == name).unwrap()["value"].clone();
+    let primitives = named("primitives");
+    // Integers stay integers as JSON text reads back (past 2^53 with JavaScript's shortest
+    // digits, then zeros), -0 is 0, and what JSON drops is gone.
+    assert_eq!(primitives["negZero"].as_u64(), Some(0), "{primitives}");
+    assert_eq!(
+        primitives["mid"].as_u64(),
+        Some(1_152_921_504_606_847_000),
+        "{primitives}"
+    );
+    assert_eq!(
+        primitives["negative"].as_i64(),
+        Some(-4_611_686_018_427_388_000),
+        "{primitives}"
+    );
+    assert!(
+        primitives["big"].is_f64() && primitives["nan"].is_null(),
+        "{primitives}"
+    );
+    assert!(
+        primitives.get("u").is_none() && primitives.get("fn").is_none(),
+        "{primitives}"
+    );
+    assert_eq!(named("array"), json!([1, null, null, null, null, "x"]));
+    let order: Vec<String> = named("keyOrder")
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(order, ["1", "2", "b", "a"]);
+    assert_eq!(named("date"), json!({"when": "1970-01-01T00:00:00.000Z"}));
+    assert_eq!(named("toJSON"), json!({"inner": "key:inner"}));
+    assert_eq!(named("proxies"), json!([{"a": 1, "b": [2]}, [1, 2]]));
+    let refused = run.entries("refused");
+    assert_eq!(refused.len(), 3, "{}", run.dump());
+    for case in refused {
+        assert_ne!(case["message"], "(accepted)", "{case}");
+        assert_eq!(case["message"], case["stringify"], "{case}");
+    }
+}
+
 fn entries_json(run: &Run, custom_type: &str) -> Value {
     Value::Array(run.entries(custom_type).into_iter().cloned().collect())
 }
@@ -2541,7 +2603,7 @@ fn the_raw_host_interface_validates_every_call() {
     let report = run.report();
     let expect = [
         ("unknown", "unknown host call 'spawnShell'"),
-        ("bad-json", "log:"),
+        ("not-json", "circular reference"),
         ("not-array", "tool name must be 1..=128 bytes"),
         ("no-args", "argument"),
         ("wrong-types", "tool name must be 1..=128 bytes"),

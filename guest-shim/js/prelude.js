@@ -1,7 +1,7 @@
 // pichamber guest prelude: pi's ExtensionAPI (`pi`), ExtensionContext (`ctx`), the handler
 // chains with pi 0.73.1's semantics (core/extensions/runner.js), and the web-platform globals
 // extensions expect (timers, AbortController, process, console). Runs once per instance before
-// the extension's modules. Every effect goes through `__host(name, argsJson)`.
+// the extension's modules. Every effect goes through `__host(name, args)`.
 
 
 // Evaluating modules ahead, into the extension's snapshot (engine.rs `pre_evaluate`): a
@@ -18,7 +18,7 @@ function touchedAhead(what) {
 
 const hostCall = (name, ...args) => {
   if (ahead.on) touchedAhead(`the host (${name})`);
-  return JSON.parse(globalThis.__host(name, JSON.stringify(args)));
+  return JSON.parse(globalThis.__host(name, args));
 };
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so

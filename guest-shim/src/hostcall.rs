@@ -1,6 +1,7 @@
-//! `__host(name, argsJson)`: the one native function the prelude calls to reach the WIT
-//! imports. Arguments arrive as a JSON array; the answer is JSON text, or a thrown JS Error
-//! carrying the host's message (a denied capability reads as an ordinary error).
+//! `__host(name, args)`: the one native function the prelude calls to reach the WIT imports.
+//! The arguments arrive as an array of values, read as `JSON.stringify` would write them
+//! ([`crate::json_value`]); the answer is JSON text, or a thrown JS Error carrying the host's
+//! message (a denied capability reads as an ordinary error).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -17,16 +18,40 @@ use crate::bindings::pichamber::extension::types::{
     SelectDialog, ShortcutDefinition, StatusUpdate, ToolDefinition, UiUpdate, WidgetUpdate,
 };
 use crate::fs;
+use crate::json_value::{self, NotRead};
 
-pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
+pub fn install<'js>(ctx: &Ctx<'js>) -> javy::quickjs::Result<()> {
     let function = Function::new(
         ctx.clone(),
-        |ctx: Ctx<'_>, name: String, args: String| -> javy::quickjs::Result<String> {
+        |ctx: Ctx<'js>,
+         name: String,
+         args: javy::quickjs::Value<'js>|
+         -> javy::quickjs::Result<String> {
             crate::ahead::refuse(&ctx, format_args!("the host ({name})"))?;
-            let args: Vec<Value> = match serde_json::from_str(&args) {
-                Ok(Value::Array(a)) => a,
-                Ok(other) => vec![other],
-                Err(e) => return Err(Exception::throw_type(&ctx, &format!("{name}: {e}"))),
+            let args = match json_value::read(&args) {
+                Ok(args) => args,
+                Err(NotRead::Thrown(e)) => return Err(e),
+                Err(NotRead::TooDeep) => {
+                    return Err(Exception::throw_type(
+                        &ctx,
+                        &format!(
+                            "{name}: recursion limit exceeded: a value nests deeper than {} levels",
+                            json_value::MAX_DEPTH
+                        ),
+                    ));
+                }
+                Err(NotRead::NotPlain) => match ctx.json_stringify(args)? {
+                    Some(text) => Some(
+                        serde_json::from_str(&text.to_string()?)
+                            .map_err(|e| Exception::throw_type(&ctx, &format!("{name}: {e}")))?,
+                    ),
+                    None => None,
+                },
+            };
+            let args = match args {
+                Some(Value::Array(a)) => a,
+                Some(other) => vec![other],
+                None => Vec::new(),
             };
             if name == "memoryUsage" {
                 return Ok(memory_usage(&ctx).to_string());

@@ -18,6 +18,7 @@ mod engine;
 mod fs;
 mod heap;
 mod hostcall;
+mod json_value;
 mod modules;
 mod package_files;
 mod programs;

@@ -1,4 +1,4 @@
-// Test stand-in for the guest's host bridge: `globalThis.__host(name, argsJson)` implemented
+// Test stand-in for the guest's host bridge: `globalThis.__host(name, args)` implemented
 // over node:fs (same argument shapes, results and error texts as guest-shim/src/fs.rs), plus a
 // scriptable `globalThis.__pichamber_internal.exec` stub for child_process tests.
 import * as fs from "node:fs";
@@ -104,8 +104,9 @@ function fsCall(op, a) {
 
 export const hostLog = [];
 
-globalThis.__host = (name, argsJson) => {
-  const args = JSON.parse(argsJson);
+globalThis.__host = (name, values) => {
+  // The guest's bridge reads the values as JSON.stringify writes them.
+  const args = JSON.parse(JSON.stringify(values));
   hostLog.push([name, args]);
   if (name.startsWith("fs.")) {
     const result = fsCall(name.slice(3), args);

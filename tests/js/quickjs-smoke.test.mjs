@@ -94,7 +94,7 @@ function runInQuickJS(qjs, scriptPath, fixture) {
     fn("__log", (...args) => void logs.push(args.map((a) => ctx.dump(a)).join(" ")));
     fn("__report", (h) => void (report = ctx.getString(h)));
     fn("__host", (nameH, argsH) => {
-      const result = globalThis.__host(ctx.getString(nameH), ctx.getString(argsH));
+      const result = globalThis.__host(ctx.getString(nameH), ctx.dump(argsH));
       return ctx.newString(result);
     });
     const wrapHost = ctx.evalCode(

@@ -15,7 +15,7 @@ function hostRandom(n) {
     const take = Math.min(HOST_CHUNK, n - off);
     const host = globalThis.__host;
     if (typeof host !== "function") throw new Error("crypto random source is not available (no host)");
-    const arr = JSON.parse(host("randomBytes", JSON.stringify([take])));
+    const arr = JSON.parse(host("randomBytes", [take]));
     if (!Array.isArray(arr) || arr.length !== take) throw new Error("crypto random source returned a short read");
     out.set(arr, off);
     off += take;

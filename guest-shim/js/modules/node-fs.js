@@ -1,4 +1,4 @@
-// node:fs for pichamber, over the host primitives `__host("fs.<op>", argsJson)`. The host sees
+// node:fs for pichamber, over the host primitives `__host("fs.<op>", args)`. The host sees
 // only the trees it preopened for the extension; everything else fails like Node would
 // (ENOENT/EACCES...). Paths are resolved against process.cwd() before they reach the host.
 // File descriptors are emulated in-guest (open/read/write/close over whole-file primitives).
@@ -129,7 +129,7 @@ function hostCall(op, args, syscall, shownPath, dest) {
   if (typeof host !== "function") throw fsError("ENOSYS", "function not implemented", syscall ?? op, shownPath);
   let text;
   try {
-    text = host(`fs.${op}`, JSON.stringify(args));
+    text = host(`fs.${op}`, args);
   } catch (e) {
     throw convertHostError(e, syscall, shownPath, args[0], dest);
   }
@@ -394,7 +394,7 @@ export function mkdtempSync(prefix, options) {
 
 function randomBytes(n) {
   try {
-    return JSON.parse(globalThis.__host("randomBytes", JSON.stringify([n])));
+    return JSON.parse(globalThis.__host("randomBytes", [n]));
   } catch {
     return Array.from({ length: n }, () => Math.floor(Math.random() * 256));
   }

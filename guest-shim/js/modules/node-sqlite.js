@@ -32,7 +32,7 @@ function nodeError(Kind, code, message) {
 // The guest's errors arrive as "code\x01errcode\x01errstr\x01message".
 function call(op, args) {
   try {
-    return JSON.parse(globalThis.__host(`sqlite.${op}`, JSON.stringify(args)));
+    return JSON.parse(globalThis.__host(`sqlite.${op}`, args));
   } catch (e) {
     const parts = String(e?.message ?? e).split("\x01");
     if (parts.length < 4) throw e;

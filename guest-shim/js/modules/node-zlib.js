@@ -34,7 +34,7 @@ function run(op, data, options = {}) {
   const settings = { level: options?.level, maxOutputLength: options?.maxOutputLength };
   let out;
   try {
-    out = JSON.parse(globalThis.__host("zlib", JSON.stringify([op, bytes.toString("base64"), settings])));
+    out = JSON.parse(globalThis.__host("zlib", [op, bytes.toString("base64"), settings]));
   } catch (e) {
     const text = String(e?.message ?? e);
     const at = text.indexOf(": ");

@@ -124,7 +124,7 @@ export function uuidv7(timestampMs) {
     throw new RangeError(`UUIDv7 timestamp must be an integer between 0 and ${UUID_V7_MAX_TIME}`);
   }
   // QuickJS has no WebCrypto: random bytes come from the host (seeded under `pichamber check`).
-  const random = Uint8Array.from(JSON.parse(globalThis.__host("randomBytes", "[16]")));
+  const random = Uint8Array.from(JSON.parse(globalThis.__host("randomBytes", [16])));
   let time = now;
   if (timestampMs === undefined) {
     // Never behind the last id, and one more than it within a millisecond.
