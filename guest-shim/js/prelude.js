@@ -1268,22 +1268,43 @@ const LEADING_SYSTEM_MESSAGE_REMOVED =
 const sessionBefore = new Set(["session_before_switch", "session_before_fork", "session_before_compact", "session_before_tree"]);
 
 // A notification (every event without a chain of its own below): handlers run in order, a
-// session_before_* result can cancel.
-function* notificationChain(name, event, ctx, handlers) {
-  let result;
+// session_before_* result can cancel. The busiest chain, so it runs without a generator while
+// each handler's answer can be taken at once (`takeNow`, as `drive` does), and hands the rest
+// to `notificationRest` from the first that cannot.
+function notificationChain(name, event, ctx, handlers) {
+  const chain = { result: undefined, event };
   for (let i = 0; i < handlers.length; i++) {
-    const h = handlers[i];
+    let answer;
     try {
-      const r = yield h(event, ctx);
-      if (sessionBefore.has(name) && r) {
-        result = r;
-        if (r.cancel) break;
-      }
+      const h = handlers[i]; // called bare, as pi calls a handler: `this` is not the list
+      const returned = h(event, ctx);
+      answer = takeNow(returned, notNow);
+      if (answer === notNow) return drive(notificationRest(name, chain, ctx, handlers, i, returned));
+    } catch (err) {
+      reportHandlerError(name, err);
+      continue;
+    }
+    if (foldNotification(name, chain, answer)) break;
+  }
+  return chain;
+}
+function* notificationRest(name, chain, ctx, handlers, from, returned) {
+  for (let i = from; i < handlers.length; i++) {
+    try {
+      const h = handlers[i];
+      const answer = yield i === from ? returned : h(chain.event, ctx);
+      if (foldNotification(name, chain, answer)) break;
     } catch (err) {
       reportHandlerError(name, err);
     }
   }
-  return { result, event };
+  return chain;
+}
+// Whether the chain stops here.
+function foldNotification(name, chain, answer) {
+  if (!sessionBefore.has(name) || !answer) return false;
+  chain.result = answer;
+  return Boolean(answer.cancel);
 }
 
 // The events whose handlers' results pi folds in its own way, each with its chain.
@@ -1515,14 +1536,15 @@ const ownChains = new Map(
 // pi 1.6.0's two actionable boundaries fold alike.
 ownChains.set("agent_before_settle", ownChains.get("turn_end"));
 
-// The chain is a generator whose `yield`s are its awaits, run by `drive`: a dispatch whose
-// handlers return at once (an async handler that awaited nothing has settled when it returns)
-// then makes no promise and queues no job of its own.
+// Each chain of its own is a generator whose `yield`s are its awaits, run by `drive`: a
+// dispatch whose handlers return at once (an async handler that awaited nothing has settled
+// when it returns) then makes no promise and queues no job of its own. The result is
+// `{ result, event }`, or a promise of it.
 function runChain(name, event, ctx) {
   const handlers = extension.handlers.get(name) ?? [];
   const chain = ownChains.get(name);
   // turn_end in sessions that follow pi 0.73.1 has no proposal fields: a notification there.
-  if (chain && (name !== "turn_end" || Array.isArray(event.entries))) return chain(name, event, ctx, handlers);
+  if (chain && (name !== "turn_end" || Array.isArray(event.entries))) return drive(chain(name, event, ctx, handlers));
   return notificationChain(name, event, ctx, handlers);
 }
 
@@ -1880,7 +1902,7 @@ globalThis.__pichamber = {
       // The host leads the context with this when it does not need the event back.
       const eventBack = !ctxJson.startsWith(NO_EVENT_BACK);
       if (!eventBack) ctxJson = `{${ctxJson.slice(NO_EVENT_BACK.length)}`;
-      const chain = drive(runChain(name, JSON.parse(eventJson), makeContext(parseSnapshot(ctxJson))));
+      const chain = runChain(name, JSON.parse(eventJson), makeContext(parseSnapshot(ctxJson)));
       if (chain instanceof Promise) return dispatchLater(chain, eventBack);
       return dispatchReply(chain, eventBack);
     } catch (err) {
