@@ -23,9 +23,7 @@ const hostCall = (name, ...args) => {
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
 // its top level reads none of it and calls no host function; `applyLoadContext` does.
-// Its keys are made in the snapshot, so a session's load only sets their values: a new key
-// would write a new shape into tables every instance shares the pages of.
-const loadValues = { extensionName: undefined, cwd: undefined, mode: undefined, hasUI: undefined, piVersion: undefined, env: undefined };
+const loadValues = {};
 const loadContext = new Proxy(
   loadValues,
   {
@@ -942,7 +940,6 @@ const pi16Api = {
     return loading ? servers.filter((s) => !registeredWhileLoading.has(s.name)) : servers;
   },
 };
-Object.assign(pi, pi16Api);
 
 // ---------------------------------------------------------------------------------------------
 // ctx: rebuilt for every call from the host's snapshot (cwd, model, ...) plus live methods.
@@ -1664,9 +1661,7 @@ const toolResultFromError = (err) => ({ content: [{ type: "text", text: errorTex
 function applyLoadContext(context) {
   Object.assign(loadContext, context);
   followsPi16 = !String(loadContext.piVersion ?? "1.6.0").startsWith("0.");
-  // pi 1.6.0's additions are on `pi` in the snapshot (most sessions follow it, and then add
-  // nothing to the image's objects); a session that follows 0.73.1 removes them.
-  if (!followsPi16) for (const key of Object.keys(pi16Api)) delete pi[key];
+  if (followsPi16) Object.assign(pi, pi16Api);
   Object.assign(env, loadContext.env, { PICHAMBER: "1" });
   argv[1] = loadContext.extensionName;
   startedAt = Date.now();
