@@ -6,7 +6,8 @@ command) and enough users for the largest count (a user may have 64 sessions ope
 sessions up to each count (100, 1,000 and 10,000 by default) and prints, once they are open
 and idle, the server's resident memory, its anonymous share and the growth per session over
 the server with none; then how many pages of the image it starts from each session wrote
-(copied), and where in the image.
+(copied), where in the image, and in how many runs of consecutive pages (past 32, a slot
+that is freed and reused faults the pages past the 32nd run in again: see README).
 
     python3 tests/bench/serve_memory.py [--counts 100,1000,10000] [--extension FILE]
                                         [--pichamber PATH]
@@ -68,7 +69,8 @@ def image_pages(pid):
     Each instance maps the image from the compiled file, privately: a page it wrote is its own
     (anonymous) copy, one it only read is still the file's. Returns (image pages, median
     written per instance, [share of the pages written in each eighth of the image, averaged
-    over the instances]), or None when no image mapping is found."""
+    over the instances], median runs of consecutive written pages per instance), or None when
+    no image mapping is found."""
     mappings = []
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
@@ -80,21 +82,25 @@ def image_pages(pid):
         return None
     pages = max((end - start) // 4096 for start, end in mappings)
     eighth = -(-pages // 8)
-    written, bands = [], collections.Counter()
+    written, runs, bands = [], [], collections.Counter()
     with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
         for start, end in mappings:
             pagemap.seek(start // 4096 * 8)
             entries = pagemap.read((end - start) // 4096 * 8)
-            count = 0
+            count, run_count, previous = 0, 0, False
             for page in range(len(entries) // 8):
                 entry = struct.unpack_from("<Q", entries, page * 8)[0]
                 present, file_page = entry >> 63 & 1, entry >> 61 & 1
-                if present and not file_page:
+                copied = bool(present and not file_page)
+                if copied:
                     count += 1
                     bands[page // eighth] += 1
+                    run_count += not previous
+                previous = copied
             written.append(count)
+            runs.append(run_count)
     shares = [bands[b] / len(mappings) / min(eighth, pages - b * eighth) for b in range(8) if b * eighth < pages]
-    return pages, statistics.median(written), shares
+    return pages, statistics.median(written), shares, statistics.median(runs)
 
 
 def settle(pid, seconds=2.0):
@@ -158,10 +164,14 @@ def main():
                   flush=True)
         image = image_pages(server.pid)
         if image:
-            pages, written, bands = image
+            pages, written, bands, runs = image
             print(f"each session wrote {written:.0f} of its image's {pages} pages ({written * 4:.0f} KiB); "
                   "share written of each eighth of the image, first to last: "
                   + " ".join(f"{share:.0%}" for share in bands))
+            # wasmtime 48 resets a freed slot's first 32 runs of written pages from the image and
+            # decommits the rest, which the slot's next instance then faults in again.
+            warning = " (over 32: a reused slot faults the rest in again)" if runs > 32 else ""
+            print(f"in {runs:.0f} runs of consecutive pages{warning}")
     finally:
         server.terminate()
         server.wait()

@@ -2,7 +2,9 @@
 """Benchmark (not a test): a new session, and a no-op command's round trip, over pi's RPC mode.
 
 One long-lived process per side with tests/bench/noop.ts loaded: `new_session` requests, then
-`/noop` prompts, each timed from the request written to its response read. Sides, in one run:
+`/noop` prompts, each timed from the request written to its response read, and the page
+faults the process took per new session (the kernel's count of its minor faults: pages an
+instance's slot had to map again). Sides, in one run:
 
   pichamber                  `pichamber rpc -e noop.wasm`: instances start from the extension's
                              own snapshot (its modules compiled in, those that touch no session
@@ -85,13 +87,21 @@ def measure(argv, env, cwd, requests, noop):
             rpc.request({"type": "new_session"})
             if noop:
                 rpc.request({"type": "prompt", "message": "/noop"})
+        faults = minor_faults(rpc.proc.pid)
         sessions = [rpc.request({"type": "new_session"})[0] for _ in range(requests)]
+        faults = (minor_faults(rpc.proc.pid) - faults) / requests
         if not noop:
-            return sessions, [float("nan")]
+            return sessions, [float("nan")], faults
         noops = [rpc.request({"type": "prompt", "message": "/noop"})[0] for _ in range(requests)]
-        return sessions, noops
+        return sessions, noops, faults
     finally:
         rpc.close()
+
+
+def minor_faults(pid):
+    """The process's minor page faults so far (/proc/PID/stat, field 10)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def summary(samples):
@@ -132,16 +142,18 @@ def main():
     for release, pi, _ in pi_releases():
         sides.append((f"pi {release}", pi + ["--mode", "rpc", "--no-session", "-e", extension], env))
 
-    results = {}
+    results, faults = {}, {}
     for name, argv, side_env in sides:
-        results[name] = [summary(s) for s in measure(argv, side_env, work, args.requests, noop)]
+        sessions, noops, faults[name] = measure(argv, side_env, work, args.requests, noop)
+        results[name] = [summary(sessions), summary(noops)]
 
     loaded = os.path.relpath(extension, REPO)
     print(f"over pi's RPC mode, {loaded} loaded; {args.requests} requests of each kind, one process per side")
-    print(f"  {'':24} {'new_session':>22}   {'/noop round trip':>22}")
-    print(f"  {'':24} {'median':>10} {'p90':>10}   {'median':>10} {'p90':>10}")
+    print(f"  {'':24} {'new_session':>22} {'faults':>7}   {'/noop round trip':>22}")
+    print(f"  {'':24} {'median':>10} {'p90':>10} {'each':>7}   {'median':>10} {'p90':>10}")
     for name, ((sm, sp), (nm, np)) in results.items():
-        print(f"  {name:24} {sm * 1e3:8.3f}ms {sp * 1e3:8.3f}ms   {nm * 1e3:8.3f}ms {np * 1e3:8.3f}ms")
+        print(f"  {name:24} {sm * 1e3:8.3f}ms {sp * 1e3:8.3f}ms {faults[name]:7.1f}"
+              f"   {nm * 1e3:8.3f}ms {np * 1e3:8.3f}ms")
     base = results["pichamber"]
     for name, ((sm, _), (nm, _)) in results.items():
         if name != "pichamber":
