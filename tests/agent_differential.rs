@@ -873,6 +873,22 @@ fn handler_awaits_in_order() {
     });
 }
 
+/// A notification's handlers (run without a generator while each answers at once) resume
+/// from their awaits in pi's order, and are called bare.
+#[test]
+fn notification_handlers_await_in_order() {
+    differential(Scenario {
+        name: "notification_handlers_await_in_order",
+        extensions: &["echo.ts", "notify-awaits.ts"],
+        prompts: &["Echo x."],
+        script: json!({ "turns": [
+            { "toolCalls": [{ "id": "call_1", "name": "echo", "arguments": { "text": "x" } }] },
+            { "text": "Echoed." },
+        ]}),
+        builtin_tools: false,
+    });
+}
+
 /// A notification's event changed in place by one extension reaches the next one's handlers
 /// (the host asks for it back only when a later extension is subscribed).
 #[test]
