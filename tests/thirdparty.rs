@@ -41,8 +41,9 @@ struct Package {
     what: &'static str,
     monthly_downloads: u32,
     note: &'static str,
-    /// It prints values it draws at random (or from the clock) in each run: pi runs a second
-    /// time, and where pi differs from itself is left out of the comparison.
+    /// It prints values it draws at random (or from the clock) in each run: pi runs twice more,
+    /// and where pi differs from itself is left out of the comparison. (One more run was not
+    /// enough: a name drawn from 64 came out the same in both of pi's runs, and CI failed.)
     random_output: bool,
     /// Files its user keeps in pi's agent folder (name, contents), written on every side.
     settings: &'static [(&'static str, &'static str)],
@@ -69,7 +70,7 @@ const PACKAGES: &[Package] = &[
         name: "pi-web-access",
         what: "web search, URL fetching, PDF and video extraction",
         monthly_downloads: 2477,
-        note: "Loads with the guest's `node:sqlite` (Chrome's cookie database), its CommonJS dependencies run in Node's order (cssom resolves a cycle by require order) and its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). It names its stored results by the clock and at random, which pi's second run leaves out. Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md). It imports pi 1.6.0's `resizeImage`, which the host's image codec serves (tests/pi_api.rs compares it with pi's).",
+        note: "Loads with the guest's `node:sqlite` (Chrome's cookie database), its CommonJS dependencies run in Node's order (cssom resolves a cycle by require order) and its failed requests fail as Node's fetch does (`fetch failed`, the cause's code). It names its stored results by the clock and at random, which pi's further runs leave out. Remains: its curator serves a local web page with a `node:http` server, which pichamber refuses (extensions get no network servers by design, SECURITY.md). It imports pi 1.6.0's `resizeImage`, which the host's image codec serves (tests/pi_api.rs compares it with pi's).",
         random_output: true,
         // Whether pi's `xdg-open` failed within the 100 ms it waits decided pi's output on a
         // machine with no browser; a user there turns the opening off.
@@ -135,7 +136,7 @@ const PACKAGES: &[Package] = &[
         name: "@baochunli/pi-collaborating-agents",
         what: "messaging between agents over a local socket",
         monthly_downloads: 516,
-        note: "It names itself at random in each run, which pi's second run leaves out. A tool result's own `isError: true` stays in `tool_execution_end`'s result, as in pi, since the boundary carries a result's other fields.",
+        note: "It names itself at random in each run, which pi's further runs leave out. A tool result's own `isError: true` stays in `tool_execution_end`'s result, as in pi, since the boundary carries a result's other fields.",
         random_output: true,
         settings: &[],
     },
@@ -201,8 +202,8 @@ lacks: both sides find none), pi-subagents may write `/tmp` (its run folders), p
 may reach the search services it calls (this machine has no network to them, so on both sides
 those requests fail, and fail alike) and is set not to open a browser (its `autoOpenBrowser`
 setting: this machine has none).
-Two packages draw names or ids at random or from the clock: pi runs them twice, and where
-pi's two runs differ is left out of the comparison (what pichamber lacks or adds still counts).
+Two packages draw names or ids at random or from the clock: pi runs them three times, and
+where pi's runs differ is left out of the comparison (what pichamber lacks or adds still counts).
 The "first difference" column ends with what investigating it found.
 
 Running these packages added to pichamber's guest: `node:module` (`createRequire`, whose
@@ -446,12 +447,16 @@ fn compare_package(
     // skills and prompt templates.
     let ours = scenario::run_side(Kind::Pichamber, dir, our_root.clone(), &script, &steps);
     keep_log(name, "pichamber", &ours);
-    let again_root = root.join("side3");
-    let again = PACKAGES
-        .iter()
-        .any(|p| p.name == name && p.random_output)
-        .then(|| scenario::run_side(Kind::Pi, dir, again_root.clone(), &script, &steps));
-    let again_paths = paths_for(&again_root, name);
+    let random = PACKAGES.iter().any(|p| p.name == name && p.random_output);
+    let agains: Vec<_> = ["side3", "side4"]
+        .into_iter()
+        .filter(|_| random)
+        .map(|side| {
+            let again_root = root.join(side);
+            let record = scenario::run_side(Kind::Pi, dir, again_root.clone(), &script, &steps);
+            (record, paths_for(&again_root, name))
+        })
+        .collect();
 
     // 3. Classify, as tests/corpus.rs does.
     let load: &[Value] = ours.steps.first().map_or(&[], |(_, lines)| lines);
@@ -464,7 +469,10 @@ fn compare_package(
     let differences = normalise::compare_beside_noise(
         &pi,
         &paths_for(&pi_root, name),
-        again.as_ref().map(|record| (record, &again_paths)),
+        &agains
+            .iter()
+            .map(|(record, paths)| (record, paths))
+            .collect::<Vec<_>>(),
         &ours,
         &paths_for(&our_root, name),
     );

@@ -417,7 +417,7 @@ pub fn compare(
     ours: &Record,
     our_paths: &Paths,
 ) -> Vec<(String, String)> {
-    compare_beside_noise(pi, pi_paths, None, ours, our_paths)
+    compare_beside_noise(pi, pi_paths, &[], ours, our_paths)
 }
 
 /// Stands where two runs of pi itself differ: such a place is not compared.
@@ -497,18 +497,21 @@ fn cover_streams(noise: &Noise, streams: &mut [Vec<Value>]) {
     }
 }
 
-/// [`compare`], leaving out what a second run of pi (`pi_again`) shows pi itself varies from
+/// [`compare`], leaving out what further runs of pi (`pi_again`) show pi itself varies from
 /// run to run (names drawn at random, ids made from the clock): there both sides are covered
 /// before they are compared. What pichamber's side lacks or has extra still counts.
 pub fn compare_beside_noise(
     pi: &Record,
     pi_paths: &Paths,
-    pi_again: Option<(&Record, &Paths)>,
+    pi_again: &[(&Record, &Paths)],
     ours: &Record,
     our_paths: &Paths,
 ) -> Vec<(String, String)> {
     let (a, b) = (normalise(pi, pi_paths), normalise(ours, our_paths));
-    let again = pi_again.map(|(record, paths)| normalise(record, paths));
+    let agains: Vec<_> = pi_again
+        .iter()
+        .map(|&(record, paths)| (normalise(record, paths), record, paths))
+        .collect();
     let requests = |record: &Record, paths: &Paths, step: usize| -> Vec<Value> {
         record
             .requests
@@ -537,9 +540,8 @@ pub fn compare_beside_noise(
             rx.truncate(n);
             ry.truncate(n);
         }
-        if let (Some(again), Some((record, paths))) = (&again, pi_again)
-            && let Some(z) = again.get(index)
-        {
+        for (again, record, paths) in &agains {
+            let Some(z) = again.get(index) else { continue };
             let noise = Noise::between(&json!(step.streams), &json!(z.streams));
             cover_streams(&noise, &mut x.streams);
             cover_streams(&noise, &mut y.streams);
