@@ -7,7 +7,9 @@
 //! array, a boxed primitive, a BigInt, a string with a lone surrogate) makes the caller hand the
 //! whole value to `JSON.stringify` instead, so the result is always what that writes; the one
 //! difference is that getters read before such a value was met run twice. A value nested past
-//! serde's own limit is refused here, before `JSON.stringify` could overflow the guest's stack.
+//! serde's own limit is refused here, before `JSON.stringify` could overflow the guest's stack,
+//! when the reader meets the depth before anything it declines (otherwise `JSON.stringify` sees
+//! it, as it did before this reader).
 
 use javy::quickjs::{Array, Atom, Object, Type, Value, atom::PredefinedAtom, object::Filter, qjs};
 use serde_json::{Map, Number, Value as Json};
