@@ -119,7 +119,11 @@ impl InstanceSlots {
             .table_elements(Self::TABLE_ELEMENTS)
             .linear_memory_keep_resident(Self::KEEP_RESIDENT)
             .table_keep_resident(Self::TABLE_KEEP_RESIDENT)
-            .pagemap_scan(Enabled::Auto);
+            .pagemap_scan(if swap_is_active() {
+                Enabled::No
+            } else {
+                Enabled::Auto
+            });
         let on_demand = config.clone();
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         // The pool reserves address space (4 GiB per memory) that a process limit
@@ -134,6 +138,22 @@ impl InstanceSlots {
             }
         }
     }
+}
+
+/// Whether the kernel may swap memory out, which makes wasmtime 48's PAGEMAP_SCAN reset
+/// unsafe: it copies back only the written pages that are present, so a written page that
+/// was swapped out stays as the last instance left it, and the next session of the same
+/// extension in that slot reads it (a leak between sessions, users in `serve`). wasmtime
+/// 48.0.11 also resets swapped pages, but the registry here lacks its companion crates. With
+/// swap, slots are reset without the scan: their first `KEEP_RESIDENT` bytes copied back
+/// whole, the rest unmapped.
+fn swap_is_active() -> bool {
+    std::fs::read_to_string("/proc/swaps").map_or(true, |swaps| lists_a_swap_area(&swaps))
+}
+
+/// `/proc/swaps` lists an area beneath its header.
+fn lists_a_swap_area(swaps: &str) -> bool {
+    swaps.lines().skip(1).any(|line| !line.trim().is_empty())
 }
 
 /// Says which limit an instantiation that found no free slot ran into.
@@ -699,5 +719,23 @@ impl GuestPre {
             Bindings::V0_1(pre) => Guest::V0_1(pre.instantiate_async(store).await?),
             Bindings::Latest(pre) => Guest::Latest(pre.instantiate_async(store).await?),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists_a_swap_area;
+
+    #[test]
+    fn an_active_swap_area_is_seen_under_the_header() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        assert!(!lists_a_swap_area(header));
+        assert!(!lists_a_swap_area(""));
+        assert!(lists_a_swap_area(&format!(
+            "{header}/dev/zram0                              partition\t8388604\t\t0\t\t100\n"
+        )));
+        assert!(lists_a_swap_area(&format!(
+            "{header}/swapfile                               file\t\t2097148\t\t512\t\t-2\n"
+        )));
     }
 }
