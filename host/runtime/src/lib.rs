@@ -140,15 +140,24 @@ impl InstanceSlots {
     }
 }
 
-/// Whether the kernel may swap memory out, which makes wasmtime 48's PAGEMAP_SCAN reset
+/// Whether the kernel may swap memory out, which makes wasmtime 48.0.8's PAGEMAP_SCAN reset
 /// unsafe: it copies back only the written pages that are present, so a written page that
 /// was swapped out stays as the last instance left it, and the next session of the same
 /// extension in that slot reads it (a leak between sessions, users in `serve`). wasmtime
 /// 48.0.11 also resets swapped pages, but the registry here lacks its companion crates. With
 /// swap, slots are reset without the scan: their first `KEEP_RESIDENT` bytes copied back
-/// whole, the rest unmapped.
+/// whole, the rest unmapped. Checked once, when the engine is made: swap turned on later
+/// is seen at the next start.
 fn swap_is_active() -> bool {
-    std::fs::read_to_string("/proc/swaps").map_or(true, |swaps| lists_a_swap_area(&swaps))
+    let active =
+        std::fs::read_to_string("/proc/swaps").map_or(true, |swaps| lists_a_swap_area(&swaps));
+    if active {
+        tracing::info!(
+            "swap is on (or /proc/swaps unreadable): freed instance slots are copied back whole, \
+             not only their written pages, so no session reads a swapped-out page of another"
+        );
+    }
+    active
 }
 
 /// `/proc/swaps` lists an area beneath its header.
