@@ -889,6 +889,24 @@ fn notification_handlers_await_in_order() {
     });
 }
 
+/// Each event's handlers get a context of their own: what one left in it (kept, changed,
+/// sealed, weakly held) is not seen by the next, as in pi, though pichamber may hand a context
+/// no one could tell from a new one to the next dispatch.
+#[test]
+fn each_event_gets_a_context_of_its_own() {
+    differential(Scenario {
+        name: "each_event_gets_a_context_of_its_own",
+        extensions: &["echo.ts", "fresh-ctx.ts"],
+        prompts: &["Echo x."],
+        script: json!({ "turns": [
+            { "toolCalls": [{ "id": "call_1", "name": "echo", "arguments": { "text": "x" } }] },
+            { "toolCalls": [{ "id": "call_2", "name": "echo", "arguments": { "text": "y" } }] },
+            { "text": "Echoed." },
+        ]}),
+        builtin_tools: false,
+    });
+}
+
 /// A notification's event changed in place by one extension reaches the next one's handlers
 /// (the host asks for it back only when a later extension is subscribed).
 #[test]

@@ -1141,7 +1141,12 @@ const contextMethods = {
   },
   getSystemPrompt: () => hostCall("getSystemPrompt"),
 };
-const thinkingLevelProperty = { get: () => hostCall("getThinkingLevel"), enumerable: true };
+// Getters, as in pi: a context holds no value of its own that a handler could change in place
+// (which lets a dispatch's context serve the next; see dispatchContext).
+const pi16ContextAccessors = {
+  thinkingLevel: { get: () => hostCall("getThinkingLevel"), enumerable: true, configurable: true },
+  scopedModels: { get: () => [], enumerable: true, configurable: true },
+};
 
 // The host's context snapshot (cwd, model, ...) is the same text from call to call until the
 // session changes: parsed once per change, so every ctx shares one `model` object until the
@@ -1179,8 +1184,7 @@ function makeContext(snapshot, signal) {
     getSystemPrompt: m.getSystemPrompt,
   };
   if (followsPi16) {
-    Object.defineProperty(ctx, "thinkingLevel", thinkingLevelProperty);
-    ctx.scopedModels = [];
+    Object.defineProperties(ctx, pi16ContextAccessors);
     // Whether the folder's own resources were trusted to load (pi counts a folder with none as
     // trusted): --trust-project, or pi's rules through the pi entry.
     ctx.isProjectTrusted = snapshot.projectTrusted !== false ? isTrusted : isNotTrusted;
@@ -1200,6 +1204,61 @@ const contextShapes = (() => {
     return kept;
   });
 })();
+
+// A dispatch's context serves the next dispatch when no one could tell it from a new one:
+// nothing holds it (strongly or weakly), and it is exactly as made, for the same snapshot.
+// `__pichamber_reusable` (the shim's reuse.rs) reads that from the engine; the check below
+// makes sure it answers right on this engine before any context is reused.
+const reusable = globalThis.__pichamber_reusable;
+delete globalThis.__pichamber_reusable;
+let spareContext = null;
+let contextTemplate = null;
+let templateSnapshot = null;
+let templateSize = 0;
+
+// The spare context when `reusable` says it may serve again, else null; never kept twice.
+function takeSpareContext(template, size) {
+  const candidate = spareContext;
+  spareContext = null;
+  return candidate !== null && reusable(candidate, template, size) ? candidate : null;
+}
+
+const reuseIsSound = (() => {
+  const template = makeContext({}, undefined);
+  const size = Reflect.ownKeys(template).length;
+  spareContext = makeContext({}, undefined);
+  if (takeSpareContext(template, size) === null) return false;
+  let kept = makeContext({}, undefined);
+  spareContext = kept;
+  if (takeSpareContext(template, size) !== null) return false;
+  kept = null;
+  // Each changes one thing `reusable` reads; only the WeakSet is kept, while it is asked.
+  const changes = [
+    (c) => void (c.added = true),
+    (c) => void (c.cwd = "/elsewhere"),
+    (c) => void delete c.ui,
+    (c) => void Object.preventExtensions(c),
+    (c) => void Object.setPrototypeOf(c, null),
+    (c) => new WeakSet([c]),
+  ];
+  for (const change of changes) {
+    spareContext = makeContext({}, undefined);
+    const weakly = change(spareContext); // alive until the spare has been asked about
+    if (takeSpareContext(template, size) !== null) return false;
+  }
+  return true;
+})();
+
+// The context a dispatch hands its handlers: the last one's when it may serve again.
+function dispatchContext(snapshot) {
+  if (snapshot !== templateSnapshot) {
+    contextTemplate = makeContext(snapshot);
+    templateSnapshot = snapshot;
+    templateSize = Reflect.ownKeys(contextTemplate).length;
+    spareContext = null;
+  }
+  return (reuseIsSound && takeSpareContext(contextTemplate, templateSize)) || makeContext(snapshot);
+}
 
 // The options of a session action as they can cross to the host: functions (withSession,
 // setup) cannot, and are dropped with a warning.
@@ -1576,7 +1635,17 @@ const failure = (err) => {
   const stack = errorStack(err);
   return [stack ? `${errorText(err)}\n${stack.trimEnd()}` : errorText(err)];
 };
+// The host leads a dispatch's context with this when it does not need the event back. The
+// text read last is kept with what it said, for the next dispatch is most often the same.
 const NO_EVENT_BACK = '{"returnEvent":false,';
+let lastDispatchCtx = "";
+let dispatchSnapshot = {};
+let dispatchEventBack = true;
+function readDispatchCtx(ctxJson) {
+  dispatchEventBack = !ctxJson.startsWith(NO_EVENT_BACK);
+  dispatchSnapshot = parseSnapshot(dispatchEventBack ? ctxJson : `{${ctxJson.slice(NO_EVENT_BACK.length)}`);
+  lastDispatchCtx = ctxJson;
+}
 const dispatchReply = ({ result, event }, eventBack) => [null, jsonPart(result), eventBack ? jsonPart(event) : "null"];
 async function dispatchLater(chain, eventBack) {
   try {
@@ -1899,11 +1968,12 @@ globalThis.__pichamber = {
   // call.
   dispatchEvent(name, eventJson, ctxJson) {
     try {
-      // The host leads the context with this when it does not need the event back.
-      const eventBack = !ctxJson.startsWith(NO_EVENT_BACK);
-      if (!eventBack) ctxJson = `{${ctxJson.slice(NO_EVENT_BACK.length)}`;
-      const chain = runChain(name, JSON.parse(eventJson), makeContext(parseSnapshot(ctxJson)));
+      if (ctxJson !== lastDispatchCtx) readDispatchCtx(ctxJson);
+      const eventBack = dispatchEventBack;
+      const ctx = dispatchContext(dispatchSnapshot);
+      const chain = runChain(name, JSON.parse(eventJson), ctx);
       if (chain instanceof Promise) return dispatchLater(chain, eventBack);
+      spareContext = ctx;
       return dispatchReply(chain, eventBack);
     } catch (err) {
       return failure(err);

@@ -5,7 +5,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 
-use javy::quickjs::{Ctx, Function, Object, Value, function::Args, promise::PromiseState, qjs};
+use javy::quickjs::{
+    Ctx, Function, Object, Persistent, Value, function::Args, promise::PromiseState, qjs,
+};
 use javy::{Config, Runtime};
 
 use crate::bindings::pichamber::extension::types::{
@@ -268,11 +270,7 @@ pub fn call_prelude_step(name: &str, args: &[&str], may_wait: bool) -> Result<St
             .as_ref()
             .ok_or_else(|| "the extension is not loaded".to_string())?;
         runtime.context().with(|ctx| {
-            let api: Object = ctx
-                .globals()
-                .get("__pichamber")
-                .map_err(|e| js_error_text(&ctx, e))?;
-            let function: Function = api.get(name).map_err(|e| js_error_text(&ctx, e))?;
+            let function = prelude_export(&ctx, name)?;
             let mut call_args = Args::new(ctx.clone(), args.len());
             for arg in args {
                 call_args
@@ -299,6 +297,27 @@ pub fn call_prelude_step(name: &str, args: &[&str], may_wait: bool) -> Result<St
             }
         })
     })
+}
+
+thread_local! {
+    /// The prelude's exports as first looked up: a call then makes no atoms and reads no
+    /// properties to find its function (a dispatch's cost shows it).
+    static EXPORTS: RefCell<HashMap<String, Persistent<Function<'static>>>> =
+        RefCell::new(HashMap::new());
+}
+
+fn prelude_export<'js>(ctx: &Ctx<'js>, name: &str) -> Result<Function<'js>, String> {
+    if let Some(saved) = EXPORTS.with(|e| e.borrow().get(name).cloned()) {
+        return saved.restore(ctx).map_err(|e| js_error_text(ctx, e));
+    }
+    let api: Object = ctx
+        .globals()
+        .get("__pichamber")
+        .map_err(|e| js_error_text(ctx, e))?;
+    let function: Function = api.get(name).map_err(|e| js_error_text(ctx, e))?;
+    let saved = Persistent::save(ctx, function.clone());
+    EXPORTS.with(|e| e.borrow_mut().insert(name.to_owned(), saved));
+    Ok(function)
 }
 
 /// [`call_prelude`] of a function with one part: its JSON text (`null` for none).
@@ -611,8 +630,9 @@ unsafe fn compile_module(
 
 /// The shim's functions the prelude takes from globalThis (and deletes) as it starts:
 /// `__pichamber_now` ([`take_now`]), `__pichamber_fingerprint` ([`fingerprint`]) and
-/// `__pichamber_pending` ([`set_pending`]).
+/// `__pichamber_pending` ([`set_pending`]), and `__pichamber_reusable` ([`crate::reuse`]).
 fn install_internals(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
+    crate::reuse::install(ctx)?;
     let globals = ctx.globals();
     globals.set("__pichamber_now", Function::new(ctx.clone(), take_now)?)?;
     globals.set(
