@@ -634,7 +634,7 @@ unsafe fn compile_module(
 fn install_internals(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
     crate::reuse::install(ctx)?;
     let globals = ctx.globals();
-    globals.set("__pichamber_now", Function::new(ctx.clone(), take_now)?)?;
+    install_c_function(ctx, "__pichamber_now", take_now, 2)?;
     globals.set(
         "__pichamber_fingerprint",
         Function::new(ctx.clone(), fingerprint)?,
@@ -709,30 +709,78 @@ fn fingerprint<'js>(ctx: Ctx<'js>, object: Value<'js>) -> f64 {
 /// `__pichamber_now(value, notNow)`: what `await value` would resume with, when it would
 /// resume with no other job running first: `value` itself, or the result of a promise that
 /// has already been fulfilled. Otherwise (a pending or rejected promise, another thenable, or
-/// jobs already queued) `notNow`. The prelude's `drive` runs handler chains through it.
-fn take_now<'js>(ctx: Ctx<'js>, value: Value<'js>, not_now: Value<'js>) -> Value<'js> {
-    // SAFETY: the runtime of a live context.
-    if unsafe { qjs::JS_IsJobPending(qjs::JS_GetRuntime(ctx.as_raw().as_ptr())) } {
-        return not_now;
+/// jobs already queued) `notNow`. The prelude's `drive` runs handler chains through it, once
+/// per handler: a C function, not an rquickjs closure, for its cost shows in a dispatch's.
+unsafe extern "C" fn take_now(
+    ctx: *mut qjs::JSContext,
+    _this: qjs::JSValue,
+    argc: std::ffi::c_int,
+    argv: *mut qjs::JSValue,
+) -> qjs::JSValue {
+    if argc < 2 {
+        return qjs::JS_UNDEFINED;
     }
-    if let Some(promise) = value.as_promise() {
-        return match promise.state() {
-            PromiseState::Resolved => match promise.result::<Value>() {
-                Some(Ok(result)) => result,
-                _ => not_now,
-            },
-            _ => not_now,
-        };
+    // SAFETY: QuickJS passes `argc` live arguments of a live context; what is returned is a
+    // new reference, and what is read here is freed here.
+    unsafe {
+        let (value, not_now) = (*argv, *argv.add(1));
+        if qjs::JS_IsJobPending(qjs::JS_GetRuntime(ctx)) {
+            return qjs::JS_DupValue(ctx, not_now);
+        }
+        if qjs::JS_IsPromise(value) {
+            return if qjs::JS_PromiseState(ctx, value)
+                == qjs::JSPromiseStateEnum_JS_PROMISE_FULFILLED
+            {
+                qjs::JS_PromiseResult(ctx, value)
+            } else {
+                qjs::JS_DupValue(ctx, not_now)
+            };
+        }
+        // `await` calls another thenable's `then` (and a throwing getter rejects it).
+        if qjs::JS_VALUE_GET_TAG(value) == qjs::JS_TAG_OBJECT {
+            let then = qjs::JS_GetPropertyStr(ctx, value, c"then".as_ptr());
+            let thenable = if qjs::JS_IsException(then) {
+                qjs::JS_FreeValue(ctx, qjs::JS_GetException(ctx));
+                true
+            } else {
+                qjs::JS_IsFunction(ctx, then)
+            };
+            qjs::JS_FreeValue(ctx, then);
+            if thenable {
+                return qjs::JS_DupValue(ctx, not_now);
+            }
+        }
+        qjs::JS_DupValue(ctx, value)
     }
-    // `await` calls another thenable's `then`.
-    if let Some(object) = value.as_object()
-        && object
-            .get::<_, Value>("then")
-            .map_or(true, |then| then.is_function())
-    {
-        return not_now;
-    }
-    value
+}
+
+/// Sets a global to a C function: the cheapest call from JavaScript (rquickjs's closures
+/// convert every argument and the result through its own layer).
+pub(crate) fn install_c_function(
+    ctx: &Ctx<'_>,
+    name: &str,
+    function: unsafe extern "C" fn(
+        *mut qjs::JSContext,
+        qjs::JSValue,
+        std::ffi::c_int,
+        *mut qjs::JSValue,
+    ) -> qjs::JSValue,
+    length: i32,
+) -> javy::quickjs::Result<()> {
+    let c_name = CString::new(name).expect("a global's name has no NUL");
+    // SAFETY: a live context; QuickJS copies the name.
+    let value = unsafe {
+        let raw = qjs::JS_NewCFunction2(
+            ctx.as_raw().as_ptr(),
+            Some(function),
+            c_name.as_ptr(),
+            length,
+            qjs::JSCFunctionEnum_JS_CFUNC_generic,
+            0,
+        );
+        Value::from_raw(ctx.clone(), raw)
+    };
+    ctx.globals().set(name, value)
 }
 
 /// `__pichamber_require(id)`: a module's namespace, loaded and evaluated synchronously. The

@@ -8,7 +8,7 @@
 //! checks the answers on objects it has changed in each of those ways before it relies on them,
 //! and makes every context anew when one is wrong.
 
-use javy::quickjs::{Ctx, Value, qjs};
+use javy::quickjs::{Ctx, qjs};
 
 /// Offsets in a JSObject: after its 16-byte GC header come the shape (prototype, keys and
 /// attributes, shared by every object built alike), the property values, the weak references.
@@ -20,20 +20,7 @@ const FIRST_WEAK_REF: usize = 24;
 const REFERENCES_WHILE_ASKED: i32 = 2;
 
 pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
-    // A C function, not an rquickjs closure: this runs on every dispatch.
-    // SAFETY: a live context; the name is a static C string.
-    let function = unsafe {
-        let raw = qjs::JS_NewCFunction2(
-            ctx.as_raw().as_ptr(),
-            Some(reusable),
-            c"reusable".as_ptr(),
-            3,
-            qjs::JSCFunctionEnum_JS_CFUNC_generic,
-            0,
-        );
-        Value::from_raw(ctx.clone(), raw)
-    };
-    ctx.globals().set("__pichamber_reusable", function)
+    crate::engine::install_c_function(ctx, "__pichamber_reusable", reusable, 3)
 }
 
 /// True when `candidate` has exactly the references the prelude's own call gives it, no weak
