@@ -1249,15 +1249,23 @@ const reuseIsSound = (() => {
   return true;
 })();
 
-// The context a dispatch hands its handlers: the last one's when it may serve again.
+// The context a dispatch hands its handlers: the last one's when it may serve again. The
+// template it is compared with is made at the second dispatch of a snapshot, so that a
+// session that dispatches once (a new one's session_start) makes one context, as before.
 function dispatchContext(snapshot) {
   if (snapshot !== templateSnapshot) {
-    contextTemplate = makeContext(snapshot);
     templateSnapshot = snapshot;
-    templateSize = Reflect.ownKeys(contextTemplate).length;
+    contextTemplate = null;
     spareContext = null;
+  } else if (reuseIsSound) {
+    if (contextTemplate === null) {
+      contextTemplate = makeContext(snapshot);
+      templateSize = Reflect.ownKeys(contextTemplate).length;
+    }
+    const spare = takeSpareContext(contextTemplate, templateSize);
+    if (spare !== null) return spare;
   }
-  return (reuseIsSound && takeSpareContext(contextTemplate, templateSize)) || makeContext(snapshot);
+  return makeContext(snapshot);
 }
 
 // The options of a session action as they can cross to the host: functions (withSession,
