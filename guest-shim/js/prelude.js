@@ -1369,7 +1369,7 @@ function* notificationRest(name, chain, ctx, handlers, from, returned) {
 }
 // Whether the chain stops here.
 function foldNotification(name, chain, answer) {
-  if (!sessionBefore.has(name) || !answer) return false;
+  if (!answer || !sessionBefore.has(name)) return false;
   chain.result = answer;
   return Boolean(answer.cancel);
 }
@@ -1635,26 +1635,28 @@ async function reportCompaction({ callback, result, error }) {
 
 // ---------------------------------------------------------------------------------------------
 // Exports called by the Rust side. Each returns a promise of an array: `[null, ...parts]`, each
-// part the JSON text of a value (null for undefined or null), or `[message]` when it threw. The
-// Rust side hands the parts on as they are: nothing is parsed twice.
+// part the JSON text of a value (null for undefined or null), or `[message]` when it threw, or
+// null for no parts at all. The Rust side hands the parts on as they are: nothing is parsed
+// twice.
 
 const jsonPart = (value) => (value === undefined || value === null ? null : JSON.stringify(value));
 const failure = (err) => {
   const stack = errorStack(err);
   return [stack ? `${errorText(err)}\n${stack.trimEnd()}` : errorText(err)];
 };
-// The host leads a dispatch's context with this when it does not need the event back. The
-// text read last is kept with what it said, for the next dispatch is most often the same.
+// The host leads a dispatch's context with this when it does not need the event back. What
+// the last context said is kept: the shim hands "" for a dispatch whose context is the same
+// text (most are).
 const NO_EVENT_BACK = '{"returnEvent":false,';
-let lastDispatchCtx = "";
 let dispatchSnapshot = {};
 let dispatchEventBack = true;
 function readDispatchCtx(ctxJson) {
   dispatchEventBack = !ctxJson.startsWith(NO_EVENT_BACK);
   dispatchSnapshot = parseSnapshot(dispatchEventBack ? ctxJson : `{${ctxJson.slice(NO_EVENT_BACK.length)}`);
-  lastDispatchCtx = ctxJson;
 }
-const dispatchReply = ({ result, event }, eventBack) => [null, jsonPart(result), eventBack ? jsonPart(event) : "null"];
+// null when there is nothing to hand back (no result, the event not wanted).
+const dispatchReply = ({ result, event }, eventBack) =>
+  eventBack || (result !== undefined && result !== null) ? [null, jsonPart(result), eventBack ? jsonPart(event) : "null"] : null;
 async function dispatchLater(chain, eventBack) {
   try {
     return dispatchReply(await chain, eventBack);
@@ -1976,7 +1978,7 @@ globalThis.__pichamber = {
   // call.
   dispatchEvent(name, eventJson, ctxJson) {
     try {
-      if (ctxJson !== lastDispatchCtx) readDispatchCtx(ctxJson);
+      if (ctxJson !== "") readDispatchCtx(ctxJson);
       const eventBack = dispatchEventBack;
       const ctx = dispatchContext(dispatchSnapshot);
       const chain = runChain(name, JSON.parse(eventJson), ctx);

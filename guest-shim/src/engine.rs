@@ -284,6 +284,10 @@ pub fn call_prelude_step(name: &str, args: &[&str], may_wait: bool) -> Result<St
                 Settled::Value(reply) => reply,
                 Settled::Waiting { action, args } => return Ok(Step::Waiting { action, args }),
             };
+            // `null`: done, with nothing to hand back (a dispatch's most common answer).
+            if reply.is_null() {
+                return Ok(Step::Done(Vec::new()));
+            }
             let mut parts: Vec<Option<String>> = reply
                 .into_array()
                 .and_then(|a| a.iter().collect::<javy::quickjs::Result<_>>().ok())
@@ -318,6 +322,39 @@ fn prelude_export<'js>(ctx: &Ctx<'js>, name: &str) -> Result<Function<'js>, Stri
     let saved = Persistent::save(ctx, function.clone());
     EXPORTS.with(|e| e.borrow_mut().insert(name.to_owned(), saved));
     Ok(function)
+}
+
+thread_local! {
+    /// The context text of the last dispatch the prelude read without failing.
+    static DISPATCH_CTX: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Whether `ctx` is the text the prelude read at the last dispatch, compared a word at a time
+/// (wasi-libc's memcmp, which `==` would call, goes byte by byte; the text is compared on
+/// every dispatch).
+pub fn same_dispatch_ctx(ctx: &str) -> bool {
+    DISPATCH_CTX.with(|last| {
+        let last = last.borrow();
+        let Some(last) = last.as_deref() else {
+            return false;
+        };
+        let (a, b) = (last.as_bytes(), ctx.as_bytes());
+        let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+        let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+        a.len() == b.len()
+            && a_words
+                .remainder()
+                .iter()
+                .zip(b_words.remainder())
+                .all(|(x, y)| x == y)
+            && a_words.zip(b_words).all(|(x, y)| word(x) == word(y))
+    })
+}
+
+/// Records what the prelude read at a dispatch: its context text, or none when the call
+/// failed (it may have failed before reading it).
+pub fn dispatched_ctx(ctx: Option<String>) {
+    DISPATCH_CTX.with(|last| *last.borrow_mut() = ctx);
 }
 
 /// [`call_prelude`] of a function with one part: its JSON text (`null` for none).

@@ -68,7 +68,22 @@ impl Guest for Extension {
     }
 
     fn dispatch_event(name: String, event: String, ctx: String) -> Result<DispatchResult, String> {
-        let mut parts = engine::call_prelude("dispatchEvent", &[&name, &event, &ctx])?.into_iter();
+        let same_ctx = engine::same_dispatch_ctx(&ctx);
+        // The prelude keeps what it read of the last context: "" says it is that one again.
+        let reply = engine::call_prelude(
+            "dispatchEvent",
+            &[&name, &event, if same_ctx { "" } else { &ctx }],
+        );
+        engine::dispatched_ctx(reply.is_ok().then_some(ctx));
+        let parts = reply?;
+        // No parts: no result, and the event is not wanted back.
+        if parts.is_empty() {
+            return Ok(DispatchResult {
+                chain_result: None,
+                event: "null".into(),
+            });
+        }
+        let mut parts = parts.into_iter();
         let chain_result = parts.next().flatten();
         Ok(DispatchResult {
             chain_result,
