@@ -1250,8 +1250,10 @@ const reuseIsSound = (() => {
 })();
 
 // The context a dispatch hands its handlers: the last one's when it may serve again. The
-// template it is compared with is made at the second dispatch of a snapshot, so that a
-// session that dispatches once (a new one's session_start) makes one context, as before.
+// template it is compared with is made at the second dispatch of a snapshot, and a context
+// is kept from then on: a session that dispatches once (a new one's session_start) makes one
+// context and keeps none, as before (a kept one had each idle session in `serve` write five
+// pages more).
 function dispatchContext(snapshot) {
   if (snapshot !== templateSnapshot) {
     templateSnapshot = snapshot;
@@ -1983,7 +1985,7 @@ globalThis.__pichamber = {
       const ctx = dispatchContext(dispatchSnapshot);
       const chain = runChain(name, JSON.parse(eventJson), ctx);
       if (chain instanceof Promise) return dispatchLater(chain, eventBack);
-      spareContext = ctx;
+      if (contextTemplate !== null) spareContext = ctx;
       return dispatchReply(chain, eventBack);
     } catch (err) {
       return failure(err);
