@@ -671,7 +671,7 @@ unsafe fn compile_module(
 fn install_internals(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
     crate::reuse::install(ctx)?;
     let globals = ctx.globals();
-    install_c_function(ctx, "__pichamber_now", take_now, 2)?;
+    install_c_function(ctx, "__pichamber_now", Some(take_now), 2)?;
     globals.set(
         "__pichamber_fingerprint",
         Function::new(ctx.clone(), fingerprint)?,
@@ -796,12 +796,7 @@ unsafe extern "C" fn take_now(
 pub(crate) fn install_c_function(
     ctx: &Ctx<'_>,
     name: &str,
-    function: unsafe extern "C" fn(
-        *mut qjs::JSContext,
-        qjs::JSValue,
-        std::ffi::c_int,
-        *mut qjs::JSValue,
-    ) -> qjs::JSValue,
+    function: qjs::JSCFunction,
     length: i32,
 ) -> javy::quickjs::Result<()> {
     let c_name = CString::new(name).expect("a global's name has no NUL");
@@ -809,7 +804,7 @@ pub(crate) fn install_c_function(
     let value = unsafe {
         let raw = qjs::JS_NewCFunction2(
             ctx.as_raw().as_ptr(),
-            Some(function),
+            function,
             c_name.as_ptr(),
             length,
             qjs::JSCFunctionEnum_JS_CFUNC_generic,

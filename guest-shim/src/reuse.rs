@@ -20,7 +20,7 @@ const FIRST_WEAK_REF: usize = 24;
 const REFERENCES_WHILE_ASKED: i32 = 2;
 
 pub fn install(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
-    crate::engine::install_c_function(ctx, "__pichamber_reusable", reusable, 3)
+    crate::engine::install_c_function(ctx, "__pichamber_reusable", Some(reusable), 3)
 }
 
 /// True when `candidate` has exactly the references the prelude's own call gives it, no weak
