@@ -483,6 +483,36 @@ export default function (pi: any) {
     assert_ne!(a["uuid"], b["uuid"]);
 }
 
+/// What Math.random draws under `check` is what earlier builds drew (these numbers were
+/// recorded by the build of 2026-12-07, whose generator was JavaScript): a snapshot a user
+/// recorded then still passes.
+#[test]
+fn math_random_under_check_draws_what_it_drew_before() {
+    let dir = scratch(&[
+        (
+            "draw.ts",
+            r#"export default function (pi: any) {
+  pi.registerTool({ name: "draw", description: "draws", parameters: { type: "object", properties: {} },
+    async execute() {
+      const drawn = { random: [Math.random(), Math.random(), Math.random()] };
+      return { content: [{ type: "text", text: JSON.stringify(drawn) }], details: drawn };
+    } });
+}
+"#,
+        ),
+        (
+            "draw.yaml",
+            "name: draws\nextensions: [draw.ts]\nsteps:\n  - tool: draw\n    expect:\n      result:\n        details: { snapshot: true }\n",
+        ),
+        (
+            "draw.snap.json",
+            r#"{ "steps[0].result.details": { "random": [0.4221696015813968, 0.611143901882341, 0.04592620087489674] } }"#,
+        ),
+    ]);
+    let (code, out, stderr) = check(&["draw.yaml"], dir.path());
+    assert_eq!(code, 0, "Math.random drew other numbers:\n{out}\n{stderr}");
+}
+
 /// `--audit` lists the model keys an extension asks for, with the flag that grants them.
 #[test]
 fn audit_lists_a_requested_model_key() {
