@@ -18,7 +18,8 @@ function touchedAhead(what) {
 
 const hostCall = (name, ...args) => {
   if (ahead.on) touchedAhead(`the host (${name})`);
-  return JSON.parse(globalThis.__host(name, args));
+  const answer = globalThis.__host(name, args);
+  return answer === "null" ? null : JSON.parse(answer);
 };
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
@@ -238,34 +239,16 @@ function startOperation(op, signal) {
 }
 
 // Math.random from the guest's random source (the host's, seeded under `pichamber check`)
-// rather than QuickJS's clock-seeded generator: xoshiro128**, 53 bits per number. Seeded at
-// load: a snapshot's seed would be every instance's. Math.random stays this one function, so
-// a reference taken before load (by a module evaluated ahead) draws from the seeded source.
+// rather than QuickJS's clock-seeded generator: the shim's (guest-shim/src/random.rs), which
+// it seeds at load (a snapshot's seed would be every instance's). Math.random stays this one
+// function, so a reference taken before load (by a module evaluated ahead) draws from it.
+const seededRandom = globalThis.__pichamber_random;
+delete globalThis.__pichamber_random;
 let drawRandom = Math.random;
 Math.random = function random() {
   if (ahead.on) touchedAhead("Math.random");
   return drawRandom();
 };
-function seedRandom() {
-  const bytes = hostCall("randomBytes", 16);
-  let [a, b, c, d] = [0, 4, 8, 12].map(
-    (i) => (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)) >>> 0,
-  );
-  if ((a | b | c | d) === 0) a = 1; // the all-zero state would stay zero
-  const rotl = (x, k) => (x << k) | (x >>> (32 - k));
-  const next = () => {
-    const result = Math.imul(rotl(Math.imul(b, 5), 7), 9) >>> 0;
-    const t = b << 9;
-    c ^= a;
-    d ^= b;
-    b ^= c;
-    a ^= d;
-    c ^= t;
-    d = rotl(d, 11);
-    return result;
-  };
-  drawRandom = () => ((next() >>> 5) * 67108864 + (next() >>> 6)) / 9007199254740992;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Web-platform globals QuickJS lacks.
@@ -913,6 +896,7 @@ const pi = {
   events: eventBus,
 };
 // What pi 1.6.0 added to the API; a session that follows 0.73.1 lacks it, as 0.73.1 does.
+// `followPi` puts it on `pi`: at load, or in an extension's snapshot, made for one release.
 const registeredWhileLoading = new Set();
 const pi16Api = {
   // A catalog entry whose requests `route` sends to a model of the catalog. The host lists it
@@ -940,6 +924,13 @@ const pi16Api = {
     return loading ? servers.filter((s) => !registeredWhileLoading.has(s.name)) : servers;
   },
 };
+
+function followPi(version) {
+  followsPi16 = !String(version ?? "1.6.0").startsWith("0.");
+  const has16 = Object.hasOwn(pi, "registerVirtualModel");
+  if (followsPi16 && !has16) Object.assign(pi, pi16Api);
+  if (!followsPi16 && has16) for (const key of Object.keys(pi16Api)) delete pi[key];
+}
 
 // ---------------------------------------------------------------------------------------------
 // ctx: rebuilt for every call from the host's snapshot (cwd, model, ...) plus live methods.
@@ -1740,13 +1731,13 @@ function toolContext(toolCallId) {
 const toolResultFromError = (err) => ({ content: [{ type: "text", text: errorText(err) }], details: {}, isError: true });
 
 function applyLoadContext(context) {
-  Object.assign(loadContext, context);
-  followsPi16 = !String(loadContext.piVersion ?? "1.6.0").startsWith("0.");
-  if (followsPi16) Object.assign(pi, pi16Api);
-  Object.assign(env, loadContext.env, { PICHAMBER: "1" });
-  argv[1] = loadContext.extensionName;
+  Object.assign(loadValues, context);
+  followPi(loadValues.piVersion);
+  Object.assign(env, loadValues.env);
+  env.PICHAMBER = "1";
+  argv[1] = loadValues.extensionName;
   startedAt = Date.now();
-  seedRandom();
+  drawRandom = seededRandom;
   loaded = true;
   for (const hook of loadedHooks.splice(0)) hook();
 }
@@ -1843,20 +1834,47 @@ const runCommand = envelope(async (name, args, ctxJson) => {
   return null;
 });
 
-async function runFactory(id) {
-  const namespace = await import(id);
+// The namespaces of the modules evaluated in the extension's snapshot, by id: its factory
+// needs no import (a turn of the job queue) to be found.
+const evaluatedAhead = new Map();
+
+// Runs an extension's factory, as a generator for `drive`: its `yield`s are `await`s, taken at
+// once when nothing would run in between, so a load whose module was evaluated ahead and whose
+// factory returns no pending promise (most) finishes without a turn of the job queue.
+function* runFactory(id) {
+  const namespace = yield evaluatedAhead.get(id) ?? import(id);
   const factory = namespace.default;
   if (typeof factory !== "function") {
     throw new Error("The extension has no default export function (export default function (pi) { ... })");
   }
   loading = true;
   try {
-    await factory(pi);
+    yield factory(pi);
   } finally {
     loading = false;
   }
   return null;
 }
+
+// A package's several extensions come as a JSON array of ids: their factories run in order in
+// this instance, so what they pass each other over pi.events stays as it is (functions too). A
+// failure names the extension and fails the package as a whole.
+function* runFactories(ids) {
+  for (const id of ids) {
+    try {
+      yield* runFactory(id);
+    } catch (err) {
+      const where = id.replace(/^\/ext\//, "");
+      if (err instanceof Error) {
+        err.message = `${where}: ${err.message}`;
+        throw err;
+      }
+      throw new Error(`${where}: ${errorText(err)}`);
+    }
+  }
+  return null;
+}
+const loadLater = envelope((done) => done);
 
 // The objects whose properties a module evaluated ahead may not change (globalThis: may only
 // add to): its top level would then have changed the world of every instance before the
@@ -1910,6 +1928,7 @@ globalThis.__pichamber = {
     ahead.touched = [];
     ahead.grantedEnv = new Set(grantedEnv);
     ahead.known = { piVersion, extensionName };
+    followPi(piVersion);
     argv[1] = extensionName;
     if (watchGlobals && !aheadLast) {
       const objects = watchedAhead();
@@ -1918,6 +1937,10 @@ globalThis.__pichamber = {
     }
     aheadWatch = watchGlobals;
     ahead.on = true;
+  },
+  // A module evaluated ahead and kept in the snapshot: its namespace, for `load`.
+  aheadKeep(id, namespace) {
+    evaluatedAhead.set(id, namespace);
   },
   aheadEnd() {
     ahead.on = false;
@@ -1955,27 +1978,16 @@ globalThis.__pichamber = {
     ahead.touched = [];
     return JSON.stringify({ touched, implicated: [...implicated] });
   },
-  load: envelope(async (entry, contextJson) => {
-    applyLoadContext(JSON.parse(contextJson));
-    if (entry.startsWith("{")) return runWorker(JSON.parse(entry));
-    // A package's several extensions come as a JSON array of ids: their factories run in
-    // order in this instance, so what they pass each other over pi.events stays as it is
-    // (functions too). A failure names the extension and fails the package as a whole.
-    if (!entry.startsWith("[")) return runFactory(entry);
-    for (const id of JSON.parse(entry)) {
-      try {
-        await runFactory(id);
-      } catch (err) {
-        const where = id.replace(/^\/ext\//, "");
-        if (err instanceof Error) {
-          err.message = `${where}: ${err.message}`;
-          throw err;
-        }
-        throw new Error(`${where}: ${errorText(err)}`);
-      }
+  load(entry, contextJson) {
+    try {
+      applyLoadContext(JSON.parse(contextJson));
+      if (entry.startsWith("{")) return loadLater(runWorker(JSON.parse(entry)));
+      const done = drive(entry.startsWith("[") ? runFactories(JSON.parse(entry)) : runFactory(entry));
+      return done instanceof Promise ? loadLater(done) : [null, null];
+    } catch (err) {
+      return failure(err);
     }
-    return null;
-  }),
+  },
   // [chain result, event], at once when the chain did not have to wait: this is the busiest
   // call.
   dispatchEvent(name, eventJson, ctxJson) {

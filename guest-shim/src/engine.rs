@@ -147,7 +147,7 @@ pub fn pre_evaluate(
             crate::ahead::begin();
             let evaluated = javy::quickjs::Module::import(&ctx, id.to_owned())
                 .map_err(|e| js_error_text(&ctx, e))
-                .and_then(|promise| settle_raw(&ctx, promise.into_value()).map(|_| ()));
+                .and_then(|promise| settle_raw(&ctx, promise.into_value()));
             let natives = crate::ahead::end();
             let report: String = call("aheadEnd", Vec::new())
                 .map_err(|e| refusal(js_error_text(&ctx, e)))?
@@ -177,7 +177,11 @@ pub fn pre_evaluate(
                     implicated: strings("implicated"),
                 });
             }
-            evaluated.map_err(refusal)
+            // Kept for `load`, which then finds the factory without importing it.
+            let namespace = evaluated.map_err(refusal)?;
+            api.get::<_, Function>("aheadKeep")
+                .and_then(|keep| keep.call::<_, ()>((id, namespace)))
+                .map_err(|e| refusal(js_error_text(&ctx, e)))
         })
     })
 }
@@ -231,16 +235,39 @@ pub fn load(sources: Vec<ModuleSource>, entry: &str, context: LoadContext) -> Re
             });
         }
     });
-    let context_json = serde_json::json!({
-        "extensionName": context.extension_name,
-        "cwd": context.cwd,
-        "mode": context.mode,
-        "hasUI": context.has_ui,
-        "piVersion": context.pi_version,
-        "env": context.env.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>(),
+    let context_json = serde_json::to_string(&LoadValues {
+        extension_name: &context.extension_name,
+        cwd: &context.cwd,
+        mode: &context.mode,
+        has_ui: context.has_ui,
+        pi_version: &context.pi_version,
+        env: EnvObject(&context.env),
     })
-    .to_string();
+    .map_err(|e| e.to_string())?;
+    crate::random::seed()?;
     call_prelude("load", &[entry, &context_json]).map(|_| ())
+}
+
+/// The load context as the prelude reads it (written straight to text: it is in every load).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LoadValues<'a> {
+    extension_name: &'a str,
+    cwd: &'a str,
+    mode: &'a str,
+    #[serde(rename = "hasUI")]
+    has_ui: bool,
+    pi_version: &'a str,
+    env: EnvObject<'a>,
+}
+
+/// Granted variables as one object, `process.env`'s.
+struct EnvObject<'a>(&'a [(String, String)]);
+
+impl serde::Serialize for EnvObject<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
 }
 
 /// What a call came to: the parts of its reply, or, for a call that may wait, the session
@@ -670,6 +697,7 @@ unsafe fn compile_module(
 /// `__pichamber_pending` ([`set_pending`]), and `__pichamber_reusable` ([`crate::reuse`]).
 fn install_internals(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
     crate::reuse::install(ctx)?;
+    crate::random::install(ctx)?;
     let globals = ctx.globals();
     install_c_function(ctx, "__pichamber_now", Some(take_now), 2)?;
     globals.set(

@@ -22,6 +22,7 @@ mod json_value;
 mod modules;
 mod package_files;
 mod programs;
+mod random;
 mod reuse;
 mod sqlite;
 mod vm;
