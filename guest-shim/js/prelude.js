@@ -1665,6 +1665,9 @@ async function dispatchLater(chain, eventBack) {
 // returns.
 const takeNow = globalThis.__pichamber_now;
 delete globalThis.__pichamber_now;
+// `instanceof Promise` for the prelude's own values, at a tenth of its cost.
+const isPromise = globalThis.__pichamber_is_promise;
+delete globalThis.__pichamber_is_promise;
 const notNow = Symbol("not now");
 function drive(generator, input, threw = false) {
   for (;;) {
@@ -1983,7 +1986,7 @@ globalThis.__pichamber = {
       applyLoadContext(JSON.parse(contextJson));
       if (entry.startsWith("{")) return loadLater(runWorker(JSON.parse(entry)));
       const done = drive(entry.startsWith("[") ? runFactories(JSON.parse(entry)) : runFactory(entry));
-      return done instanceof Promise ? loadLater(done) : [null, null];
+      return isPromise(done) ? loadLater(done) : [null, null];
     } catch (err) {
       return failure(err);
     }
@@ -1996,7 +1999,7 @@ globalThis.__pichamber = {
       const eventBack = dispatchEventBack;
       const ctx = dispatchContext(dispatchSnapshot);
       const chain = runChain(name, JSON.parse(eventJson), ctx);
-      if (chain instanceof Promise) return dispatchLater(chain, eventBack);
+      if (isPromise(chain)) return dispatchLater(chain, eventBack);
       if (contextTemplate !== null) spareContext = ctx;
       return dispatchReply(chain, eventBack);
     } catch (err) {
