@@ -19,7 +19,7 @@ function touchedAhead(what) {
 const hostCall = (name, ...args) => {
   if (ahead.on) touchedAhead(`the host (${name})`);
   const answer = globalThis.__host(name, args);
-  return answer === "null" ? null : JSON.parse(answer);
+  return answer === null ? null : JSON.parse(answer);
 };
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
