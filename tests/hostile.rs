@@ -3816,7 +3816,8 @@ fn the_shims_internal_functions_are_not_globals() {
         &ext,
         "module.exports = function (pi) {\n\
            pi.on('session_start', () => {\n\
-             const seen = ['__pichamber_now', '__pichamber_require', '__pichamber_fingerprint', '__pichamber_pending']\n\
+             const seen = ['__pichamber_now', '__pichamber_require', '__pichamber_fingerprint', '__pichamber_pending',\n\
+               '__pichamber_reusable', '__pichamber_is_promise', '__pichamber_random']\n\
                .filter((name) => name in globalThis);\n\
              pi.appendEntry('peek', { seen });\n\
            });\n\

@@ -693,8 +693,9 @@ unsafe fn compile_module(
 }
 
 /// The shim's functions the prelude takes from globalThis (and deletes) as it starts:
-/// `__pichamber_now` ([`take_now`]), `__pichamber_fingerprint` ([`fingerprint`]) and
-/// `__pichamber_pending` ([`set_pending`]), and `__pichamber_reusable` ([`crate::reuse`]).
+/// `__pichamber_now` ([`take_now`]), `__pichamber_is_promise` ([`is_promise`]),
+/// `__pichamber_fingerprint` ([`fingerprint`]), `__pichamber_pending` ([`set_pending`]),
+/// `__pichamber_reusable` ([`crate::reuse`]) and `__pichamber_random` ([`crate::random`]).
 fn install_internals(ctx: &Ctx<'_>) -> javy::quickjs::Result<()> {
     crate::reuse::install(ctx)?;
     crate::random::install(ctx)?;
