@@ -393,20 +393,28 @@ pub fn call_prelude_json(name: &str, args: &[&str]) -> Result<String, String> {
         .unwrap_or_else(|| "null".into()))
 }
 
+/// Nothing the prelude could run: no job, timer, operation, program or worker (and no
+/// completion kept for the loop). A completion of an operation the prelude no longer holds
+/// would find nothing to resolve; the host keeps it until a later poll.
+fn is_idle_in(runtime: &Runtime) -> bool {
+    PENDING.with(|p| p.get()) == 0
+        && !runtime.has_pending_jobs()
+        && crate::programs::live() == 0
+        && crate::workers::live() == 0
+        && !crate::hostcall::holds_completions()
+}
+
+/// [`is_idle_in`] this instance's runtime (an instance not loaded yet is idle).
+pub fn is_idle() -> bool {
+    RUNTIME.with(|r| r.borrow().as_ref().is_none_or(is_idle_in))
+}
+
 /// Background work between calls: due timers and completed operations, without blocking.
 pub fn poll() -> Option<u64> {
     RUNTIME.with(|r| {
         let guard = r.borrow();
         let runtime = guard.as_ref()?;
-        // Nothing the prelude could run: no job, timer, operation, program or worker (and no
-        // completion kept for the loop). A completion of an operation the prelude no longer
-        // holds would find nothing to resolve; the host keeps it until a later poll.
-        if PENDING.with(|p| p.get()) == 0
-            && !runtime.has_pending_jobs()
-            && crate::programs::live() == 0
-            && crate::workers::live() == 0
-            && !crate::hostcall::holds_completions()
-        {
+        if is_idle_in(runtime) {
             return None;
         }
         runtime.context().with(|ctx| {

@@ -17,6 +17,7 @@ mod ahead;
 mod engine;
 mod fs;
 mod heap;
+mod hibernation;
 mod hostcall;
 mod json_value;
 mod modules;
@@ -60,6 +61,14 @@ impl bindings::Guest for Extension {
             heap::fill_holes();
         }
         Ok(())
+    }
+
+    fn freeze() -> Result<u32, String> {
+        hibernation::freeze()
+    }
+
+    fn thaw(memory_pages: u32) -> Result<(), String> {
+        hibernation::thaw(memory_pages)
     }
 }
 

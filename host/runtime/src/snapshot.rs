@@ -340,6 +340,17 @@ fn init_linker(engine: &Engine, component: &Component) -> Result<Linker<InitStat
     // (wasmtime's define_unknown_imports_as_traps would also shadow WASI's resources under
     // the guest's newer version names.)
     for (name, item) in component.component_type().imports(engine) {
+        // The shim's own imports (hibernation's) are functions at the root.
+        if let wasmtime::component::types::ComponentItem::ComponentFunc(_) = item.ty {
+            let what = name.to_owned();
+            linker
+                .root()
+                .func_new(name, move |_, _, _, _| {
+                    wasmtime::bail!("{what} was called while pre-initialising")
+                })
+                .map_err(anyhow::Error::from)?;
+            continue;
+        }
         let wasmtime::component::types::ComponentItem::ComponentInstance(instance) = item.ty else {
             continue;
         };
