@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::boundary::MAX_JSON_BYTES;
 use super::extension_host::ExtensionHost;
+use super::hibernation::{self, Frozen, Transfer};
 use super::limits::{Meter, Registry};
 use super::operations::Operations;
 use super::programs::Programs;
@@ -95,6 +96,8 @@ pub struct ExtensionState {
     pub(super) registry: Registry,
     /// A status or widget was refused and reported.
     pub(super) ui_refusal_reported: bool,
+    /// Its memory on the way out or in while it hibernates or wakes.
+    pub(super) transfer: Transfer,
 }
 
 impl ExtensionState {
@@ -106,6 +109,15 @@ impl ExtensionState {
     /// What is left of the current call's wall budget.
     pub(super) fn wall_left(&self) -> Duration {
         self.call_wall_timeout.saturating_sub(self.wall_used())
+    }
+
+    /// Nothing of the host's waits on the guest or holds a handle it has: no operation,
+    /// program or worker, no WASI resource (a handle would name nothing in a fresh instance).
+    fn is_idle(&self) -> bool {
+        self.operations.pending() == 0
+            && self.programs.running() == 0
+            && !self.workers.pending()
+            && self.table.is_empty()
     }
 }
 
@@ -173,8 +185,7 @@ impl std::fmt::Display for CallError {
 }
 
 pub struct ExtensionInstance {
-    store: Store<ExtensionState>,
-    bindings: Guest,
+    body: Body,
     pub name: String,
     /// Why the instance stopped (it has not been restarted since).
     broken: Option<String>,
@@ -189,6 +200,22 @@ pub struct ExtensionInstance {
     options: InstanceOptions,
 }
 
+/// An instance runs, or hibernates ([`hibernation`]).
+#[allow(clippy::large_enum_variant)] // one per instance, and most run: boxing `Running` buys nothing
+enum Body {
+    Running {
+        store: Store<ExtensionState>,
+        guest: Guest,
+        instance: wasmtime::component::Instance,
+    },
+    Hibernating {
+        state: Box<ExtensionState>,
+        frozen: Frozen,
+    },
+    /// Only while it goes from one to the other.
+    Moving,
+}
+
 /// A guest call on a usable instance (restarting it first when it trapped earlier).
 macro_rules! guest_call {
     ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
@@ -201,8 +228,14 @@ macro_rules! guest_call {
 macro_rules! guest_call_now {
     ($self:ident, |$guest:ident, $store:ident| $call:expr) => {{
         $self.arm_call();
-        let $guest = &$self.bindings;
-        let $store = &mut $self.store;
+        let Body::Running {
+            store: $store,
+            guest: $guest,
+            ..
+        } = &mut $self.body
+        else {
+            unreachable!("a call reached a hibernating instance");
+        };
         let result = $call.await;
         $self.end_call(result)
     }};
@@ -216,10 +249,9 @@ impl ExtensionInstance {
         host: Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
     ) -> Result<Self, CallError> {
-        let (store, bindings) = Self::instantiate(pre, artifact, &host, options).await?;
+        let body = Self::instantiate(pre, artifact, &host, options).await?;
         let mut instance = Self {
-            store,
-            bindings,
+            body,
             name: artifact.manifest.name.clone(),
             broken: None,
             failures: 0,
@@ -240,7 +272,7 @@ impl ExtensionInstance {
         artifact: &Artifact,
         host: &Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
-    ) -> Result<(Store<ExtensionState>, Guest), CallError> {
+    ) -> Result<Body, CallError> {
         Self::instantiate_as(pre, artifact, host, options, None).await
     }
 
@@ -251,7 +283,7 @@ impl ExtensionInstance {
         host: &Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
         worker: Option<(Arc<Inbox>, ParentLink)>,
-    ) -> Result<(Store<ExtensionState>, Guest), CallError> {
+    ) -> Result<Body, CallError> {
         let wasi = super::wasi::wasi_ctx(&options.grants, options.determinism.as_ref())
             .map_err(|e| CallError::Trap(format!("{e:#}")))?;
         let wake: Arc<dyn Fn() + Send + Sync> = {
@@ -300,25 +332,35 @@ impl ExtensionInstance {
             dialogs: Meter::dialogs(),
             registry: Registry::default(),
             ui_refusal_reported: false,
+            transfer: Transfer::None,
         };
-        let mut store = Store::new(pre.engine(), state);
-        store.limiter(|s| &mut s.limits);
-        store.epoch_deadline_callback(|ctx| {
-            let state = ctx.data();
-            if state.running_since.elapsed() > state.call_timeout {
-                Err(DeadlineExceeded(state.call_timeout).into())
-            } else if state.wall_used() > state.call_wall_timeout {
-                Err(WallDeadlineExceeded(state.call_wall_timeout).into())
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-        store.set_epoch_deadline(1);
-        let bindings = pre
+        let mut store = new_store(pre, state);
+        let (guest, instance) = pre
             .instantiate(&mut store)
             .await
             .map_err(|e| CallError::Trap(crate::explain_instantiation(e)))?;
-        Ok((store, bindings))
+        Ok(Body::Running {
+            store,
+            guest,
+            instance,
+        })
+    }
+
+    /// This instance's state: its store's, or kept while it hibernates.
+    fn state(&self) -> &ExtensionState {
+        match &self.body {
+            Body::Running { store, .. } => store.data(),
+            Body::Hibernating { state, .. } => state,
+            Body::Moving => unreachable!("an instance is read while it moves"),
+        }
+    }
+
+    fn state_mut(&mut self) -> &mut ExtensionState {
+        match &mut self.body {
+            Body::Running { store, .. } => store.data_mut(),
+            Body::Hibernating { state, .. } => state,
+            Body::Moving => unreachable!("an instance is changed while it moves"),
+        }
     }
 
     /// Runs the factory: the extension's modules load and it registers what it offers.
@@ -359,18 +401,16 @@ impl ExtensionInstance {
     /// replaced, `notice` reported as an error entry, then session_start "reload".
     async fn reinstantiate(&mut self, notice: Option<String>) -> Result<(), CallError> {
         // Statuses and widgets stay on screen: the fresh instance inherits their accounting.
-        let inherited = self.store.data().registry.ui_state_only();
+        let inherited = self.state().registry.ui_state_only();
         let inactive = self.forget_registrations();
         let before = self.failures;
-        let (store, bindings) =
+        self.body =
             match Self::instantiate(&self.pre, &self.artifact, &self.host, &self.options).await {
                 Ok(fresh) => fresh,
                 Err(e) => return Err(self.restart_failed(e, &inactive, before)),
             };
-        self.store = store;
-        self.bindings = bindings;
         self.broken = None;
-        self.store.data_mut().registry = inherited;
+        self.state_mut().registry = inherited;
         if let Err(e) = self.load().await {
             return Err(self.restart_failed(e, &inactive, before));
         }
@@ -391,7 +431,7 @@ impl ExtensionInstance {
                 &ctx
             ))?;
             if let Err(e) = outcome {
-                let error = self.store.data().source_maps.remap(&e);
+                let error = self.state().source_maps.remap(&e);
                 let (error, stack) = split_stack(&error);
                 self.host.report_error("session_start".into(), error, stack);
             }
@@ -438,14 +478,14 @@ impl ExtensionInstance {
     }
 
     fn guest_error(&self, message: String) -> CallError {
-        CallError::Guest(self.store.data().source_maps.remap(&message))
+        CallError::Guest(self.state().source_maps.remap(&message))
     }
 
     /// Stops the instance as a trap does (for what the host will not let it go on with: a
     /// command that keeps asking for session actions): it restarts on its next use, and the
     /// stop counts towards disabling it.
     pub fn stop(&mut self, reason: &str) -> CallError {
-        self.store.data_mut().operations.cancel_all();
+        self.state_mut().operations.cancel_all();
         self.broken = Some(reason.to_owned());
         self.failures += 1;
         CallError::Trap(format!("{reason}{}", self.policy()))
@@ -605,6 +645,10 @@ impl ExtensionInstance {
 
     /// Runs due timers and completed operations; the delay until the next timer, if any.
     pub async fn poll(&mut self) -> Result<Option<u64>, CallError> {
+        // It hibernated with nothing pending, and nothing can have come since.
+        if self.is_hibernating() {
+            return Ok(None);
+        }
         guest_call!(self, |g, s| g.call_poll(s))
     }
 
@@ -624,11 +668,180 @@ impl ExtensionInstance {
     }
 
     pub async fn shutdown(&mut self) -> Result<(), CallError> {
+        // The guest's shutdown flushes nothing: a hibernating instance is not woken for it.
+        if self.is_hibernating() {
+            return Ok(());
+        }
         guest_call!(self, |g, s| g.call_shutdown(s))
     }
 
-    /// Before a call: a stopped instance is restarted, a disabled one refuses.
+    /// Awake and of a shim that can hibernate: worth trying
+    /// [`Self::hibernate`] on when it has been idle a while.
+    pub fn may_hibernate(&self) -> bool {
+        matches!(self.body, Body::Running { .. }) && self.pre.hibernation().is_some()
+    }
+
+    pub fn is_hibernating(&self) -> bool {
+        matches!(self.body, Body::Hibernating { .. })
+    }
+
+    /// What a hibernating instance keeps of its memory, in bytes.
+    pub fn hibernated_bytes(&self) -> Option<usize> {
+        match &self.body {
+            Body::Hibernating { frozen, .. } => Some(frozen.bytes()),
+            _ => None,
+        }
+    }
+
+    /// Hibernates the instance if it is idle (nothing pending on either side) and its shim
+    /// can: its memory is kept as what differs from a fresh instance's, and the wasmtime
+    /// instance (and its slot) released until its next use wakes it. Whether it hibernates.
+    pub async fn hibernate(&mut self) -> Result<bool, CallError> {
+        let Some(exports) = self.pre.hibernation() else {
+            return Ok(false);
+        };
+        let idle = match &self.body {
+            Body::Hibernating { .. } => return Ok(true),
+            Body::Running { store, .. } => store.data().is_idle(),
+            Body::Moving => false,
+        };
+        if !idle || !self.started || self.broken.is_some() {
+            return Ok(false);
+        }
+        let baseline = Self::baseline(
+            self.pre.clone(),
+            self.artifact.clone(),
+            self.host.clone(),
+            self.options.clone(),
+            exports,
+        )
+        .await?;
+        let Body::Running {
+            store, instance, ..
+        } = &mut self.body
+        else {
+            unreachable!("checked above");
+        };
+        store.data_mut().transfer = Transfer::freezing(baseline, self.options.memory_limit);
+        arm(store);
+        let outcome = call_export::<(), u32>(store, instance, &exports.freeze, ()).await;
+        let transfer = std::mem::take(&mut store.data_mut().transfer);
+        let pages = match self.end_call(outcome)? {
+            Ok(pages) => pages,
+            // Something is pending after all (the guest's side): it stays awake.
+            Err(_) => return Ok(false),
+        };
+        let frozen = transfer.frozen(pages).expect("the transfer was a freeze");
+        tracing::debug!(
+            "{} hibernates: {} bytes kept of {pages} pages of memory",
+            self.name,
+            frozen.bytes()
+        );
+        let Body::Running { store, .. } = std::mem::replace(&mut self.body, Body::Moving) else {
+            unreachable!("checked above");
+        };
+        self.body = Body::Hibernating {
+            state: Box::new(store.into_data()),
+            frozen,
+        };
+        hibernation::release_soon();
+        Ok(true)
+    }
+
+    /// A fresh instance's memory for this instance's image, read once for all its sessions.
+    /// (Owned arguments: the future holds no reference to an instance, which is not `Sync`.)
+    async fn baseline(
+        pre: GuestPre,
+        artifact: Arc<Artifact>,
+        host: Arc<dyn ExtensionHost>,
+        options: InstanceOptions,
+        exports: hibernation::Exports,
+    ) -> Result<Arc<hibernation::Baseline>, CallError> {
+        pre.baseline()
+            .get_or_try_init(|| async {
+                let Body::Running {
+                    mut store,
+                    instance,
+                    ..
+                } = Self::instantiate(&pre, &artifact, &host, &options).await?
+                else {
+                    unreachable!("an instance starts running");
+                };
+                store.data_mut().transfer = Transfer::reading(options.memory_limit);
+                arm(&mut store);
+                let outcome =
+                    call_export::<(), u32>(&mut store, &instance, &exports.freeze, ()).await;
+                let failed = |why: String| {
+                    CallError::Trap(format!("cannot read a fresh instance's memory: {why}"))
+                };
+                match outcome {
+                    Ok(Ok(_)) => Ok(Arc::new(
+                        std::mem::take(&mut store.data_mut().transfer)
+                            .baseline()
+                            .expect("the transfer was a reading"),
+                    )),
+                    Ok(Err(why)) => Err(failed(why)),
+                    Err(e) => Err(failed(describe_trap(&e))),
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    /// Wakes a hibernating instance: a fresh instance of its image, its memory written back.
+    /// When no instance can be had (every slot in use), it stays hibernating and the call
+    /// fails; when writing back fails, it is stopped as by a trap (restarted afresh next).
+    async fn wake(&mut self) -> Result<(), CallError> {
+        if !self.is_hibernating() {
+            return Ok(());
+        }
+        let Body::Hibernating { mut state, frozen } =
+            std::mem::replace(&mut self.body, Body::Moving)
+        else {
+            unreachable!("checked above");
+        };
+        let exports = self.pre.hibernation().expect("it hibernated");
+        let pages = frozen.pages;
+        state.transfer = Transfer::thawing(frozen);
+        let mut store = new_store(&self.pre, *state);
+        let (guest, instance) = match self.pre.instantiate(&mut store).await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                let mut state = store.into_data();
+                let frozen = std::mem::take(&mut state.transfer)
+                    .unthawed(pages)
+                    .expect("the transfer was a thaw");
+                self.body = Body::Hibernating {
+                    state: Box::new(state),
+                    frozen,
+                };
+                return Err(CallError::Trap(crate::explain_instantiation(e)));
+            }
+        };
+        arm(&mut store);
+        let outcome =
+            call_export::<(u32,), ()>(&mut store, &instance, &exports.thaw, (pages,)).await;
+        store.data_mut().transfer = Transfer::None;
+        self.body = Body::Running {
+            store,
+            guest,
+            instance,
+        };
+        match self.end_call(outcome) {
+            Ok(Ok(())) => {}
+            // Stopped as a trap stops it (end_call did that for a trap): restarted next.
+            Ok(Err(why)) => {
+                let _ = self.stop(&format!("it could not be woken from hibernation: {why}"));
+            }
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Before a call: a hibernating instance is woken, a stopped one restarted, a disabled
+    /// one refuses.
     async fn begin_call(&mut self) -> Result<(), CallError> {
+        self.wake().await?;
         if let Some(reason) = &self.broken {
             if self.failures >= MAX_FAILURES {
                 return Err(CallError::Broken(format!(
@@ -642,15 +855,10 @@ impl ExtensionInstance {
 
     /// Starts the clocks and budgets of a call.
     fn arm_call(&mut self) {
-        let state = self.store.data_mut();
-        let now = Instant::now();
-        state.running_since = now;
-        state.call_started = now;
-        state.excluded = Duration::ZERO;
-        state.logs.begin_call();
-        state.ui.begin_call();
-        state.dialogs.begin_call();
-        self.store.set_epoch_deadline(1);
+        let Body::Running { store, .. } = &mut self.body else {
+            unreachable!("a call reached a hibernating instance");
+        };
+        arm(store);
     }
 
     fn end_call<R>(&mut self, result: wasmtime::Result<R>) -> Result<R, CallError> {
@@ -658,7 +866,7 @@ impl ExtensionInstance {
             Ok(value) => Ok(value),
             Err(error) => {
                 let message = describe_trap(&error);
-                self.store.data_mut().operations.cancel_all();
+                self.state_mut().operations.cancel_all();
                 self.broken = Some(message.clone());
                 if !self.started {
                     // The first load failed: the session goes on without the extension.
@@ -673,6 +881,53 @@ impl ExtensionInstance {
 
 /// What `load` is given: the extension's modules (none when its image holds them compiled)
 /// and the facts of its session.
+/// A store for `state`, its limits and deadlines in force.
+fn new_store(pre: &GuestPre, state: ExtensionState) -> Store<ExtensionState> {
+    let mut store = Store::new(pre.engine(), state);
+    store.limiter(|s| &mut s.limits);
+    store.epoch_deadline_callback(|ctx| {
+        let state = ctx.data();
+        if state.running_since.elapsed() > state.call_timeout {
+            Err(DeadlineExceeded(state.call_timeout).into())
+        } else if state.wall_used() > state.call_wall_timeout {
+            Err(WallDeadlineExceeded(state.call_wall_timeout).into())
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store.set_epoch_deadline(1);
+    store
+}
+
+/// Starts the clocks and budgets of a call on `store`.
+fn arm(store: &mut Store<ExtensionState>) {
+    let state = store.data_mut();
+    let now = Instant::now();
+    state.running_since = now;
+    state.call_started = now;
+    state.excluded = Duration::ZERO;
+    state.logs.begin_call();
+    state.ui.begin_call();
+    state.dialogs.begin_call();
+    store.set_epoch_deadline(1);
+}
+
+/// Calls one of the shim's hibernation exports on a running instance.
+async fn call_export<P, R>(
+    store: &mut Store<ExtensionState>,
+    instance: &wasmtime::component::Instance,
+    export: &wasmtime::component::ComponentExportIndex,
+    params: P,
+) -> wasmtime::Result<Result<R, String>>
+where
+    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+    R: wasmtime::component::Lift + Send + Sync + 'static,
+{
+    let func = instance.get_typed_func::<P, (Result<R, String>,)>(&mut *store, export)?;
+    let (outcome,) = func.call_async(&mut *store, params).await?;
+    Ok(outcome)
+}
+
 fn load_inputs(
     pre: &GuestPre,
     artifact: &Artifact,
@@ -753,10 +1008,16 @@ async fn run_worker(
     link: ParentLink,
 ) -> Result<(), String> {
     let thread_id = link.id;
-    let (mut store, bindings) =
-        ExtensionInstance::instantiate_as(pre, artifact, host, options, Some((inbox, link)))
-            .await
-            .map_err(|e| e.to_string())?;
+    let Body::Running {
+        mut store,
+        guest: bindings,
+        ..
+    } = ExtensionInstance::instantiate_as(pre, artifact, host, options, Some((inbox, link)))
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        unreachable!("an instance starts running");
+    };
     let (modules, context) = load_inputs(pre, artifact, host, options);
     let source = match source {
         workers::Source::Module(id) => serde_json::json!({ "module": id }),

@@ -13,6 +13,7 @@ mod compile_cache;
 mod extension_host;
 mod function_cache;
 mod guest;
+mod hibernation;
 mod host_api;
 mod instance;
 mod limits;
@@ -86,6 +87,10 @@ pub enum InstanceSlots {
     /// PAGEMAP_SCAN where it has it), instead of mapping memory and faulting every page in
     /// again; tests/bench/session_rpc.py measures the difference.
     Pooled(u32),
+    /// A pool whose freed slots keep nothing resident (`serve` with hibernation): a slot is
+    /// then mostly freed by a session that hibernates, and what it kept would stay the
+    /// server's memory until another instance happens to take that slot.
+    PooledCold(u32),
 }
 
 impl InstanceSlots {
@@ -101,8 +106,14 @@ impl InstanceSlots {
     const TABLE_KEEP_RESIDENT: usize = Self::TABLE_ELEMENTS * 8;
 
     fn engine(self, mut config: Config) -> Result<Engine> {
-        let InstanceSlots::Pooled(slots) = self else {
-            return Ok(Engine::new(&config)?);
+        let (slots, keep_resident, table_keep_resident) = match self {
+            InstanceSlots::OnDemand => return Ok(Engine::new(&config)?),
+            InstanceSlots::Pooled(slots) => (slots, Self::KEEP_RESIDENT, Self::TABLE_KEEP_RESIDENT),
+            InstanceSlots::PooledCold(slots) => {
+                // A freed stack's pages are handed back too (else they stay resident).
+                config.async_stack_zeroing(true);
+                (slots, 0, 0)
+            }
         };
         // The guest shim is one component of a few core instances, one memory and a few
         // tables; each worker is an instance of its own.
@@ -117,8 +128,8 @@ impl InstanceSlots {
             .max_tables_per_component(8)
             .max_memory_size(4 << 30)
             .table_elements(Self::TABLE_ELEMENTS)
-            .linear_memory_keep_resident(Self::KEEP_RESIDENT)
-            .table_keep_resident(Self::TABLE_KEEP_RESIDENT)
+            .linear_memory_keep_resident(keep_resident)
+            .table_keep_resident(table_keep_resident)
             .pagemap_scan(if swap_is_active() {
                 Enabled::No
             } else {
@@ -237,6 +248,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         latest::Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
         since_v0_1_0::Extension::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        hibernation::add_to_linker(&mut linker)?;
         Ok(Self {
             engine,
             linker,
@@ -556,7 +568,7 @@ fn evaluation_order(artifact: &Artifact) -> Vec<String> {
 
 /// Hands the memory a compilation freed back to the system: the allocator keeps it otherwise
 /// (about 65 MiB after an extension's image, measured in `serve`), for a process that may run
-/// for months.
+/// for months. Also after instances hibernate ([`hibernation::release_soon`]).
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of the allocator to the system.
@@ -665,14 +677,20 @@ fn start_epoch_ticker(engine: Engine) {
 /// A component ready to instantiate, with the bindings of the WIT version it was built with.
 #[derive(Clone)]
 pub struct GuestPre {
+    pre: InstancePre<instance::ExtensionState>,
     bindings: Bindings,
     image: StartImage,
+    /// Where its shim's hibernation exports are, when it has them.
+    hibernation: Option<hibernation::Exports>,
+    /// A fresh instance's memory, read when the first of its instances hibernates.
+    baseline: Arc<tokio::sync::OnceCell<Arc<hibernation::Baseline>>>,
 }
 
+/// Where the exports of the WIT version's world are, found once.
 #[derive(Clone)]
 enum Bindings {
-    V0_1(since_v0_1_0::ExtensionPre<instance::ExtensionState>),
-    Latest(latest::ExtensionPre<instance::ExtensionState>),
+    V0_1(since_v0_1_0::ExtensionIndices),
+    Latest(latest::ExtensionIndices),
 }
 
 impl GuestPre {
@@ -685,14 +703,14 @@ impl GuestPre {
             || format!("the component does not export pichamber's WIT {wit_version} interface");
         let bindings = match wit_version {
             "0.1.0" => Bindings::V0_1(
-                since_v0_1_0::ExtensionPre::new(pre)
+                since_v0_1_0::ExtensionIndices::new(&pre)
                     .map_err(anyhow::Error::from)
                     .with_context(context)?,
             ),
             // 0.2.0 is still taking additions, so an artifact from an earlier build of it may
             // lack one: rebuilding it from its sources is the cure.
             v if v == pichamber_artifact::WIT_VERSION => Bindings::Latest(
-                latest::ExtensionPre::new(pre)
+                latest::ExtensionIndices::new(&pre)
                     .map_err(anyhow::Error::from)
                     .with_context(|| {
                         format!(
@@ -705,7 +723,29 @@ impl GuestPre {
             // The artifact reader refuses versions not in pichamber_artifact::WIT_VERSIONS.
             other => anyhow::bail!("no bindings for WIT {other}"),
         };
-        Ok(Self { bindings, image })
+        let export = |name| pre.component().get_export_index(None, name);
+        let hibernation = match (
+            export(hibernation::FREEZE_EXPORT),
+            export(hibernation::THAW_EXPORT),
+        ) {
+            (Some(freeze), Some(thaw)) => Some(hibernation::Exports { freeze, thaw }),
+            _ => None,
+        };
+        Ok(Self {
+            pre,
+            bindings,
+            image,
+            hibernation,
+            baseline: Arc::default(),
+        })
+    }
+
+    pub(crate) fn hibernation(&self) -> Option<hibernation::Exports> {
+        self.hibernation
+    }
+
+    pub(crate) fn baseline(&self) -> &tokio::sync::OnceCell<Arc<hibernation::Baseline>> {
+        &self.baseline
     }
 
     /// What instances' memory starts as ([`snapshot`]).
@@ -714,20 +754,20 @@ impl GuestPre {
     }
 
     pub(crate) fn engine(&self) -> &Engine {
-        match &self.bindings {
-            Bindings::V0_1(pre) => pre.instance_pre().engine(),
-            Bindings::Latest(pre) => pre.instance_pre().engine(),
-        }
+        self.pre.engine()
     }
 
+    /// An instance in `store`: its bindings, and the instance for exports beyond them.
     pub(crate) async fn instantiate(
         &self,
         store: &mut wasmtime::Store<instance::ExtensionState>,
-    ) -> Result<Guest> {
-        Ok(match &self.bindings {
-            Bindings::V0_1(pre) => Guest::V0_1(pre.instantiate_async(store).await?),
-            Bindings::Latest(pre) => Guest::Latest(pre.instantiate_async(store).await?),
-        })
+    ) -> Result<(Guest, wasmtime::component::Instance)> {
+        let instance = self.pre.instantiate_async(&mut *store).await?;
+        let guest = match &self.bindings {
+            Bindings::V0_1(indices) => Guest::V0_1(indices.load(&mut *store, &instance)?),
+            Bindings::Latest(indices) => Guest::Latest(indices.load(&mut *store, &instance)?),
+        };
+        Ok((guest, instance))
     }
 }
 

@@ -1,0 +1,209 @@
+//! Hibernation through the library: an idle session's extensions give up their instances and
+//! come back, on their next use, with everything their JavaScript held; nothing of one session
+//! reaches another; what has work pending stays awake.
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use pichamber_artifact::Artifact;
+use pichamber_artifact::bundle;
+use pichamber_runtime::{InstanceOptions, Runtime};
+use pichamber_session::{
+    AgentSettings, EventSink, NoDialogs, Session, SessionConfig, SessionEvent,
+};
+use serde_json::{Value, json};
+
+/// Holds state of every kind in module scope and closures, and reports it on /show.
+const KEEPER: &str = r#"
+let count = 0;
+const seen = new Map();
+const words = [];
+class Tally { constructor() { this.n = 0; } bump() { return ++this.n; } }
+const tally = new Tally();
+let big = null;
+export default function (pi) {
+  let calls = 0;
+  const log = (e) => console.log(JSON.stringify(e));
+  pi.registerCommand("add", { handler: async (args) => {
+    count += 1; calls += 1; tally.bump();
+    seen.set(args, (seen.get(args) ?? 0) + 1);
+    words.push(args.repeat(3));
+  }});
+  // Grows the heap well past the image, so that a thaw grows the memory too.
+  pi.registerCommand("grow", { handler: async () => {
+    big = Array.from({ length: 200000 }, (_, i) => ({ i, s: "x" + i }));
+  }});
+  pi.registerCommand("show", { handler: async () => {
+    log({ type: "show", count, calls, tally: tally.n, seen: [...seen], words,
+          big: big ? big.length + ":" + big[123456].s : null });
+  }});
+  pi.registerCommand("tick", { handler: async () => { setInterval(() => {}, 60000); } });
+  pi.on("turn_start", () => { calls += 100; });
+}
+"#;
+
+struct Harness {
+    session: Session,
+    events: Arc<Mutex<Vec<Value>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn artifact(dir: &Path, source: &str) -> Artifact {
+    let path = dir.join("keeper.ts");
+    std::fs::write(&path, source).unwrap();
+    let bundle = bundle::bundle(&path).unwrap_or_else(|e| panic!("{e}"));
+    Artifact::from_bundle(&bundle)
+}
+
+async fn harness(source: &str) -> Harness {
+    // SAFETY: set before any thread reads the environment in this test process's runtime.
+    unsafe { std::env::set_var("PICHAMBER_CACHE_DIR", common::cache_dir()) };
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let sink: EventSink = Arc::new(move |e: &SessionEvent| {
+        let value = match e {
+            SessionEvent::Log { message, .. } => {
+                serde_json::from_str(message).unwrap_or(json!({ "log": message }))
+            }
+            other => serde_json::to_value(other).unwrap(),
+        };
+        seen.lock().unwrap().push(value);
+    });
+    let mut session = Session::new(
+        Runtime::global().unwrap(),
+        SessionConfig {
+            cwd: dir.path().to_string_lossy().into_owned(),
+            has_ui: false,
+            dialogs: Arc::new(NoDialogs),
+            sink,
+            instance: InstanceOptions::default(),
+            flags: vec![],
+            model: None,
+            catalog: Default::default(),
+            agent: AgentSettings::default(),
+            store: None,
+            pi: pichamber_session::PiVersion::default(),
+            mode: "rpc",
+            project_trusted: true,
+            builtin_extensions: Vec::new(),
+        },
+    );
+    session.load(&artifact(dir.path(), source)).await.unwrap();
+    session.start().await;
+    Harness {
+        session,
+        events,
+        _dir: dir,
+    }
+}
+
+impl Harness {
+    async fn command(&mut self, line: &str) {
+        self.session.run_command(line).await.unwrap();
+        self.session.run_requests().await;
+    }
+
+    async fn show(&mut self) -> Value {
+        self.events.lock().unwrap().clear();
+        self.command("/show").await;
+        let events = std::mem::take(&mut *self.events.lock().unwrap());
+        let errors: Vec<_> = events
+            .iter()
+            .filter(|e| e["type"] == "extension_error")
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        events
+            .into_iter()
+            .find(|e| e["type"] == "show")
+            .unwrap_or_else(|| panic!("no /show report"))
+    }
+}
+
+#[tokio::test]
+async fn a_hibernated_extension_wakes_with_all_its_state() {
+    let mut h = harness(KEEPER).await;
+    h.command("/add a").await;
+    h.command("/add b").await;
+    let awake = h.show().await;
+    assert_eq!(
+        h.session.hibernate().await,
+        1,
+        "an idle extension hibernates"
+    );
+    assert_eq!(
+        h.show().await,
+        awake,
+        "woken by /show, it holds what it held"
+    );
+
+    // Several rounds, its heap grown past the image's memory in between.
+    h.command("/grow").await;
+    for round in 0..3 {
+        assert_eq!(h.session.hibernate().await, 1);
+        h.command(&format!("/add r{round}")).await;
+    }
+    let after = h.show().await;
+    assert_eq!(after["count"], 5);
+    assert_eq!(after["tally"], 5);
+    assert_eq!(after["big"], "200000:x123456");
+    assert_eq!(
+        after["seen"],
+        json!([["a", 1], ["b", 1], ["r0", 1], ["r1", 1], ["r2", 1]])
+    );
+    assert_eq!(after["words"][4], "r2r2r2");
+}
+
+#[tokio::test]
+async fn handlers_and_registrations_survive_hibernation() {
+    let mut h = harness(KEEPER).await;
+    assert_eq!(h.session.hibernate().await, 1);
+    // An event reaches the woken instance's handler, whose closure counts on.
+    h.session
+        .emit(
+            "turn_start",
+            json!({ "type": "turn_start", "turnIndex": 0, "timestamp": 0 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.session.hibernate().await, 1);
+    h.command("/add z").await;
+    assert_eq!(h.show().await["calls"], 101);
+}
+
+#[tokio::test]
+async fn sessions_of_one_extension_wake_with_their_own_state() {
+    let mut first = harness(KEEPER).await;
+    let mut second = harness(KEEPER).await;
+    first.command("/add first").await;
+    second.command("/add second").await;
+    second.command("/add second").await;
+    assert_eq!(first.session.hibernate().await, 1);
+    assert_eq!(second.session.hibernate().await, 1);
+    let (a, b) = (first.show().await, second.show().await);
+    assert_eq!(a["seen"], json!([["first", 1]]));
+    assert_eq!(b["seen"], json!([["second", 2]]));
+    // Woken in the other order, after the other woke.
+    assert_eq!(second.session.hibernate().await, 1);
+    assert_eq!(first.session.hibernate().await, 1);
+    first.command("/add again").await;
+    assert_eq!(second.show().await["seen"], json!([["second", 2]]));
+    assert_eq!(
+        first.show().await["seen"],
+        json!([["first", 1], ["again", 1]])
+    );
+}
+
+#[tokio::test]
+async fn an_extension_with_a_timer_stays_awake() {
+    let mut h = harness(KEEPER).await;
+    h.command("/tick").await;
+    assert_eq!(
+        h.session.hibernate().await,
+        0,
+        "a pending timer keeps it awake"
+    );
+    assert_eq!(h.show().await["count"], 0);
+}
