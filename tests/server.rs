@@ -89,11 +89,17 @@ fn start_with(extra: &str) -> Server {
 /// [`start_with`] in a folder of its own (the data folder is `data` in it, named relative to
 /// the config file, which the server is given by a relative path).
 fn start_in(dir: tempfile::TempDir, extra: &str) -> Server {
+    start_in_with(dir, "", extra)
+}
+
+/// [`start_in`] with `top` among the file's top-level keys.
+fn start_in_with(dir: tempfile::TempDir, top: &str, extra: &str) -> Server {
     let config = format!(
         r#"
 listen = "127.0.0.1:0"
 data_dir = "data"
 extensions = [{card:?}]
+{top}
 
 [[users]]
 name = "ada"
@@ -608,6 +614,49 @@ async fn cards_and_live_panels() {
             .chain([&mine])
             .all(|e| e.data["sessionId"] == bob_session.as_str())
     );
+}
+
+/// Its summary in the user's list of sessions.
+async fn summary_of(server: &Server, token: &str, session: &str) -> Value {
+    let (_, list) = server.get("/api/pi/sessions", token).await;
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == session)
+        .cloned()
+        .unwrap_or_else(|| panic!("{session} is not listed: {list}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_hibernates_and_wakes_with_its_panels_count_going_on() {
+    let server = start_in_with(
+        tempfile::tempdir().unwrap(),
+        "hibernate_after = \"200ms\"",
+        "",
+    );
+    let id = server.session(ADA).await;
+    let hits = |n: &'static str| {
+        move |s: &Value| own(&s["panels"], "hits")["props"]["rows"][0]["value"] == n
+    };
+    server.prompt(ADA, &id, "/app-next one").await;
+    server.wait_snapshot(ADA, &id, "hits 1", hits("1")).await;
+    for round in ["2", "3"] {
+        let mut asleep = false;
+        for _ in 0..100 {
+            if summary_of(&server, ADA, &id).await["hibernating"] == json!(true) {
+                asleep = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(asleep, "the session did not hibernate");
+        // Woken by the prompt, the extension's closure counts on from where it was.
+        server.prompt(ADA, &id, "/app-next again").await;
+        server
+            .wait_snapshot(ADA, &id, "the next hit", hits(round))
+            .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

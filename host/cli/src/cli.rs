@@ -1817,6 +1817,8 @@ async fn run_gui(args: &SessionArgs) -> Result<ExitCode> {
         flags: r.flags,
         models: pichamber_model::catalog::Catalog::load(args.model.models.as_deref()),
         settings,
+        // One person's session: nothing to gain.
+        hibernate_after: None,
     });
     let token = pichamber_gui::random_token();
     hub.add_user("local", &token, allowed, access, approvals);
@@ -1838,7 +1840,11 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     use pichamber_server::config::ServerConfig;
     use pichamber_server::hub::{CatalogEntry, Hub, Launcher};
     let config = ServerConfig::load(&args.config)?;
-    Runtime::use_instance_slots(InstanceSlots::Pooled(config.max_instances))?;
+    Runtime::use_instance_slots(if config.hibernate_after()?.is_some() {
+        InstanceSlots::PooledCold(config.max_instances)
+    } else {
+        InstanceSlots::Pooled(config.max_instances)
+    })?;
     let cwd = match &config.cwd {
         Some(dir) => dir
             .canonicalize()
@@ -1902,6 +1908,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
         // settings.
         models: Default::default(),
         settings: json!({}),
+        hibernate_after: config.hibernate_after()?,
     });
     for user in &config.users {
         let mut allowed: Vec<String> = Vec::new();

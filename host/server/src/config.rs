@@ -49,6 +49,11 @@ pub struct ServerConfig {
     /// Run as one node of a cluster: sessions kept on NATS JetStream (docs/CLUSTER.md).
     #[serde(default)]
     pub cluster: Option<crate::cluster::ClusterConfig>,
+    /// How long a session waits with nothing to run before its extensions hibernate, their
+    /// instances released and their state kept as a few KiB until their next use ("30s",
+    /// "5m"; "off" never) [default: 30s].
+    #[serde(default)]
+    pub hibernate_after: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -205,10 +210,28 @@ impl ServerConfig {
         Ok(config)
     }
 
+    /// `hibernate_after` read: `None` when it is "off".
+    pub fn hibernate_after(&self) -> Result<Option<std::time::Duration>> {
+        let text = self.hibernate_after.as_deref().unwrap_or("30s");
+        if text == "off" {
+            return Ok(None);
+        }
+        let after = humantime::parse_duration(text).map_err(|e| {
+            anyhow::anyhow!(
+                "hibernate_after = {text:?} is not a duration (\"30s\", \"5m\") or \"off\": {e}"
+            )
+        })?;
+        if after.is_zero() {
+            bail!("hibernate_after = {text:?}: give a duration above zero, or \"off\"");
+        }
+        Ok(Some(after))
+    }
+
     fn check(&self) -> Result<()> {
         if let Some(cluster) = &self.cluster {
             cluster.check()?;
         }
+        self.hibernate_after()?;
         if !MAX_INSTANCES.contains(&self.max_instances) {
             bail!(
                 "max_instances = {}: give {} to {} (each slot reserves 4 GiB of address space)",
@@ -355,6 +378,27 @@ run = ["git"]
 unconfined_run = true
 secrets = { GITHUB_TOKEN = "api.github.com" }
 "#;
+
+    #[test]
+    fn hibernation_defaults_to_thirty_seconds_and_says_what_a_bad_value_lacks() {
+        let with = |value: &str| {
+            ServerConfig::parse(&format!("hibernate_after = {value:?}\n{TOML}"), true)
+        };
+        let after = |config: ServerConfig| config.hibernate_after().unwrap();
+        assert_eq!(
+            after(ServerConfig::parse(TOML, true).unwrap()),
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(
+            after(with("5m").unwrap()),
+            Some(std::time::Duration::from_secs(300))
+        );
+        assert_eq!(after(with("off").unwrap()), None);
+        let refused = format!("{:#}", with("soon").unwrap_err());
+        assert!(refused.contains("\"soon\" is not a duration"), "{refused}");
+        let refused = format!("{:#}", with("0s").unwrap_err());
+        assert!(refused.contains("above zero"), "{refused}");
+    }
 
     #[test]
     fn max_instances_defaults_and_is_bounded() {

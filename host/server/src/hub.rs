@@ -113,6 +113,8 @@ pub struct Launcher {
     pub models: pichamber_model::catalog::Catalog,
     /// pi's effective settings, for `pi.getSettings()`.
     pub settings: Value,
+    /// How long a session waits idle before its extensions hibernate (`None`: never).
+    pub hibernate_after: Option<std::time::Duration>,
 }
 
 pub struct Hub {
@@ -397,6 +399,9 @@ impl SessionHandle {
             if let Some(title) = ui.first_prompt() {
                 out["title"] = json!(title);
             }
+        }
+        if self.shared.hibernating.load(Ordering::Relaxed) {
+            out["hibernating"] = json!(true);
         }
         let state = self.shared.state.lock().unwrap();
         if let Some(name) = state.store.get_session_name() {
@@ -1340,6 +1345,7 @@ impl Hub {
             },
         );
         session.set_resources(launcher.prompts.clone(), launcher.skills.clone());
+        session.set_hibernation(launcher.hibernate_after);
         session.set_settings(launcher.settings.clone());
         session.set_thinking_level(&launcher.thinking)?;
         let mut loaded = Vec::new();

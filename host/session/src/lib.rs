@@ -148,6 +148,8 @@ pub struct Session {
     builtins: Vec<&'static str>,
     /// The built-in MCP extension, between a session's start and its shutdown.
     mcp: Option<mcp_extension::McpExtension>,
+    /// How long the session waits idle before its extensions hibernate ([`Session::idle`]).
+    hibernate_after: Option<std::time::Duration>,
 }
 
 /// Events whose fold reads what each extension's handlers left of the event: the combined
@@ -261,6 +263,7 @@ impl Session {
             retry_abort: tokio::sync::watch::channel(false).0,
             nested,
             activity: tokio::sync::Notify::new(),
+            hibernating: Default::default(),
         });
         Self {
             shared,
@@ -275,6 +278,7 @@ impl Session {
             model: config.model.map(Selection::Model),
             failed_request: None,
             dispatching_raised: false,
+            hibernate_after: None,
             settings: config.agent,
             workspace,
             turn_index: 0,
@@ -995,17 +999,72 @@ impl Session {
         next.map(std::time::Duration::from_millis)
     }
 
+    /// Extensions hibernate when the session has waited `after` with nothing to run
+    /// ([`Session::idle`]); `None` (the default) keeps them awake.
+    pub fn set_hibernation(&mut self, after: Option<std::time::Duration>) {
+        self.hibernate_after = after;
+    }
+
+    /// Hibernates every extension instance that is idle and can
+    /// ([`ExtensionInstance::hibernate`]); how many are hibernating after.
+    pub async fn hibernate(&mut self) -> usize {
+        let mut hibernating = 0;
+        for i in 0..self.extensions.len() {
+            if self.extensions[i].is_lent() || self.extensions[i].is_broken() {
+                continue;
+            }
+            match self.extensions[i].hibernate().await {
+                Ok(true) => hibernating += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    let name = self.extensions[i].name.clone();
+                    self.error(&name, "hibernate", &e);
+                }
+            }
+        }
+        self.note_hibernation();
+        hibernating
+    }
+
+    /// Says in the shared state whether the session hibernates (its summary shows it).
+    fn note_hibernation(&self) {
+        let usable = self
+            .extensions
+            .iter()
+            .filter(|e| !e.is_lent() && !e.is_broken());
+        let (asleep, awake) = usable.fold((0, 0), |(asleep, awake), e| {
+            if e.is_hibernating() {
+                (asleep + 1, awake)
+            } else {
+                (asleep, awake + 1)
+            }
+        });
+        self.shared.hibernating.store(
+            asleep > 0 && awake == 0,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
     /// The owner loop's wait between commands: polls the extensions, then waits for the next
     /// item of `queue`, an extension timer falling due or an extension's activity (a program's
-    /// output), whichever comes first.
+    /// output), whichever comes first. With hibernation on, a wait with no timer that lasts
+    /// its time hibernates the extensions that can, and goes on waiting.
     pub async fn idle<T>(
         &mut self,
         queue: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
     ) -> Idle<T> {
         let next_timer = self.poll().await;
+        self.note_hibernation();
+        let hibernate_in = self.hibernate_after.filter(|_| {
+            next_timer.is_none()
+                && self
+                    .extensions
+                    .iter()
+                    .any(|e| !e.is_lent() && !e.is_broken() && e.may_hibernate())
+        });
         let shared = self.shared.clone();
         let next = async {
-            match next_timer {
+            match next_timer.or(hibernate_in) {
                 Some(delay) => {
                     tokio::time::timeout(
                         delay.max(std::time::Duration::from_millis(1)),
@@ -1016,14 +1075,18 @@ impl Session {
                 None => Ok(queue.recv().await),
             }
         };
-        tokio::select! {
+        let idle = tokio::select! {
             item = next => match item {
                 Ok(Some(item)) => Idle::Work(item),
                 Ok(None) => Idle::Closed,
                 Err(_) => Idle::Poll,
             },
             () = shared.activity.notified() => Idle::Poll,
+        };
+        if matches!(idle, Idle::Poll) && next_timer.is_none() && hibernate_in.is_some() {
+            self.hibernate().await;
         }
+        idle
     }
 
     pub fn shutdown_requested(&self) -> bool {

@@ -42,6 +42,9 @@ pub struct SessionShared {
     /// Notified when an extension has something to run between calls (a program it spawned
     /// wrote or ended): whoever owns the session polls it ([`crate::Session::poll`]).
     pub activity: tokio::sync::Notify,
+    /// Its extensions hibernate: at least one does and none is awake (set by its owner
+    /// between requests; [`crate::Session::hibernate`]).
+    pub hibernating: std::sync::atomic::AtomicBool,
 }
 
 impl SessionShared {
