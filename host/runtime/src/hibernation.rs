@@ -259,6 +259,30 @@ pub(crate) fn add_to_linker(linker: &mut Linker<ExtensionState>) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// Hibernation keeps memory only: the guest's state must be nothing else between calls.
+    /// Its one mutable global may be the stack pointer, back at its start after every call.
+    #[test]
+    fn the_guest_keeps_no_state_in_globals_but_its_stack_pointer() {
+        use wasmparser::{Parser, Payload};
+        let shim = include_bytes!("../../assets/guest-shim.wasm");
+        let mut mutable = Vec::new();
+        let mut module = 0;
+        for payload in Parser::new(0).parse_all(shim) {
+            match payload.unwrap() {
+                Payload::ModuleSection { .. } => module += 1,
+                Payload::GlobalSection(globals) => {
+                    for global in globals {
+                        if global.unwrap().ty.mutable {
+                            mutable.push(module);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(mutable.len(), 1, "mutable globals in modules {mutable:?}");
+    }
+
     fn records_of(address: usize, now: &[u8], before: &[u8]) -> Vec<(usize, Vec<u8>)> {
         let mut records = Vec::new();
         record_differences(address, now, before, &mut records);
