@@ -685,14 +685,6 @@ impl ExtensionInstance {
         matches!(self.body, Body::Hibernating { .. })
     }
 
-    /// What a hibernating instance keeps of its memory, in bytes.
-    pub fn hibernated_bytes(&self) -> Option<usize> {
-        match &self.body {
-            Body::Hibernating { frozen, .. } => Some(frozen.bytes()),
-            _ => None,
-        }
-    }
-
     /// Hibernates the instance if it is idle (nothing pending on either side) and its shim
     /// can: its memory is kept as what differs from a fresh instance's, and the wasmtime
     /// instance (and its slot) released until its next use wakes it. Whether it hibernates.
@@ -708,14 +700,22 @@ impl ExtensionInstance {
         if !idle || !self.started || self.broken.is_some() {
             return Ok(false);
         }
-        let baseline = Self::baseline(
+        let baseline = match Self::baseline(
             self.pre.clone(),
             self.artifact.clone(),
             self.host.clone(),
             self.options.clone(),
             exports,
         )
-        .await?;
+        .await
+        {
+            Ok(baseline) => baseline,
+            // Nothing of this instance's (every slot in use, say): it stays awake, as it was.
+            Err(e) => {
+                tracing::warn!("{} stays awake: {e}", self.name);
+                return Ok(false);
+            }
+        };
         let Body::Running {
             store, instance, ..
         } = &mut self.body

@@ -1075,15 +1075,15 @@ impl Session {
                 None => Ok(queue.recv().await),
             }
         };
-        let idle = tokio::select! {
+        let (idle, waited_out) = tokio::select! {
             item = next => match item {
-                Ok(Some(item)) => Idle::Work(item),
-                Ok(None) => Idle::Closed,
-                Err(_) => Idle::Poll,
+                Ok(Some(item)) => (Idle::Work(item), false),
+                Ok(None) => (Idle::Closed, false),
+                Err(_) => (Idle::Poll, true),
             },
-            () = shared.activity.notified() => Idle::Poll,
+            () = shared.activity.notified() => (Idle::Poll, false),
         };
-        if matches!(idle, Idle::Poll) && next_timer.is_none() && hibernate_in.is_some() {
+        if waited_out && next_timer.is_none() && hibernate_in.is_some() {
             self.hibernate().await;
         }
         idle
