@@ -4,15 +4,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use pichamber_artifact::Artifact;
-use pichamber_artifact::bundle;
-use pichamber_runtime::{InstanceOptions, Runtime};
-use pichamber_session::{
-    AgentSettings, EventSink, NoDialogs, Session, SessionConfig, SessionEvent,
-};
+use pichamber_runtime::Runtime;
+use pichamber_session::Session;
 use serde_json::{Value, json};
 
 /// Holds state of every kind in module scope and closures, and reports it on /show.
@@ -50,48 +45,17 @@ struct Harness {
     _dir: tempfile::TempDir,
 }
 
-fn artifact(dir: &Path, source: &str) -> Artifact {
-    let path = dir.join("keeper.ts");
-    std::fs::write(&path, source).unwrap();
-    let bundle = bundle::bundle(&path).unwrap_or_else(|e| panic!("{e}"));
-    Artifact::from_bundle(&bundle)
-}
-
 async fn harness(source: &str) -> Harness {
     // SAFETY: set before any thread reads the environment in this test process's runtime.
     unsafe { std::env::set_var("PICHAMBER_CACHE_DIR", common::cache_dir()) };
     let dir = tempfile::tempdir().unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let seen = events.clone();
-    let sink: EventSink = Arc::new(move |e: &SessionEvent| {
-        let value = match e {
-            SessionEvent::Log { message, .. } => {
-                serde_json::from_str(message).unwrap_or(json!({ "log": message }))
-            }
-            other => serde_json::to_value(other).unwrap(),
-        };
-        seen.lock().unwrap().push(value);
-    });
+    let (sink, events) = common::session::recording_sink();
     let mut session = Session::new(
         Runtime::global().unwrap(),
-        SessionConfig {
-            cwd: dir.path().to_string_lossy().into_owned(),
-            has_ui: false,
-            dialogs: Arc::new(NoDialogs),
-            sink,
-            instance: InstanceOptions::default(),
-            flags: vec![],
-            model: None,
-            catalog: Default::default(),
-            agent: AgentSettings::default(),
-            store: None,
-            pi: pichamber_session::PiVersion::default(),
-            mode: "rpc",
-            project_trusted: true,
-            builtin_extensions: Vec::new(),
-        },
+        common::session::config(dir.path(), sink),
     );
-    session.load(&artifact(dir.path(), source)).await.unwrap();
+    let artifact = common::session::artifact(dir.path(), "keeper.ts", source);
+    session.load(&artifact).await.unwrap();
     session.start().await;
     Harness {
         session,

@@ -8,14 +8,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use pichamber_artifact::Artifact;
-use pichamber_artifact::bundle;
 use pichamber_model::{ModelClient, Script, ScriptedModel};
 use pichamber_runtime::{InstanceOptions, Runtime};
 use pichamber_session::store::{SessionStore, SyncPolicy};
-use pichamber_session::{
-    AgentSettings, EventSink, ForkPosition, NoDialogs, PromptOptions, Session, SessionConfig,
-    SessionEvent,
-};
+use pichamber_session::{AgentSettings, ForkPosition, PromptOptions, Session, SessionConfig};
 use serde_json::{Value, json};
 
 /// Logs every lifecycle event it receives (as console lines the test reads back), counts
@@ -51,10 +47,7 @@ struct Harness {
 }
 
 fn artifact(dir: &Path, source: &str) -> Artifact {
-    let path = dir.join("logger.ts");
-    std::fs::write(&path, source).unwrap();
-    let bundle = bundle::bundle(&path).unwrap_or_else(|e| panic!("{e}"));
-    Artifact::from_bundle(&bundle)
+    common::session::artifact(dir, "logger.ts", source)
 }
 
 /// A scripted model that reasons (so thinking levels other than "off" stick, as in pi).
@@ -77,17 +70,7 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
     // SAFETY: set before any thread reads the environment in this test process's runtime.
     unsafe { std::env::set_var("PICHAMBER_CACHE_DIR", common::cache_dir()) };
     let dir = tempfile::tempdir().unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let seen = events.clone();
-    let sink: EventSink = Arc::new(move |e: &SessionEvent| {
-        let value = match e {
-            SessionEvent::Log { message, .. } => {
-                serde_json::from_str(message).unwrap_or(json!({ "log": message }))
-            }
-            other => serde_json::to_value(other).unwrap(),
-        };
-        seen.lock().unwrap().push(value);
-    });
+    let (sink, events) = common::session::recording_sink();
     let sessions = dir.path().join("sessions");
     let store =
         SessionStore::create(&sessions, &dir.path().to_string_lossy(), SyncPolicy::None).unwrap();
@@ -100,23 +83,14 @@ async fn harness_with(source: &str, model: ScriptedModel, env: &[&str]) -> Harne
     let mut session = Session::new(
         Runtime::global().unwrap(),
         SessionConfig {
-            cwd: dir.path().to_string_lossy().into_owned(),
-            has_ui: false,
-            dialogs: Arc::new(NoDialogs),
-            sink,
             instance: options,
-            flags: vec![],
             model: Some(Arc::new(ModelClient::Scripted(model))),
-            catalog: Default::default(),
             agent: AgentSettings {
                 builtin_tools: true,
                 ..Default::default()
             },
             store: Some(store),
-            pi: pichamber_session::PiVersion::default(),
-            mode: "rpc",
-            project_trusted: true,
-            builtin_extensions: Vec::new(),
+            ..common::session::config(dir.path(), sink)
         },
     );
     session.load(&artifact(dir.path(), source)).await.unwrap();

@@ -6,6 +6,7 @@ use std::process::{Command, Output, Stdio};
 
 pub mod compare;
 pub mod oracle;
+pub mod session;
 pub mod sse;
 
 use serde_json::Value;
