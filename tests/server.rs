@@ -2148,8 +2148,9 @@ token = "{ADA}"
 /// and says why, and a closed session's slot serves the next one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_past_max_instances_are_refused_until_a_session_closes() {
+    // Without hibernation: with it, idle sessions make room (the test below).
     let config = format!(
-        "max_instances = 2\n{}",
+        "max_instances = 2\nhibernate_after = \"off\"\n{}",
         users_config(&[("ada", ADA, &["extensions/card-demo"])], "")
     );
     let server = start_config(tempfile::tempdir().unwrap(), &config);
@@ -2184,6 +2185,48 @@ async fn instances_past_max_instances_are_refused_until_a_session_closes() {
         .await;
     assert!(status < 300, "{status} {body}");
     assert_eq!(open().await.1, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_hibernate_to_make_room_past_max_instances() {
+    // Long before their time: only the want of a slot makes them hibernate.
+    let config = format!(
+        "max_instances = 2\nhibernate_after = \"1h\"\n{}",
+        users_config(&[("ada", ADA, &["tests/fixtures/gui/gui-fixture.js"])], "")
+    );
+    let server = start_config(tempfile::tempdir().unwrap(), &config);
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        let (status, body) = server.post("/api/pi/sessions", ADA, json!({})).await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_str().unwrap().to_owned();
+        let (_, whole) = server.get(&format!("/api/pi/sessions/{id}"), ADA).await;
+        assert_eq!(whole["notes"], json!([]), "{whole}");
+        assert_eq!(body["extensions"].as_array().unwrap().len(), 1, "{body}");
+        sessions.push(id);
+    }
+    let asleep = |summaries: &Value| {
+        summaries["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["hibernating"] == json!(true))
+            .count()
+    };
+    let (_, list) = server.get("/api/pi/sessions", ADA).await;
+    assert!(asleep(&list) >= 2, "two of four hold no slot: {list}");
+    // Each wakes in turn, taking the room another idle one makes, and counts on.
+    let hits = |n: &'static str| {
+        move |s: &Value| own(&s["panels"], "hits")["props"]["rows"][0]["value"] == n
+    };
+    for round in ["1", "2"] {
+        for id in &sessions {
+            server.prompt(ADA, id, "/app-next").await;
+            server
+                .wait_snapshot(ADA, id, "the next hit", hits(round))
+                .await;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

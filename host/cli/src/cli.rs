@@ -1841,7 +1841,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     use pichamber_server::hub::{CatalogEntry, Hub, Launcher};
     let config = ServerConfig::load(&args.config)?;
     Runtime::use_instance_slots(if config.hibernate_after()?.is_some() {
-        InstanceSlots::PooledCold(config.max_instances)
+        InstanceSlots::PooledHibernating(config.max_instances)
     } else {
         InstanceSlots::Pooled(config.max_instances)
     })?;

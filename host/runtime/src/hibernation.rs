@@ -210,6 +210,41 @@ fn record_differences(address: usize, now: &[u8], before: &[u8], records: &mut V
     }
 }
 
+/// Set when this process's slots are for sessions that hibernate
+/// ([`crate::InstanceSlots::PooledHibernating`]): a full pool then asks for room, and an
+/// image's first instance is read as its baseline before it loads (when the pool is full,
+/// none could be had for it).
+static HIBERNATES: AtomicBool = AtomicBool::new(false);
+static ROOM_WANTED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+/// How often, and how long apart, an instantiation that found no slot tries again.
+const ROOM_TRIES: u32 = 10;
+const ROOM_WAIT: Duration = Duration::from_millis(20);
+
+pub(crate) fn set_process_hibernates() {
+    HIBERNATES.store(true, Ordering::Relaxed);
+}
+
+pub(crate) fn process_hibernates() -> bool {
+    HIBERNATES.load(Ordering::Relaxed)
+}
+
+/// Notified when an instance wants a slot and every one is taken: the sessions waiting idle
+/// then hibernate at once, not when their time is up ([`crate::InstanceSlots`]).
+pub fn room_wanted() -> tokio::sync::futures::Notified<'static> {
+    ROOM_WANTED.notified()
+}
+
+/// After an instantiation found every slot taken (its `tries`-th time): asks the idle
+/// sessions for room and waits a little; whether to try again.
+pub(crate) async fn room_made(tries: u32) -> bool {
+    if !process_hibernates() || tries >= ROOM_TRIES {
+        return false;
+    }
+    ROOM_WANTED.notify_waiters();
+    tokio::time::sleep(ROOM_WAIT).await;
+    true
+}
+
 /// Hands what hibernating instances freed back to the system, a second after the first of a
 /// burst of hibernations (sessions opened together fall idle together): the allocator
 /// otherwise keeps the freed chunks between live ones.

@@ -249,7 +249,22 @@ impl ExtensionInstance {
         host: Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
     ) -> Result<Self, CallError> {
-        let body = Self::instantiate(pre, artifact, &host, options).await?;
+        let mut body = Self::instantiate(pre, artifact, &host, options).await?;
+        if hibernation::process_hibernates()
+            && let Some(exports) = pre.hibernation()
+            && pre.baseline().get().is_none()
+            && let Body::Running {
+                store, instance, ..
+            } = &mut body
+        {
+            // Fresh, before it loads: the baseline its image's instances will compare with.
+            match read_baseline(store, instance, &exports, options.memory_limit).await {
+                Ok(baseline) => {
+                    let _ = pre.baseline().set(Arc::new(baseline));
+                }
+                Err(e) => tracing::warn!("{}: {e}", artifact.manifest.name),
+            }
+        }
         let mut instance = Self {
             body,
             name: artifact.manifest.name.clone(),
@@ -767,22 +782,9 @@ impl ExtensionInstance {
                 else {
                     unreachable!("an instance starts running");
                 };
-                store.data_mut().transfer = Transfer::reading(options.memory_limit);
-                arm(&mut store);
-                let outcome =
-                    call_export::<(), u32>(&mut store, &instance, &exports.freeze, ()).await;
-                let failed = |why: String| {
-                    CallError::Trap(format!("cannot read a fresh instance's memory: {why}"))
-                };
-                match outcome {
-                    Ok(Ok(_)) => Ok(Arc::new(
-                        std::mem::take(&mut store.data_mut().transfer)
-                            .baseline()
-                            .expect("the transfer was a reading"),
-                    )),
-                    Ok(Err(why)) => Err(failed(why)),
-                    Err(e) => Err(failed(describe_trap(&e))),
-                }
+                read_baseline(&mut store, &instance, &exports, options.memory_limit)
+                    .await
+                    .map(Arc::new)
             })
             .await
             .cloned()
@@ -910,6 +912,26 @@ fn arm(store: &mut Store<ExtensionState>) {
     state.ui.begin_call();
     state.dialogs.begin_call();
     store.set_epoch_deadline(1);
+}
+
+/// A fresh instance's memory, as hibernation compares with it.
+async fn read_baseline(
+    store: &mut Store<ExtensionState>,
+    instance: &wasmtime::component::Instance,
+    exports: &hibernation::Exports,
+    memory_limit: usize,
+) -> Result<hibernation::Baseline, CallError> {
+    store.data_mut().transfer = Transfer::reading(memory_limit);
+    arm(store);
+    let outcome = call_export::<(), u32>(store, instance, &exports.freeze, ()).await;
+    let transfer = std::mem::take(&mut store.data_mut().transfer);
+    let failed =
+        |why: String| CallError::Trap(format!("cannot read a fresh instance's memory: {why}"));
+    match outcome {
+        Ok(Ok(_)) => Ok(transfer.baseline().expect("the transfer was a reading")),
+        Ok(Err(why)) => Err(failed(why)),
+        Err(e) => Err(failed(describe_trap(&e))),
+    }
 }
 
 /// Calls one of the shim's hibernation exports on a running instance.

@@ -44,6 +44,7 @@ use wasmtime::{
 pub use compile_cache::default_cache_dir;
 use compile_cache::{cached, keep_compiled};
 pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDone};
+pub use hibernation::room_wanted;
 pub use instance::{
     CallError, CommandStep, Dispatched, ExtensionInstance, InstanceOptions, MAX_FAILURES,
     ToolOutput, split_stack,
@@ -87,10 +88,13 @@ pub enum InstanceSlots {
     /// PAGEMAP_SCAN where it has it), instead of mapping memory and faulting every page in
     /// again; tests/bench/session_rpc.py measures the difference.
     Pooled(u32),
-    /// A pool whose freed slots keep nothing resident (`serve` with hibernation): a slot is
-    /// then mostly freed by a session that hibernates, and what it kept would stay the
-    /// server's memory until another instance happens to take that slot.
-    PooledCold(u32),
+    /// A pool for sessions that hibernate (`serve`'s `hibernate_after`). Its freed slots keep
+    /// nothing resident: a slot is then mostly freed by a session that hibernates, and what
+    /// it kept would stay the server's memory until another instance happened to take it.
+    /// An instance that finds every slot taken asks the idle sessions to hibernate now
+    /// ([`hibernation::room_wanted`]) and tries again, so the slots bound the sessions awake,
+    /// not those open.
+    PooledHibernating(u32),
 }
 
 impl InstanceSlots {
@@ -109,9 +113,10 @@ impl InstanceSlots {
         let (slots, keep_resident, table_keep_resident) = match self {
             InstanceSlots::OnDemand => return Ok(Engine::new(&config)?),
             InstanceSlots::Pooled(slots) => (slots, Self::KEEP_RESIDENT, Self::TABLE_KEEP_RESIDENT),
-            InstanceSlots::PooledCold(slots) => {
+            InstanceSlots::PooledHibernating(slots) => {
                 // A freed stack's pages are handed back too (else they stay resident).
                 config.async_stack_zeroing(true);
+                hibernation::set_process_hibernates();
                 (slots, 0, 0)
             }
         };
@@ -176,9 +181,14 @@ fn lists_a_swap_area(swaps: &str) -> bool {
     swaps.lines().skip(1).any(|line| !line.trim().is_empty())
 }
 
+/// An instantiation found every slot of the pool taken.
+fn is_pool_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<PoolConcurrencyLimitError>())
+}
+
 /// Says which limit an instantiation that found no free slot ran into.
 pub(crate) fn explain_instantiation(e: anyhow::Error) -> String {
-    if e.chain().any(|c| c.is::<PoolConcurrencyLimitError>()) {
+    if is_pool_full(&e) {
         return format!(
             "cannot instantiate: every instance slot of this process is in use ({e}); \
              close a session first (`serve` holds as many as `max_instances` in its config)"
@@ -762,7 +772,19 @@ impl GuestPre {
         &self,
         store: &mut wasmtime::Store<instance::ExtensionState>,
     ) -> Result<(Guest, wasmtime::component::Instance)> {
-        let instance = self.pre.instantiate_async(&mut *store).await?;
+        let mut tries = 0;
+        let instance = loop {
+            match self.pre.instantiate_async(&mut *store).await {
+                Ok(instance) => break instance,
+                Err(e) => {
+                    let e = anyhow::Error::from(e);
+                    if !is_pool_full(&e) || !hibernation::room_made(tries).await {
+                        return Err(e);
+                    }
+                    tries += 1;
+                }
+            }
+        };
         let guest = match &self.bindings {
             Bindings::V0_1(indices) => Guest::V0_1(indices.load(&mut *store, &instance)?),
             Bindings::Latest(indices) => Guest::Latest(indices.load(&mut *store, &instance)?),

@@ -1048,7 +1048,8 @@ impl Session {
     /// The owner loop's wait between commands: polls the extensions, then waits for the next
     /// item of `queue`, an extension timer falling due or an extension's activity (a program's
     /// output), whichever comes first. With hibernation on, a wait with no timer that lasts
-    /// its time hibernates the extensions that can, and goes on waiting.
+    /// its time, or that another instance's want of a slot cuts short, hibernates the
+    /// extensions that can, and goes on waiting.
     pub async fn idle<T>(
         &mut self,
         queue: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
@@ -1082,6 +1083,8 @@ impl Session {
                 Err(_) => (Idle::Poll, true),
             },
             () = shared.activity.notified() => (Idle::Poll, false),
+            // Another instance wants a slot and every one is taken: no need to wait longer.
+            () = pichamber_runtime::room_wanted(), if hibernate_in.is_some() => (Idle::Poll, true),
         };
         if waited_out && next_timer.is_none() && hibernate_in.is_some() {
             self.hibernate().await;
