@@ -80,7 +80,11 @@ impl Transfer {
     /// The records made by freezing.
     pub fn frozen(self, pages: u32) -> Option<Frozen> {
         match self {
-            Transfer::Freezing { records, .. } => Some(Frozen { pages, records }),
+            Transfer::Freezing { mut records, .. } => {
+                // Kept for as long as it hibernates: no spare capacity.
+                records.shrink_to_fit();
+                Some(Frozen { pages, records })
+            }
             _ => None,
         }
     }
