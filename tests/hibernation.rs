@@ -6,8 +6,8 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use pichamber_runtime::Runtime;
-use pichamber_session::Session;
+use pichamber_runtime::{InstanceOptions, Runtime};
+use pichamber_session::{Session, SessionConfig};
 use serde_json::{Value, json};
 
 /// Holds state of every kind in module scope and closures, and reports it on /show.
@@ -46,13 +46,20 @@ struct Harness {
 }
 
 async fn harness(source: &str) -> Harness {
+    harness_with(source, InstanceOptions::default()).await
+}
+
+async fn harness_with(source: &str, instance: InstanceOptions) -> Harness {
     // SAFETY: set before any thread reads the environment in this test process's runtime.
     unsafe { std::env::set_var("PICHAMBER_CACHE_DIR", common::cache_dir()) };
     let dir = tempfile::tempdir().unwrap();
     let (sink, events) = common::session::recording_sink();
     let mut session = Session::new(
         Runtime::global().unwrap(),
-        common::session::config(dir.path(), sink),
+        SessionConfig {
+            instance,
+            ..common::session::config(dir.path(), sink)
+        },
     );
     let artifact = common::session::artifact(dir.path(), "keeper.ts", source);
     session.load(&artifact).await.unwrap();

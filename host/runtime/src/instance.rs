@@ -820,7 +820,6 @@ impl ExtensionInstance {
                 return Err(CallError::Trap(crate::explain_instantiation(e)));
             }
         };
-        arm(&mut store);
         let outcome =
             call_export::<(u32,), ()>(&mut store, &instance, &exports.thaw, (pages,)).await;
         store.data_mut().transfer = Transfer::None;
@@ -883,7 +882,9 @@ impl ExtensionInstance {
 
 /// What `load` is given: the extension's modules (none when its image holds them compiled)
 /// and the facts of its session.
-/// A store for `state`, its limits and deadlines in force.
+/// A store for `state`, its limits and deadlines in force, its call's clocks started now (a
+/// hibernated state's are from its last call: instantiating in a slow moment would
+/// otherwise be charged the time it hibernated, and trap).
 fn new_store(pre: &GuestPre, state: ExtensionState) -> Store<ExtensionState> {
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|s| &mut s.limits);
@@ -897,7 +898,7 @@ fn new_store(pre: &GuestPre, state: ExtensionState) -> Store<ExtensionState> {
             Ok(UpdateDeadline::Yield(1))
         }
     });
-    store.set_epoch_deadline(1);
+    arm(&mut store);
     store
 }
 
