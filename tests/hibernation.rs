@@ -78,8 +78,13 @@ impl Harness {
     }
 
     async fn show(&mut self) -> Value {
+        self.command_report("/show").await
+    }
+
+    /// Runs `line`, whose command reports `{ "type": "show", ... }`.
+    async fn command_report(&mut self, line: &str) -> Value {
         self.events.lock().unwrap().clear();
-        self.command("/show").await;
+        self.command(line).await;
         let events = std::mem::take(&mut *self.events.lock().unwrap());
         let errors: Vec<_> = events
             .iter()
@@ -177,4 +182,65 @@ async fn an_extension_with_a_timer_stays_awake() {
         "a pending timer keeps it awake"
     );
     assert_eq!(h.show().await["count"], 0);
+}
+
+/// Reads a file on /show PATH; keeps an SQLite database open on /hold PATH (its file stays
+/// open through WASI between calls; node:fs's descriptors are the prelude's own).
+const READER: &str = r#"
+import { readFileSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
+let held = null;
+export default function (pi) {
+  pi.registerCommand("show", { handler: async (path) => {
+    console.log(JSON.stringify({ type: "show", text: readFileSync(path, "utf8") }));
+  }});
+  pi.registerCommand("hold", { handler: async (path) => {
+    held = new DatabaseSync(path);
+    held.exec("CREATE TABLE IF NOT EXISTS t (x)");
+  }});
+  pi.registerCommand("release", { handler: async () => { held.close(); held = null; }});
+}
+"#;
+
+/// A reader of a folder of its own, holding `note.txt` ("first").
+async fn reader() -> (Harness, tempfile::TempDir, std::path::PathBuf) {
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("note.txt");
+    std::fs::write(&file, "first").unwrap();
+    let options = InstanceOptions {
+        grants: std::sync::Arc::new(pichamber_access::Grants {
+            write: vec![data.path().to_path_buf()],
+            ..Default::default()
+        }),
+        ..InstanceOptions::default()
+    };
+    (harness_with(READER, options).await, data, file)
+}
+
+#[tokio::test]
+async fn an_extension_that_read_a_file_hibernates_and_reads_again_awake() {
+    let (mut h, _data, file) = reader().await;
+    let show = format!("/show {}", file.display());
+    assert_eq!(h.command_report(&show).await["text"], "first");
+    // The C library's handles on the granted folder are let go of, and fetched again.
+    assert_eq!(h.session.hibernate().await, 1);
+    std::fs::write(&file, "second").unwrap();
+    assert_eq!(h.command_report(&show).await["text"], "second");
+}
+
+#[tokio::test]
+async fn an_extension_holding_a_database_open_stays_awake_and_reads_on() {
+    let (mut h, _data, file) = reader().await;
+    let database = file.with_file_name("db.sqlite");
+    h.command(&format!("/hold {}", database.display())).await;
+    assert_eq!(
+        h.session.hibernate().await,
+        0,
+        "an open file keeps it awake"
+    );
+    let show = format!("/show {}", file.display());
+    assert_eq!(h.command_report(&show).await["text"], "first");
+    h.command("/release").await;
+    assert_eq!(h.session.hibernate().await, 1, "closed, it hibernates");
+    assert_eq!(h.command_report(&show).await["text"], "first");
 }

@@ -39,6 +39,9 @@ unsafe extern "C" {
     // Placed by the linker around the stack (whether it lies first or after the data).
     static __stack_low: u8;
     static __stack_high: u8;
+    /// wasi-libc: forgets the preopened folders (dropping their handles), which it fetches
+    /// again when next asked for a path.
+    fn __wasilibc_reset_preopens();
 }
 
 /// The ranges of memory that are not state: the unused first KiB, the stack (dead between
@@ -67,6 +70,11 @@ pub fn freeze() -> Result<u32, String> {
     if !crate::engine::is_idle() {
         return Err("it has work pending (a job, timer, operation, program or worker)".into());
     }
+    // A handle names nothing in the fresh instance that thaws: the C library's handles on the
+    // granted folders go, and come again on its next use of a path. (Any other handle kept,
+    // an open file, keeps the instance awake: the host checks after this.)
+    // SAFETY: no path is being used (the guest is between calls).
+    unsafe { __wasilibc_reset_preopens() };
     let end = memory_bytes();
     let mut skip = not_state();
     skip.sort_unstable();

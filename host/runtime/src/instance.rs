@@ -111,13 +111,9 @@ impl ExtensionState {
         self.call_wall_timeout.saturating_sub(self.wall_used())
     }
 
-    /// Nothing of the host's waits on the guest or holds a handle it has: no operation,
-    /// program or worker, no WASI resource (a handle would name nothing in a fresh instance).
+    /// Nothing of the host's waits on the guest: no operation, program or worker.
     fn is_idle(&self) -> bool {
-        self.operations.pending() == 0
-            && self.programs.running() == 0
-            && !self.workers.pending()
-            && self.table.is_empty()
+        self.operations.pending() == 0 && self.programs.running() == 0 && !self.workers.pending()
     }
 }
 
@@ -741,7 +737,11 @@ impl ExtensionInstance {
         arm(store);
         let outcome = call_export::<(), u32>(store, instance, &exports.freeze, ()).await;
         let transfer = std::mem::take(&mut store.data_mut().transfer);
+        // A WASI handle the guest still holds (an open file; `freeze` let go of its folders')
+        // would name nothing in the fresh instance that thaws: it stays awake.
+        let holds_handles = !store.data().table.is_empty();
         let pages = match self.end_call(outcome)? {
+            Ok(_) if holds_handles => return Ok(false),
             Ok(pages) => pages,
             // Something is pending after all (the guest's side): it stays awake.
             Err(_) => return Ok(false),
