@@ -1840,7 +1840,8 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
     use pichamber_server::config::ServerConfig;
     use pichamber_server::hub::{CatalogEntry, Hub, Launcher};
     let config = ServerConfig::load(&args.config)?;
-    Runtime::use_instance_slots(if config.hibernate_after()?.is_some() {
+    let hibernate_after = config.hibernate_after()?;
+    Runtime::use_instance_slots(if hibernate_after.is_some() {
         InstanceSlots::PooledHibernating(config.max_instances)
     } else {
         InstanceSlots::Pooled(config.max_instances)
@@ -1908,7 +1909,7 @@ async fn serve_command(args: ServeArgs) -> Result<ExitCode> {
         // settings.
         models: Default::default(),
         settings: json!({}),
-        hibernate_after: config.hibernate_after()?,
+        hibernate_after,
     });
     for user in &config.users {
         let mut allowed: Vec<String> = Vec::new();
