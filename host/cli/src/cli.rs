@@ -604,11 +604,11 @@ fn parse_flag(text: &str) -> Result<(String, Value), String> {
     Ok((name.to_owned(), value))
 }
 
-/// The smallest and largest `--memory-limit`, in MiB: below 16 an instance cannot do real
-/// work (its start alone takes a few MiB), and a WebAssembly memory cannot grow past 4 GiB.
 /// Instance slots an `rpc` process reserves: its sessions' extensions and their workers.
 const RPC_INSTANCE_SLOTS: u32 = 1024;
 
+/// The smallest and largest `--memory-limit`, in MiB: below 16 an instance cannot do real
+/// work (its start alone takes a few MiB), and a WebAssembly memory cannot grow past 4 GiB.
 const MEMORY_LIMIT_MIB: std::ops::RangeInclusive<usize> = 16..=4096;
 
 fn parse_memory_limit(text: &str) -> Result<usize, String> {
