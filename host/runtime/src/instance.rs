@@ -237,6 +237,20 @@ macro_rules! guest_call_now {
     }};
 }
 
+/// An extension instantiated whose factory has not run ([`ExtensionInstance::make`]): no
+/// guest code has run in it, so it may be made before it is needed and started later.
+pub struct Unstarted(ExtensionInstance);
+
+impl Unstarted {
+    /// Runs the factory.
+    pub async fn start(self) -> Result<ExtensionInstance, CallError> {
+        let mut instance = self.0;
+        instance.load().await?;
+        instance.started = true;
+        Ok(instance)
+    }
+}
+
 impl ExtensionInstance {
     /// Instantiates the extension and runs its factory.
     pub async fn start(
@@ -245,6 +259,20 @@ impl ExtensionInstance {
         host: Arc<dyn ExtensionHost>,
         options: &InstanceOptions,
     ) -> Result<Self, CallError> {
+        Self::make(pre, artifact, host, options)
+            .await?
+            .start()
+            .await
+    }
+
+    /// Instantiates the extension, the factory not run: [`Self::start`]'s first half, for a
+    /// session that makes its next instance while it waits.
+    pub async fn make(
+        pre: &GuestPre,
+        artifact: &Artifact,
+        host: Arc<dyn ExtensionHost>,
+        options: &InstanceOptions,
+    ) -> Result<Unstarted, CallError> {
         let mut body = Self::instantiate(pre, artifact, &host, options).await?;
         if hibernation::process_hibernates()
             && let Some(exports) = pre.hibernation()
@@ -261,7 +289,7 @@ impl ExtensionInstance {
                 Err(e) => tracing::warn!("{}: {e}", artifact.manifest.name),
             }
         }
-        let mut instance = Self {
+        Ok(Unstarted(Self {
             body,
             name: artifact.manifest.name.clone(),
             broken: None,
@@ -271,10 +299,7 @@ impl ExtensionInstance {
             artifact: Arc::new(artifact.clone()),
             host,
             options: options.clone(),
-        };
-        instance.load().await?;
-        instance.started = true;
-        Ok(instance)
+        }))
     }
 
     /// A new store with its limits, and the component instantiated in it.

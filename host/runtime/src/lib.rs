@@ -47,7 +47,7 @@ pub use extension_host::{ExtensionHost, FlagSpec, HostWork, SessionFacts, WorkDo
 pub use hibernation::room_wanted;
 pub use instance::{
     CallError, CommandStep, Dispatched, ExtensionInstance, InstanceOptions, MAX_FAILURES,
-    ToolOutput, split_stack,
+    ToolOutput, Unstarted, split_stack,
 };
 pub use operations::Operations;
 pub use wasi::Determinism;
