@@ -1979,6 +1979,36 @@ fn vm_contexts(side: Side) {
 
 both_sides!(vm_contexts);
 
+/// Each new session runs the factory again (tests/fixtures/rpc/fresh-sessions.ts): its
+/// closure starts afresh and its command is there once. pichamber's sessions (which make the
+/// next instance while they wait, `Session::set_slots_to_spare`) are instances of their own:
+/// nothing of the module's state carries over.
+fn each_new_session_runs_the_factory(side: Side) {
+    let (_mock, _home, mut agent) = with_extension(side, "fresh-sessions.ts");
+    agent.await_notice(0, "start startup: starts 1");
+    for round in 0..3 {
+        let mark = agent.mark();
+        let response = agent.request(json!({ "type": "new_session" }));
+        assert_eq!(response["success"], json!(true), "{side:?}: {response}");
+        agent.await_notice(mark, "start new: starts 1");
+        let commands = agent.request(json!({ "type": "get_commands" }));
+        let runs = commands["data"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] == "runs")
+            .count();
+        assert_eq!(runs, 1, "{side:?}, round {round}: {commands}");
+        if side == Side::Pichamber {
+            let mark = agent.mark();
+            agent.request(json!({ "type": "prompt", "message": "/runs" }));
+            agent.await_notice(mark, "factory runs 1");
+        }
+    }
+}
+
+both_sides!(each_new_session_runs_the_factory);
+
 /// An extension reads its own package's files next to `import.meta.url` (pichamber packages
 /// them into the artifact and serves them read-only at `/ext`): contents, a folder's listing,
 /// stat, existence, and ENOENT for what the package lacks. The lines are Node's own.

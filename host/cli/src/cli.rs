@@ -1541,6 +1541,8 @@ async fn rpc_command(args: RpcArgs) -> Result<ExitCode> {
     else {
         return Ok(ExitCode::FAILURE);
     };
+    // One session in RPC_INSTANCE_SLOTS.
+    session.set_slots_to_spare(true);
     session.start().await;
     rpc::serve(session, dialogs, output, protocol_input()).await;
     Ok(ExitCode::SUCCESS)

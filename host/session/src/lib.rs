@@ -120,6 +120,15 @@ pub struct Session {
     options: InstanceOptions,
     /// In load order; one whose tool is running is lent to that call (see `nested`).
     extensions: Vec<nested::Slot>,
+    /// Instances stopped by a new session or a reload, dropped when the session is next idle
+    /// ([`Session::set_slots_to_spare`]).
+    stopped: Vec<nested::Slot>,
+    /// The extensions' next instances, made while the session waited.
+    made_ahead: Vec<MadeAhead>,
+    slots_to_spare: bool,
+    /// The instances were replaced (a new session, a reload) since the next ones were last
+    /// made: the next idle makes them.
+    make_ahead_due: bool,
     /// Nested calls (`ctx.executeTool`) the running tools make, and their records.
     nested_calls: tokio::sync::mpsc::UnboundedReceiver<nested::NestedCall>,
     nested_records: std::collections::HashMap<String, nested::Record>,
@@ -180,6 +189,22 @@ pub enum Idle<T> {
     Closed,
     /// A timer fell due or an extension was active: poll again.
     Poll,
+}
+
+/// An extension's next instance, made while the session waited: it stands in for a fresh one
+/// only at the same place in load order, for the same build and grants.
+struct MadeAhead {
+    index: usize,
+    source_hash: String,
+    grants: Arc<pichamber_access::Grants>,
+    instance: pichamber_runtime::Unstarted,
+}
+
+impl MadeAhead {
+    fn fits(&self, artifact: &Artifact, options: &InstanceOptions) -> bool {
+        self.source_hash == artifact.manifest.source_hash
+            && Arc::ptr_eq(&self.grants, &options.grants)
+    }
 }
 
 impl Session {
@@ -270,6 +295,10 @@ impl Session {
             runtime,
             options: config.instance,
             extensions: Vec::new(),
+            stopped: Vec::new(),
+            made_ahead: Vec::new(),
+            slots_to_spare: false,
+            make_ahead_due: false,
             nested_calls,
             nested_records: Default::default(),
             nested_next: Default::default(),
@@ -496,29 +525,23 @@ impl Session {
         found: &resources::Metadata,
     ) -> Result<(), String> {
         let index = self.extensions.len();
-        let options = match self.extension_grants.get(&artifact.manifest.source_hash) {
-            Some(grants) => InstanceOptions {
-                grants: grants.clone(),
-                ..self.options.clone()
+        let options = self.options_for(artifact);
+        let made = match self.made_ahead.iter().position(|m| m.index == index) {
+            Some(i) => Some(self.made_ahead.swap_remove(i))
+                .filter(|m| m.fits(artifact, &options))
+                .map(|m| m.instance),
+            None => None,
+        };
+        let prepared = match made {
+            Some(_) => None,
+            None => match self.runtime.prepare(artifact, &self.image_for(&options)) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let message = format!("cannot load: {e:#}");
+                    self.error(&artifact.manifest.name, "load", &message);
+                    return Err(message);
+                }
             },
-            None => self.options.clone(),
-        };
-        let image_for = pichamber_runtime::ImageFor {
-            granted_env: options
-                .grants
-                .env_pairs()
-                .into_iter()
-                .map(|(name, _)| name)
-                .collect(),
-            pi_version: self.shared.pi.number().to_owned(),
-        };
-        let prepared = match self.runtime.prepare(artifact, &image_for) {
-            Ok(p) => p,
-            Err(e) => {
-                let message = format!("cannot load: {e:#}");
-                self.error(&artifact.manifest.name, "load", &message);
-                return Err(message);
-            }
         };
         let owner = state::owner_key(&artifact.manifest.name, &artifact.manifest.source_hash);
         {
@@ -532,13 +555,15 @@ impl Session {
             state.extension_sources.truncate(index);
             state.extension_sources.push(info);
         }
-        let port = Arc::new(port::ExtensionPort::new(
-            self.shared.clone(),
-            index,
-            &artifact.manifest.name,
-            owner,
-        ));
-        match ExtensionInstance::start(&prepared, artifact, port, &options).await {
+        let started = match (made, prepared) {
+            (Some(made), _) => made.start().await,
+            (None, Some(prepared)) => {
+                let port = self.port_for(index, artifact);
+                ExtensionInstance::start(&prepared, artifact, port, &options).await
+            }
+            (None, None) => unreachable!("an instance is made ahead or prepared"),
+        };
+        match started {
             Ok(instance) => {
                 self.extensions.push(nested::Slot::new(instance));
                 self.origins.push(artifact.origin.clone());
@@ -570,6 +595,79 @@ impl Session {
                 // Keep indices stable: a placeholder slot is not needed because later
                 // extensions take the next index only when they load.
                 Err(message)
+            }
+        }
+    }
+
+    /// The instance options of `artifact`: the session's, with its own grants if it has any.
+    fn options_for(&self, artifact: &Artifact) -> InstanceOptions {
+        match self.extension_grants.get(&artifact.manifest.source_hash) {
+            Some(grants) => InstanceOptions {
+                grants: grants.clone(),
+                ..self.options.clone()
+            },
+            None => self.options.clone(),
+        }
+    }
+
+    /// What an extension's image depends on besides its build.
+    fn image_for(&self, options: &InstanceOptions) -> pichamber_runtime::ImageFor {
+        pichamber_runtime::ImageFor {
+            granted_env: options
+                .grants
+                .env_pairs()
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect(),
+            pi_version: self.shared.pi.number().to_owned(),
+        }
+    }
+
+    /// The host side of the instance at `index` in load order.
+    fn port_for(&self, index: usize, artifact: &Artifact) -> Arc<port::ExtensionPort> {
+        Arc::new(port::ExtensionPort::new(
+            self.shared.clone(),
+            index,
+            &artifact.manifest.name,
+            state::owner_key(&artifact.manifest.name, &artifact.manifest.source_hash),
+        ))
+    }
+
+    /// Makes each running extension's next instance, once after each replacement of the
+    /// session's instances, when it has slots to spare ([`Session::set_slots_to_spare`]).
+    async fn make_ahead(&mut self) {
+        if !self.slots_to_spare || !std::mem::take(&mut self.make_ahead_due) {
+            return;
+        }
+        for index in 0..self.extensions.len() {
+            if self.extensions[index].is_lent() || self.made_ahead.iter().any(|m| m.index == index)
+            {
+                continue;
+            }
+            let hash = self.extensions[index].source_hash();
+            let Some((artifact, _)) = self
+                .artifacts
+                .iter()
+                .find(|(a, _)| a.manifest.source_hash == hash)
+            else {
+                continue;
+            };
+            let artifact = artifact.clone();
+            let options = self.options_for(&artifact);
+            let Ok(prepared) = self.runtime.prepare(&artifact, &self.image_for(&options)) else {
+                continue;
+            };
+            let port = self.port_for(index, &artifact);
+            // One that cannot be made now is made as usual when it is needed (and reports why).
+            if let Ok(instance) =
+                ExtensionInstance::make(&prepared, &artifact, port, &options).await
+            {
+                self.made_ahead.push(MadeAhead {
+                    index,
+                    source_hash: artifact.manifest.source_hash.clone(),
+                    grants: options.grants.clone(),
+                    instance,
+                });
             }
         }
     }
@@ -1005,6 +1103,19 @@ impl Session {
         self.hibernate_after = after;
     }
 
+    /// The process has instance slots to spare (`rpc`: one session in a pool of 1,024), so
+    /// replacing the session's instances (a new session, a reload) does its slot work while
+    /// the session waits, not while its client does: the stopped instances are dropped when
+    /// the session is next idle, after its answer (dropping one resets the memory it wrote,
+    /// tens of microseconds), and once the session has been replaced, each extension's next
+    /// instance is made then too ([`ExtensionInstance::make`]), so that the next one starts by
+    /// running the factory. Not where the operator bounds the slots (`serve`): the new
+    /// instances may need the old ones' slots, and a spare per session would halve the
+    /// sessions a pool holds.
+    pub fn set_slots_to_spare(&mut self, on: bool) {
+        self.slots_to_spare = on;
+    }
+
     /// Hibernates every extension instance that is idle and can
     /// ([`ExtensionInstance::hibernate`]); how many are hibernating after.
     pub async fn hibernate(&mut self) -> usize {
@@ -1045,7 +1156,8 @@ impl Session {
         );
     }
 
-    /// The owner loop's wait between commands: polls the extensions, then waits for the next
+    /// The owner loop's wait between commands: drops the stopped instances and makes the next
+    /// ones ([`Session::set_slots_to_spare`]), polls the extensions, then waits for the next
     /// item of `queue`, an extension timer falling due or an extension's activity (a program's
     /// output), whichever comes first. With hibernation on, a wait with no timer that lasts
     /// its time, or that another instance's want of a slot cuts short, hibernates the
@@ -1054,6 +1166,8 @@ impl Session {
         &mut self,
         queue: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
     ) -> Idle<T> {
+        self.stopped.clear();
+        self.make_ahead().await;
         let next_timer = self.poll().await;
         self.note_hibernation();
         let hibernate_in = self.hibernate_after.filter(|_| {

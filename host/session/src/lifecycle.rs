@@ -239,7 +239,13 @@ impl Session {
                 let _ = extension.shutdown().await;
             }
         }
-        self.extensions.clear();
+        // With slots to spare, their slots' reset waits for the session's next pause.
+        self.make_ahead_due = true;
+        if self.slots_to_spare {
+            self.stopped.append(&mut self.extensions);
+        } else {
+            self.extensions.clear();
+        }
         self.origins.clear();
         let mut state = self.shared.state.lock().unwrap();
         // The tools of the built-in extensions the host serves stay (`tool_search`), but not
