@@ -185,6 +185,85 @@ async fn new_session_reloads_extensions_with_fresh_state_in_a_new_file() {
     );
 }
 
+/// Reports each session_start with the granted variable it sees, and counts /count in module
+/// state.
+const AHEAD: &str = r#"
+let count = 0;
+export default function (pi) {
+  const log = (e) => console.log(JSON.stringify(e));
+  pi.on("session_start", (e) => log({ type: "start", reason: e.reason, seen: process.env.PICHAMBER_TEST_AHEAD ?? null }));
+  pi.registerCommand("count", { handler: async () => { count += 1; log({ type: "count", count }); } });
+}
+"#;
+
+/// The owner loop's pause between commands, with a command already waiting.
+async fn pause(session: &mut Session) {
+    let (tx, mut queue) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(()).unwrap();
+    let _ = session.idle(&mut queue).await;
+}
+
+/// With slots to spare (`rpc`), a session makes its next instances while it pauses: each new
+/// session still starts from a fresh instance, and one made before the extension's grants
+/// changed is not the one that starts.
+#[tokio::test]
+async fn instances_made_ahead_are_fresh_and_take_new_grants() {
+    // SAFETY: a variable of this test alone, set before any instance reads it.
+    unsafe { std::env::set_var("PICHAMBER_TEST_AHEAD", "granted") };
+    let mut h = harness_with(AHEAD, scripted(json!([])), &[]).await;
+    h.session.set_slots_to_spare(true);
+    let seen = |events: &[Value], kind: &str| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| {
+                if kind == "start" {
+                    e["seen"].clone()
+                } else {
+                    e["count"].clone()
+                }
+            })
+            .collect()
+    };
+    for round in 0..3 {
+        h.session.run_command("/count").await.unwrap();
+        h.session.run_command("/count").await.unwrap();
+        h.take();
+        assert!(!h.session.new_session().await.unwrap());
+        pause(&mut h.session).await;
+        h.session.run_command("/count").await.unwrap();
+        let events = h.take();
+        assert_eq!(
+            seen(&events, "start"),
+            [Value::Null],
+            "round {round}: {events:?}"
+        );
+        assert_eq!(
+            seen(&events, "count"),
+            [json!(1)],
+            "round {round}: {events:?}"
+        );
+    }
+    // The next instance is made; then the user grants the variable.
+    let hash = artifact(h._dir.path(), AHEAD).manifest.source_hash;
+    let grants = pichamber_access::Grants {
+        env: vec!["PICHAMBER_TEST_AHEAD".into()],
+        ..Default::default()
+    };
+    h.session.regrant(&hash, Arc::new(grants)).await.unwrap();
+    assert_eq!(
+        seen(&h.take(), "start"),
+        [json!("granted")],
+        "the regranted instance"
+    );
+    assert!(!h.session.new_session().await.unwrap());
+    assert_eq!(
+        seen(&h.take(), "start"),
+        [json!("granted")],
+        "the next session's"
+    );
+}
+
 #[tokio::test]
 async fn an_extension_can_cancel_a_switch_and_a_fork() {
     let mut h = harness(json!([text_turn("one")]), &["CANCEL"]).await;

@@ -338,6 +338,7 @@ impl Session {
     ) -> Result<(), String> {
         self.extension_grants
             .insert(source_hash.to_owned(), grants.clone());
+        self.made_ahead.retain(|m| m.source_hash != source_hash);
         let mut result = Ok(());
         for instance in self
             .extensions
