@@ -23,8 +23,9 @@ const hostCall = (name, ...args) => {
 };
 // What the host says at load (the extension's name, cwd, mode, granted env, pi release). The
 // prelude is evaluated before it, once for all instances (the pre-initialised snapshot), so
-// its top level reads none of it and calls no host function; `applyLoadContext` does.
-const loadValues = {};
+// its top level reads none of it and calls no host function; `applyLoadContext` does. Its
+// keys are there from the start: an instance's load only sets them.
+const loadValues = { extensionName: undefined, cwd: undefined, mode: undefined, hasUI: undefined, piVersion: undefined };
 const loadContext = new Proxy(
   loadValues,
   {
@@ -1733,10 +1734,15 @@ function toolContext(toolCallId) {
 
 const toolResultFromError = (err) => ({ content: [{ type: "text", text: errorText(err) }], details: {}, isError: true });
 
-function applyLoadContext(context) {
-  Object.assign(loadValues, context);
-  followPi(loadValues.piVersion);
-  Object.assign(env, loadValues.env);
+// The load context comes as separate texts, no JSON to parse but the granted variables'.
+function applyLoadContext(extensionName, cwd, mode, hasUI, piVersion, envJson) {
+  loadValues.extensionName = extensionName;
+  loadValues.cwd = cwd;
+  loadValues.mode = mode;
+  loadValues.hasUI = hasUI === "true";
+  loadValues.piVersion = piVersion;
+  followPi(piVersion);
+  if (envJson !== "{}") Object.assign(env, JSON.parse(envJson));
   env.PICHAMBER = "1";
   argv[1] = loadValues.extensionName;
   startedAt = Date.now();
@@ -1981,9 +1987,9 @@ globalThis.__pichamber = {
     ahead.touched = [];
     return JSON.stringify({ touched, implicated: [...implicated] });
   },
-  load(entry, contextJson) {
+  load(entry, ...context) {
     try {
-      applyLoadContext(JSON.parse(contextJson));
+      applyLoadContext(...context);
       if (entry.startsWith("{")) return loadLater(runWorker(JSON.parse(entry)));
       const done = drive(entry.startsWith("[") ? runFactories(JSON.parse(entry)) : runFactory(entry));
       return isPromise(done) ? loadLater(done) : [null, null];
